@@ -1,0 +1,31 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALL := $(BIN)/python -m pip install --quiet
+
+.PHONY: demo test install install-dev lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose
+
+install-dev: $(BIN)/python
+	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose
+
+demo: install
+	$(BIN)/python -m nrllm_core.demo
+
+test: install-dev
+	$(BIN)/python -m pytest
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff format --check .
+	$(BIN)/python -m mypy
+
+bench: $(BIN)/python
+	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose
+	$(BIN)/python benchmarks/bench_seam.py
+
+clean:
+	rm -rf $(VENV)

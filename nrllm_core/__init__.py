@@ -1,0 +1,70 @@
+"""nrllm: governed LLM tool calling on pluggy. Two channels, one seam.
+
+Importing this package loads no plugin, reads no environment variable and configures nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nrllm_core._bounds import (
+    ARTIFACTS_MAX_BYTES,
+    ARTIFACTS_MAX_DEPTH,
+    CONTENT_MAX_BYTES,
+    bound_artifacts,
+    bound_content,
+)
+from nrllm_core._catalog import RegisteredTool, ToolRegistry
+from nrllm_core._invoke import invoke
+from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._tool import Tool, ToolContext, tool
+from nrllm_core._values import (
+    Actor,
+    ArtifactType,
+    DataClass,
+    Effect,
+    ToolArtifact,
+    ToolResult,
+    TrustZone,
+)
+from nrllm_core.hookspecs import hookimpl
+
+__all__ = [
+    "ARTIFACTS_MAX_BYTES",
+    "ARTIFACTS_MAX_DEPTH",
+    "CONTENT_MAX_BYTES",
+    "Actor",
+    "ArtifactType",
+    "AuditRecord",
+    "DataClass",
+    "Effect",
+    "PluginManager",
+    "RegisteredTool",
+    "RunRecorder",
+    "RunStep",
+    "StepKind",
+    "Tool",
+    "ToolArtifact",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolResult",
+    "TraceEvent",
+    "TrustZone",
+    "WirePayload",
+    "bound_artifacts",
+    "bound_content",
+    "hookimpl",
+    "invoke",
+    "make_plugin_manager",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("nrllm-core")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,150 @@
+"""The tools the plugins registered: validated, snapshotted, with name clashes withheld."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, final
+
+import attrs
+
+from nrllm_core._schema import argument_error, compile_schema
+from nrllm_core._tool import NAME_PATTERN, Tool
+from nrllm_core._values import DataClass, Effect
+
+__all__ = ["GROUP_DEFAULTS", "RegisteredTool", "ToolCatalog", "ToolRegistry"]
+
+GROUP_DEFAULTS: Final[Mapping[str, DataClass]] = {
+    "content": DataClass.EDITOR_CONTENT,
+    "editing": DataClass.EDITOR_CONTENT,
+    "files": DataClass.EDITOR_CONTENT,
+    "rag": DataClass.PUBLIC_CONTENT,
+    "structure": DataClass.INTERNAL_CONFIGURATION,
+    "configuration": DataClass.INTERNAL_CONFIGURATION,
+    "code": DataClass.SOURCE_CODE,
+    "system": DataClass.SYSTEM_DIAGNOSTICS,
+    "accounts": DataClass.SECRET_ADJACENT,
+}
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RegisteredTool:
+    """A tool as registered: its declaration read once, so a later change cannot move the gate."""
+
+    tool: Tool = attrs.field(eq=False)
+    plugin: str
+    name: str
+    description: str
+    group: str
+    parameters: Mapping[str, Any] = attrs.field(eq=False)
+    validator: Any = attrs.field(eq=False, repr=False)
+    # Validation is pure, so the answer for a call without arguments is worked out once.
+    no_arguments_error: str | None = attrs.field(eq=False, repr=False)
+    declared_data_class: DataClass | None
+    effect: Effect
+    declared_approval: bool
+    enabled_by_default: bool
+    requires_admin: bool
+    checks_own_arguments: bool
+    data_class: DataClass
+    data_class_source: str
+
+    @property
+    def requires_approval(self) -> bool:
+        """A write effect always needs a person's approval."""
+        return self.declared_approval or self.effect.is_write
+
+
+@final
+class ToolRegistry:
+    """Handed to ``nrllm_register_tools``: collects one plugin's tools."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self) -> None:
+        self._tools: list[Tool] = []
+
+    def register(self, tool: Tool) -> None:
+        """Register a :class:`~nrllm_core.Tool`; a malformed one raises at once."""
+        _validate(tool)
+        self._tools.append(tool)
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return tuple(self._tools)
+
+
+def _validate(tool: object) -> None:
+    if not isinstance(tool, Tool):
+        raise TypeError(f"register() takes a Tool, not {type(tool).__name__}")
+    name = getattr(tool, "name", None)
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"tool name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$")
+    checks: list[tuple[str, type | tuple[type, ...]]] = [
+        ("description", str),
+        ("group", str),
+        ("parameters", Mapping),
+        ("effect", Effect),
+        ("requires_approval", bool),
+        ("enabled_by_default", bool),
+        ("requires_admin", bool),
+        ("checks_own_arguments", bool),
+    ]
+    for attribute, kind in checks:
+        if not isinstance(getattr(tool, attribute, None), kind):
+            raise TypeError(f"tool {name!r}: {attribute} has the wrong type")
+    if tool.data_class is not None and not isinstance(tool.data_class, DataClass):
+        raise TypeError(f"tool {name!r}: data_class must be a DataClass or None")
+    if tool.parameters.get("type") != "object":
+        raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type object")
+    compile_schema(tool.parameters)
+
+
+def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> RegisteredTool:
+    """Freeze a tool's declaration and resolve its effective data class.
+
+    The base class is the tool's own declaration, else its group's default, else the strictest
+    class for a group core does not know; hook answers can only raise it.
+    """
+    if tool.data_class is not None:
+        base, source = tool.data_class, "declared"
+    elif tool.group in GROUP_DEFAULTS:
+        base, source = GROUP_DEFAULTS[tool.group], "group_default"
+    else:
+        base, source = DataClass.SECRET_ADJACENT, "unknown_group"
+    validator = compile_schema(tool.parameters)
+    effective = base
+    for answer in answers:
+        if isinstance(answer, DataClass) and answer > effective:
+            effective, source = answer, "hook"
+    return RegisteredTool(
+        tool=tool,
+        plugin=plugin,
+        name=tool.name,
+        description=tool.description,
+        group=tool.group,
+        parameters=tool.parameters,
+        validator=validator,
+        no_arguments_error=argument_error(validator, {}),
+        declared_data_class=tool.data_class,
+        effect=tool.effect,
+        declared_approval=tool.requires_approval,
+        enabled_by_default=tool.enabled_by_default,
+        requires_admin=tool.requires_admin,
+        checks_own_arguments=tool.checks_own_arguments,
+        data_class=effective,
+        data_class_source=source,
+    )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolCatalog:
+    """Every usable tool by name, plus what was withheld and why."""
+
+    tools: Mapping[str, RegisteredTool]
+    clashes: Mapping[str, tuple[str, ...]]
+    errors: Mapping[str, str]
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self.tools.get(name)

@@ -1,0 +1,15 @@
+"""Core's own default hook implementations, registered by ``make_plugin_manager``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nrllm_core._tool import Tool, ToolContext
+from nrllm_core._values import ToolResult
+from nrllm_core.hookspecs import hookimpl
+
+
+@hookimpl(trylast=True)
+def nrllm_execute_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    """Run the tool in this process; any plugin that answers first wins."""
+    return tool.execute(arguments, context)

@@ -1,0 +1,86 @@
+"""The one canonical JSON encoder: compact UTF-8, NaN and Infinity refused, no foreign types."""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Final
+
+import orjson
+
+__all__ = ["EncodeError", "dumps", "dumps_bounded_depth", "loads"]
+
+# orjson would silently turn datetimes, dataclasses and str/int/dict/list subclasses into JSON;
+# passing them through with no ``default`` makes every such value an error instead.
+_OPTIONS: Final = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+# orjson refuses containers nested deeper than this many levels.
+_ORJSON_DEPTH_LIMIT: Final = 254
+_local = threading.local()
+
+
+class EncodeError(ValueError):
+    """The value has no canonical JSON form."""
+
+
+def dumps(value: Any) -> bytes:
+    """Encode ``value`` canonically; raise :class:`EncodeError` when it cannot be."""
+    try:
+        out = orjson.dumps(value, option=_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise EncodeError(str(exc)) from None
+    # orjson writes non-finite floats as null; only then is a walk needed to tell them apart.
+    if b"null" in out and _has_non_finite(value):
+        raise EncodeError("NaN and Infinity have no JSON form")
+    return out
+
+
+def dumps_bounded_depth(value: Any, max_depth: int) -> bytes:
+    """Like :func:`dumps`, but also refuse containers nested deeper than ``max_depth``.
+
+    Wrapping the value in enough outer lists makes orjson's own recursion limit fall exactly at
+    ``max_depth``, so the depth check runs at C speed inside the one encode.
+    """
+    padding = _ORJSON_DEPTH_LIMIT - max_depth
+    outer, inner = _padding(padding)
+    inner[0] = value
+    try:
+        out = dumps(outer)
+    finally:
+        inner[0] = None
+    return out[padding:-padding]
+
+
+def _padding(levels: int) -> tuple[list[Any], list[Any]]:
+    """A per-thread chain of ``levels`` nested lists, built once: (outermost, innermost)."""
+    chains: dict[int, tuple[list[Any], list[Any]]] = _local.__dict__.setdefault("chains", {})
+    chain = chains.get(levels)
+    if chain is None:
+        inner: list[Any] = [None]
+        outer = inner
+        for _ in range(levels - 1):
+            outer = [outer]
+        chain = chains[levels] = (outer, inner)
+    return chain
+
+
+def loads(data: bytes | str) -> Any:
+    """Decode JSON text (orjson refuses NaN and Infinity on input too)."""
+    return orjson.loads(data)
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False

@@ -1,0 +1,223 @@
+"""The plugin manager: entry-point loading on request, and the one typed facade over ``pm.hook``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from importlib import metadata
+from typing import Any, Final, final
+
+import attrs
+import pluggy
+
+from nrllm_core import _defaults, hookspecs
+from nrllm_core._catalog import ToolCatalog, ToolRegistry, snapshot
+from nrllm_core._log import logger
+from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
+from nrllm_core._tool import Tool, ToolContext
+from nrllm_core._values import DataClass
+
+__all__ = ["PluginManager", "PluginRecord", "make_plugin_manager"]
+
+ENTRY_POINT_GROUP: Final = "nrllm"
+_CORE_PLUGIN: Final = "nrllm.defaults"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class PluginRecord:
+    """One plugin as ``nrllm plugins`` shows it."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    hooks: tuple[str, ...]
+    tools: tuple[str, ...]
+    error: str | None
+    withheld: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@final
+class PluginManager(pluggy.PluginManager):
+    """A pluggy manager for the ``nrllm`` project with typed calls for every hook."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self.load_errors: dict[str, str] = {}
+        self.distributions: dict[str, tuple[str, str]] = {}
+        self._catalog: ToolCatalog | None = None
+
+    # Registering or removing a plugin changes which tools exist.
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        registered = super().register(plugin, name)
+        self._catalog = None
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
+        removed = super().unregister(plugin, name)
+        self._catalog = None
+        return removed
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def catalog(self) -> ToolCatalog:
+        """Every registered tool, built once per set of plugins."""
+        if self._catalog is None:
+            self._catalog = self._build_catalog()
+        return self._catalog
+
+    def _build_catalog(self) -> ToolCatalog:
+        owners: dict[str, list[tuple[str, Tool]]] = {}
+        errors: dict[str, str] = {}
+        for impl in self.hook.nrllm_register_tools.get_hookimpls():
+            plugin_name = impl.plugin_name
+            registry = ToolRegistry()
+            others = [p for p in self.get_plugins() if p is not impl.plugin]
+            try:
+                self.subset_hook_caller("nrllm_register_tools", others)(registry=registry)
+            except Exception as exc:
+                errors[plugin_name] = f"registration failed: {type(exc).__name__}: {exc}"
+                logger().warning(
+                    "nrllm.plugin.registration_failed", plugin=plugin_name, exc_info=True
+                )
+                continue
+            for tool in registry.tools:
+                owners.setdefault(tool.name, []).append((plugin_name, tool))
+        tools = {}
+        clashes: dict[str, tuple[str, ...]] = {}
+        for name, claims in owners.items():
+            if len(claims) > 1:
+                clashes[name] = tuple(plugin for plugin, _ in claims)
+                logger().error("nrllm.tool.name_clash", tool=name, plugins=clashes[name])
+                continue
+            plugin_name, tool = claims[0]
+            tools[name] = snapshot(tool, plugin_name, self.tool_data_class(tool))
+        return ToolCatalog(tools=tools, clashes=clashes, errors=errors)
+
+    # -- the typed facade ----------------------------------------------------------------------
+
+    def tool_data_class(self, tool: Tool) -> list[DataClass | None]:
+        """Every plugin's answer for ``tool``; a failing hook counts as the strictest answer."""
+        try:
+            answers: list[DataClass | None] = self.hook.nrllm_tool_data_class(tool=tool)
+        except Exception:
+            logger().warning("nrllm.data_class.hook_failed", tool=tool.name, exc_info=True)
+            return [DataClass.SECRET_ADJACENT]
+        return [
+            a if a is None or isinstance(a, DataClass) else DataClass.SECRET_ADJACENT
+            for a in answers
+        ]
+
+    def execute_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
+        """The first non-``None`` answer of ``nrllm_execute_tool``; unchecked until the seam."""
+        return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
+
+    def emit_wire(self, payload: WirePayload) -> bool:
+        return self._emit("nrllm_wire", {"payload": payload})
+
+    def emit_trace(self, event: TraceEvent) -> bool:
+        return self._emit("nrllm_trace", {"event": event})
+
+    def emit_audit(self, record: AuditRecord) -> bool:
+        return self._emit("nrllm_audit", {"record": record})
+
+    def _emit(self, hook_name: str, kwargs: dict[str, Any]) -> bool:
+        """Call every sink on its own, so that one failing sink cannot skip the others."""
+        delivered = True
+        for impl in reversed(getattr(self.hook, hook_name).get_hookimpls()):
+            try:
+                impl.function(**kwargs)
+            except Exception:
+                delivered = False
+                logger().error(
+                    "nrllm.sink.failed", hook=hook_name, plugin=impl.plugin_name, exc_info=True
+                )
+        return delivered
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def plugin_records(self) -> list[PluginRecord]:
+        """Each plugin with its provenance, hooks, tools and load error."""
+        catalog = self.catalog()
+        records = []
+        for name, plugin in self.list_name_plugin():
+            if plugin is None:
+                continue
+            dist, version = self.distributions.get(name, (None, None))
+            if name == _CORE_PLUGIN:
+                dist, version = "nrllm-core", _version("nrllm-core")
+            callers = self.get_hookcallers(plugin) or []
+            records.append(
+                PluginRecord(
+                    name=name,
+                    distribution=dist,
+                    version=version,
+                    hooks=tuple(sorted(c.name for c in callers)),
+                    tools=tuple(sorted(t.name for t in catalog.tools.values() if t.plugin == name)),
+                    error=catalog.errors.get(name),
+                    withheld=tuple(
+                        (tool, owners)
+                        for tool, owners in sorted(catalog.clashes.items())
+                        if name in owners
+                    ),
+                )
+            )
+        for name, error in sorted(self.load_errors.items()):
+            dist, version = self.distributions.get(name, (None, None))
+            records.append(
+                PluginRecord(
+                    name=name, distribution=dist, version=version, hooks=(), tools=(), error=error
+                )
+            )
+        return records
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def make_plugin_manager(
+    *, plugins: Iterable[object] = (), load_entry_points: bool = True
+) -> PluginManager:
+    """Build a manager with core's defaults, ``plugins``, and the installed entry points.
+
+    ``NRLLM_LOAD_PLUGINS`` is read now, not at import: unset loads every entry point, an empty
+    string none, otherwise a comma-separated list of entry-point names. A plugin whose import or
+    registration fails is skipped and reported; the rest load.
+    """
+    pm = PluginManager()
+    pm.register(_defaults, name=_CORE_PLUGIN)
+    for plugin in plugins:
+        pm.register(plugin)
+    if load_entry_points:
+        _load_entry_points(pm, _allowed_names(os.environ.get("NRLLM_LOAD_PLUGINS")))
+    return pm
+
+
+def _allowed_names(value: str | None) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset(n.strip() for n in value.split(",") if n.strip())
+
+
+def _load_entry_points(pm: PluginManager, allowed: frozenset[str] | None) -> None:
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if allowed is not None and ep.name not in allowed:
+            continue
+        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name) or ep.name in pm.load_errors:
+            continue
+        if ep.dist is not None:
+            pm.distributions[ep.name] = (ep.dist.name, ep.dist.version)
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+            pm.check_pending()
+        except Exception as exc:
+            if pm.has_plugin(ep.name):
+                pm.unregister(name=ep.name)
+            pm.load_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+            logger().error("nrllm.plugin.load_failed", plugin=ep.name, exc_info=True)

@@ -1,0 +1,174 @@
+"""What a tool author implements: the ``Tool`` base class and the ``@tool`` decorator."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal, final
+
+import attrs
+
+from nrllm_core._values import Actor, DataClass, Effect, ToolResult
+
+__all__ = ["NAME_PATTERN", "Tool", "ToolContext", "tool"]
+
+NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_EMPTY_OBJECT: Final[Mapping[str, Any]] = types.MappingProxyType(
+    {"type": "object", "properties": {}, "additionalProperties": False}
+)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """Who a call acts for and where: handed to ``Tool.execute``."""
+
+    run_id: str
+    call_id: str
+    actor: Actor
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class Tool:
+    """Subclass this to write a tool; or decorate a function with :func:`tool`.
+
+    The data class and the effect are properties of the code: host configuration cannot
+    change them.
+    """
+
+    name: str
+    description: str
+    group: str
+    parameters: Mapping[str, Any] = _EMPTY_OBJECT
+    data_class: DataClass | None = None
+    effect: Effect = Effect.READ_ONLY
+    requires_approval: bool = False
+    enabled_by_default: bool = True
+    requires_admin: bool = False
+    checks_own_arguments: bool = False
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        """Run the call; ``arguments`` come from the model and are hostile."""
+        raise NotImplementedError
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
+        """Lines shown to the person who approves a call; ``None`` offers no preview."""
+        return None
+
+
+class _FunctionTool(Tool):
+    def __init__(
+        self, function: Callable[..., ToolResult], takes_context: bool, **spec: Any
+    ) -> None:
+        self._function = function
+        self._takes_context = takes_context
+        for key, value in spec.items():
+            setattr(self, key, value)
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        if self._takes_context:
+            return self._function(**arguments, context=context)
+        return self._function(**arguments)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ToolResult:
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name!r}>"
+
+
+def tool(
+    *,
+    group: str,
+    name: str | None = None,
+    data_class: DataClass | None = None,
+    effect: Effect = Effect.READ_ONLY,
+    requires_approval: bool = False,
+    enabled_by_default: bool = True,
+    requires_admin: bool = False,
+    checks_own_arguments: bool = False,
+) -> Callable[[Callable[..., ToolResult]], Tool]:
+    """Turn a typed function into a :class:`Tool`.
+
+    The docstring is the description (required), the JSON Schema comes from the signature,
+    arguments arrive as keyword parameters, and a parameter named ``context`` receives the
+    :class:`ToolContext`.
+    """
+
+    def decorate(function: Callable[..., ToolResult]) -> Tool:
+        description = inspect.getdoc(function)
+        if not description:
+            raise TypeError(f"tool function {function.__qualname__} needs a docstring")
+        parameters, takes_context = _schema_from_signature(function)
+        return _FunctionTool(
+            function,
+            takes_context,
+            name=name or function.__name__,
+            description=description,
+            group=group,
+            parameters=parameters,
+            data_class=data_class,
+            effect=effect,
+            requires_approval=requires_approval,
+            enabled_by_default=enabled_by_default,
+            requires_admin=requires_admin,
+            checks_own_arguments=checks_own_arguments,
+        )
+
+    return decorate
+
+
+def _schema_from_signature(function: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
+    hints = typing.get_type_hints(function)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    takes_context = False
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"tool parameter {param.name!r} must be a plain keyword parameter")
+        if param.name == "context":
+            takes_context = True
+            continue
+        if param.name not in hints:
+            raise TypeError(f"tool parameter {param.name!r} needs a type annotation")
+        properties[param.name] = _schema_for(hints[param.name], param.name)
+        if param.default is param.empty:
+            required.append(param.name)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema, takes_context
+
+
+_SCALARS: Final[Mapping[Any, str]] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
+    if annotation in _SCALARS:
+        return {"type": _SCALARS[annotation]}
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal and all(isinstance(a, str | int | bool) for a in args):
+        return {"enum": list(args)}
+    if origin is list and len(args) == 1:
+        return {"type": "array", "items": _schema_for(args[0], where)}
+    if origin is dict and len(args) == 2 and args[0] is str:
+        if args[1] is Any:
+            return {"type": "object"}
+        return {"type": "object", "additionalProperties": _schema_for(args[1], where)}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_schema_for(a, where) for a in args]}
+    raise TypeError(f"tool parameter {where!r} has a type with no JSON Schema: {annotation!r}")

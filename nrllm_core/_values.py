@@ -1,0 +1,220 @@
+"""The value objects a tool author works with: results, artifacts, data classes, zones, effects."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, final
+
+import attrs
+
+__all__ = [
+    "Actor",
+    "ArtifactType",
+    "DataClass",
+    "Effect",
+    "ToolArtifact",
+    "ToolResult",
+    "TrustZone",
+]
+
+# Only the factories hold this token, which makes ``ToolResult.__init__`` effectively private.
+_CREATE: Final = object()
+
+
+class ArtifactType(enum.StrEnum):
+    """How an artifact is rendered; closed: a new case lands in core with its rendering."""
+
+    TABLE = "table"
+    TEXT = "text"
+
+
+class _Ranked(enum.StrEnum):
+    """A string enum whose comparisons follow declaration order, never the strings."""
+
+    @property
+    def rank(self) -> int:
+        return _member_rank(self)
+
+    def __lt__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.rank < _member_rank(other)
+
+    def __le__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.rank <= _member_rank(other)
+
+    def __gt__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.rank > _member_rank(other)
+
+    def __ge__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.rank >= _member_rank(other)
+
+    __hash__ = enum.StrEnum.__hash__
+
+
+def _member_rank(member: _Ranked) -> int:
+    return list(type(member)).index(member)
+
+
+class DataClass(_Ranked):
+    """The sensitivity of what a tool returns, least sensitive first."""
+
+    PUBLIC_CONTENT = "publicContent"
+    EDITOR_CONTENT = "editorContent"
+    SOURCE_CODE = "sourceCode"
+    INTERNAL_CONFIGURATION = "internalConfiguration"
+    SYSTEM_DIAGNOSTICS = "systemDiagnostics"
+    SECRET_ADJACENT = "secretAdjacent"
+
+
+class TrustZone(_Ranked):
+    """Where a model provider runs, most trusted first."""
+
+    LOCAL = "local"
+    PRIVATE_HOSTED = "privateHosted"
+    EXTERNAL_EU = "externalEu"
+    EXTERNAL_GLOBAL = "externalGlobal"
+
+    @property
+    def ceiling(self) -> DataClass:
+        """The most sensitive data class a run in this zone may collect."""
+        return _CEILINGS[self]
+
+    def permits(self, data_class: DataClass) -> bool:
+        """Whether a tool of ``data_class`` may be offered in this zone."""
+        return data_class <= self.ceiling
+
+
+_CEILINGS: Final = {
+    TrustZone.LOCAL: DataClass.SECRET_ADJACENT,
+    TrustZone.PRIVATE_HOSTED: DataClass.SYSTEM_DIAGNOSTICS,
+    TrustZone.EXTERNAL_EU: DataClass.INTERNAL_CONFIGURATION,
+    TrustZone.EXTERNAL_GLOBAL: DataClass.EDITOR_CONTENT,
+}
+
+
+class Effect(enum.StrEnum):
+    """What calling a tool does to the world."""
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT_WRITE = "idempotent_write"
+    NON_IDEMPOTENT_WRITE = "non_idempotent_write"
+
+    @property
+    def is_write(self) -> bool:
+        return self is not Effect.READ_ONLY
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Actor:
+    """The person a run or a direct call acts for."""
+
+    id: str
+    admin: bool = False
+    permissions: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+
+    def has_permission(self, permission: str) -> bool:
+        return self.admin or permission in self.permissions
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolArtifact:
+    """Structured, run-only data for the trace, the inspector and the audit; never the wire.
+
+    The constructor does not validate ``data``: the invoke seam is what makes any artifact safe.
+    """
+
+    type: ArtifactType
+    label: str
+    data: Any
+
+    @classmethod
+    def table(
+        cls, columns: Sequence[str], rows: Iterable[Sequence[str]], label: str = ""
+    ) -> ToolArtifact:
+        """A table of string cells; every row has exactly one cell per column."""
+        cols = list(columns)
+        if not all(isinstance(c, str) for c in cols):
+            raise ValueError("table columns must be strings")
+        checked: list[list[str]] = []
+        for index, row in enumerate(rows):
+            cells = list(row)
+            if len(cells) != len(cols):
+                raise ValueError(f"table row {index} has {len(cells)} cells, expected {len(cols)}")
+            if not all(isinstance(c, str) for c in cells):
+                raise ValueError(f"table row {index} has a cell that is not a string")
+            checked.append(cells)
+        return cls(type=ArtifactType.TABLE, label=label, data={"columns": cols, "rows": checked})
+
+    @classmethod
+    def text(cls, text: str, label: str = "") -> ToolArtifact:
+        """A block of preformatted text."""
+        if not isinstance(text, str):
+            raise ValueError("text artifact needs a string")
+        return cls(type=ArtifactType.TEXT, label=label, data={"text": text})
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type", "label", "data"}``, the shape every sink and the inspector share."""
+        kind = self.type.value if isinstance(self.type, ArtifactType) else self.type
+        return {"type": kind, "label": self.label, "data": self.data}
+
+
+def _refuse_direct(instance: ToolResult, attribute: attrs.Attribute[object], value: object) -> None:
+    if value is not _CREATE:
+        raise TypeError("build a ToolResult with ToolResult.text(...) or ToolResult.error(...)")
+
+
+@final
+@attrs.frozen(kw_only=True, repr=False, eq=True)
+class ToolResult:
+    """What a tool returns: ``content`` for the model, ``artifacts`` for the run only.
+
+    There is no implicit conversion to a string: ``str()`` and ``format()`` raise, so the one
+    way to the wire is ``.content``.
+    """
+
+    content: str
+    is_error: bool
+    artifacts: tuple[ToolArtifact, ...]
+    _token: object = attrs.field(
+        default=None, alias="_token", repr=False, eq=False, hash=False, validator=_refuse_direct
+    )
+
+    @classmethod
+    def text(cls, content: str, *artifacts: ToolArtifact) -> ToolResult:
+        """A successful result, optionally with artifacts (order kept)."""
+        if not isinstance(content, str):
+            raise TypeError("ToolResult content must be a str")
+        for artifact in artifacts:
+            if not isinstance(artifact, ToolArtifact):
+                raise TypeError("ToolResult artifacts must be ToolArtifact instances")
+        return cls(content=content, is_error=False, artifacts=artifacts, _token=_CREATE)
+
+    @classmethod
+    def error(cls, content: str) -> ToolResult:
+        """A failed result; never with artifacts, so a failure cannot leak a half-built one."""
+        if not isinstance(content, str):
+            raise TypeError("ToolResult content must be a str")
+        return cls(content=content, is_error=True, artifacts=(), _token=_CREATE)
+
+    def __str__(self) -> str:
+        raise TypeError("a ToolResult has no string form; use result.content")
+
+    def __format__(self, format_spec: str) -> str:
+        raise TypeError("a ToolResult has no string form; use result.content")
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(str(getattr(a.type, "value", "?")) for a in self.artifacts)
+        return (
+            f"ToolResult(content=<{len(self.content)} chars>, is_error={self.is_error}, "
+            f"artifacts={len(self.artifacts)} [{kinds}])"
+        )

@@ -1,0 +1,8 @@
+"""The ``nrllm`` command: a host application built on the public API."""
+
+from __future__ import annotations
+
+from nrllm_core.cli import _audit, _governance  # noqa: F401 - importing registers their commands
+from nrllm_core.cli._main import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,3 @@
+"""The audit commands."""
+
+from __future__ import annotations

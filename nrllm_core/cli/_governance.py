@@ -1,0 +1,3 @@
+"""The governance commands."""
+
+from __future__ import annotations

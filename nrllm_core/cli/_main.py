@@ -1,0 +1,151 @@
+"""The command group and the core commands."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+import click
+
+from nrllm_core import _json
+from nrllm_core._invoke import new_call_id, new_run_id
+from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
+from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
+from nrllm_core._tool import ToolContext
+from nrllm_core._values import Actor
+from nrllm_core.cli._logging import configure_for_cli
+from nrllm_core.hookspecs import hookimpl
+
+
+@click.group()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Configuration file (default: $NRLLM_CONFIG, then ./nrllm.toml).",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """Governed LLM tool calling."""
+    ctx.obj = {"config_path": config_path}
+
+
+def main() -> None:
+    """Console-script entry point."""
+    configure_for_cli()
+    cli()
+
+
+def _plugin_manager() -> PluginManager:
+    return make_plugin_manager()
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def plugins(as_json: bool) -> None:
+    """List plugins with their distribution, hooks, tools and load errors."""
+    pm = _plugin_manager()
+    records = pm.plugin_records()
+    if as_json:
+        click.echo(
+            to_json(
+                [
+                    {
+                        "name": r.name,
+                        "distribution": r.distribution,
+                        "version": r.version,
+                        "hooks": list(r.hooks),
+                        "tools": list(r.tools),
+                        "error": r.error,
+                        "withheld": [{"tool": t, "plugins": list(p)} for t, p in r.withheld],
+                    }
+                    for r in records
+                ]
+            )
+        )
+        return
+    for r in records:
+        where = f"{r.distribution} {r.version}" if r.distribution else "registered by the host"
+        click.echo(f"{r.name} ({where})")
+        if r.error:
+            click.echo(f"  error: {r.error}")
+        if r.hooks:
+            click.echo(f"  hooks: {', '.join(r.hooks)}")
+        if r.tools:
+            click.echo(f"  tools: {', '.join(r.tools)}")
+        for tool_name, owners in r.withheld:
+            click.echo(f"  withheld: {tool_name} (registered by {' and '.join(owners)})")
+
+
+class _Capture:
+    """A plugin that keeps what each sink received during one command."""
+
+    def __init__(self) -> None:
+        self.wire: list[WirePayload] = []
+        self.trace: list[TraceEvent] = []
+        self.audit: list[AuditRecord] = []
+
+    @hookimpl
+    def nrllm_wire(self, payload: WirePayload) -> None:
+        self.wire.append(payload)
+
+    @hookimpl
+    def nrllm_trace(self, event: TraceEvent) -> None:
+        self.trace.append(event)
+
+    @hookimpl
+    def nrllm_audit(self, record: AuditRecord) -> None:
+        self.audit.append(record)
+
+
+def _parse_arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = _json.loads(raw)
+    except ValueError:
+        raise click.BadParameter("not valid JSON", param_hint="--args") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--args")
+    return value
+
+
+@cli.command()
+@click.argument("tool_name")
+@click.option("--args", "raw_args", default="{}", help="The call's arguments as a JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def invoke(tool_name: str, raw_args: str, as_json: bool) -> None:
+    """Call one tool through the seam and show what the wire, trace and audit received."""
+    arguments = _parse_arguments(raw_args)
+    pm = _plugin_manager()
+    capture = _Capture()
+    pm.register(capture, name="nrllm.cli.capture")
+    from nrllm_core._invoke import invoke as seam
+
+    context = ToolContext(
+        run_id=new_run_id(), call_id=new_call_id(), actor=Actor(id=getpass.getuser())
+    )
+    seam(pm, tool_name, arguments, context=context)
+    report = {
+        "wire": wire_dict(capture.wire[0]),
+        "trace": trace_dict(capture.trace[0]),
+        "audit": audit_dict(capture.audit[0]),
+    }
+    if as_json:
+        click.echo(to_json(report))
+        return
+    wire = report["wire"]
+    click.echo(f"wire  ({'error' if wire['is_error'] else 'ok'}): what the model would receive")
+    click.echo(_indent(wire["content"]))
+    artifacts = report["trace"].get("tool_artifacts", [])
+    click.echo(f"trace: {len(artifacts)} artifact(s), for the run's trace and inspector only")
+    for artifact in artifacts:
+        click.echo(_indent(f"[{artifact['type']}] {artifact['label'] or 'Artifact'}"))
+        click.echo(_indent(to_json(artifact["data"]), 4))
+    click.echo("audit: the persisted copy")
+    click.echo(_indent(to_json(report["audit"]["payload"])))
+
+
+def _indent(text: str, width: int = 2) -> str:
+    pad = " " * width
+    return "\n".join(pad + line for line in text.splitlines() or [""])

@@ -1,0 +1,131 @@
+"""Hook specifications for nrllm plugins.
+
+nrllm calls these hooks; plugins implement them with ``@nrllm_core.hookimpl`` in a module named
+by an entry point of the group ``nrllm``. Every hook is called with keyword arguments, and an
+implementation may accept fewer arguments than its specification.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from nrllm_core._catalog import ToolRegistry
+    from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
+    from nrllm_core._providers import ProviderRegistry
+    from nrllm_core._tool import Tool, ToolContext
+    from nrllm_core._values import DataClass, ToolResult
+
+PROJECT_NAME = "nrllm"
+
+_spec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -- Discovery ---------------------------------------------------------------------------------
+
+
+@_spec
+def nrllm_register_tools(registry: ToolRegistry) -> None:
+    """Register the plugin's tools.
+
+    Call ``registry.register(tool)`` with a :class:`~nrllm_core.Tool` instance or a function
+    decorated with :func:`~nrllm_core.tool`. A tool name registered by two plugins is withheld
+    from both.
+
+    :param registry: collects this plugin's tools.
+    """
+
+
+@_spec
+def nrllm_tool_data_class(tool: Tool) -> DataClass | None:
+    """Declare a data class for a tool, possibly another plugin's.
+
+    All answers are collected. The effective class is the strictest of the tool's own
+    ``data_class`` and every answer, so an answer can tighten a tool, never loosen it.
+
+    :param tool: the registered tool.
+    :returns: a data class, or ``None`` for no opinion.
+    """
+
+
+# -- Execution ---------------------------------------------------------------------------------
+
+
+@_spec(firstresult=True)
+def nrllm_execute_tool(
+    tool: Tool, arguments: dict[str, Any], context: ToolContext
+) -> ToolResult | None:
+    """Execute one tool call.
+
+    Stops at the first non-``None`` result. Core's default implementation (``trylast``) calls
+    ``tool.execute``; a plugin can run tools elsewhere (a sandbox, a remote host). Whatever it
+    returns still passes through the invoke seam, which bounds both channels.
+
+    :param tool: the tool to run.
+    :param arguments: the call's arguments, as the model or the caller sent them.
+    :param context: who the call acts for and in which run.
+    :returns: the tool's result, or ``None`` to leave the call to the next implementation.
+    """
+
+
+# -- Sinks: each receives only its own payload type and must not raise -------------------------
+
+
+@_spec
+def nrllm_wire(payload: WirePayload) -> None:
+    """Receive what the model provider gets for one tool call.
+
+    The payload has no artifact field at all. Must not raise: a failure is logged as
+    ``nrllm.sink.failed`` and the other sinks still run.
+
+    :param payload: call id, tool name, bounded content, error flag.
+    """
+
+
+@_spec
+def nrllm_trace(event: TraceEvent) -> None:
+    """Receive one run step, unfiltered, for the live stream and the inspector.
+
+    Must not raise: a failure is logged as ``nrllm.sink.failed`` and the other sinks still run.
+
+    :param event: the run id and the step, with bounded artifacts.
+    """
+
+
+@_spec
+def nrllm_audit(record: AuditRecord) -> None:
+    """Receive the copy of one run step that is persisted.
+
+    Must not raise: a failure is logged as ``nrllm.sink.failed`` and the other sinks still run.
+
+    :param record: the run id and the step's payload as it may be stored.
+    """
+
+
+# -- Extension points for hosts ----------------------------------------------------------------
+
+
+@_spec
+def nrllm_register_providers(registry: ProviderRegistry) -> None:
+    """Register model provider kinds.
+
+    Call ``registry.register(kind, factory)``; a ``[providers.NAME]`` section with
+    ``kind = "..."`` is built by that factory.
+
+    :param registry: collects provider kinds.
+    """
+
+
+@_spec
+def nrllm_register_commands(cli: click.Group) -> None:
+    """Add subcommands to the ``nrllm`` command.
+
+    Called when the command starts, never at import.
+
+    :param cli: the ``nrllm`` click group.
+    """
