@@ -15,9 +15,20 @@ from nrllm_core._bounds import (
     bound_content,
 )
 from nrllm_core._catalog import RegisteredTool, ToolRegistry
+from nrllm_core._config import ConfigError, HostConfig, load_config
+from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
 from nrllm_core._invoke import invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core._messages import (
+    ChatMessage,
+    ProviderAnswer,
+    ProviderError,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
+from nrllm_core._providers import Provider, ProviderConfigError, ProviderRegistry, build_provider
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._tool import Tool, ToolContext, tool
 from nrllm_core._values import (
@@ -38,25 +49,44 @@ __all__ = [
     "Actor",
     "ArtifactType",
     "AuditRecord",
+    "ChatMessage",
+    "ConfigError",
     "DataClass",
+    "DenialReason",
     "Effect",
+    "GateDecision",
+    "GateReport",
+    "HostConfig",
     "PluginManager",
+    "Provider",
+    "ProviderAnswer",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderRegistry",
     "RegisteredTool",
     "RunRecorder",
     "RunStep",
     "StepKind",
     "Tool",
     "ToolArtifact",
+    "ToolCall",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "ToolSpec",
     "TraceEvent",
     "TrustZone",
+    "Usage",
     "WirePayload",
     "bound_artifacts",
     "bound_content",
+    "build_provider",
+    "decide",
+    "gate_step",
     "hookimpl",
     "invoke",
+    "live_gate",
+    "load_config",
     "make_plugin_manager",
     "tool",
 ]

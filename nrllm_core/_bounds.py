@@ -119,10 +119,13 @@ def _surely_over_budget(payload: list[dict[str, Any]]) -> bool:
         if isinstance(node, str):
             estimate += len(node) + 2
         elif isinstance(node, dict):
-            estimate += 4 * len(node) + 2
+            # Braces, commas, and per key at least `"":`; values count when visited.
+            estimate += 4 * len(node) + 1
             queue.extend(itertools.islice(node.values(), _PRECHECK_NODES))
         elif isinstance(node, list | tuple):
-            estimate += 2 * len(node) + 1
+            # Brackets and commas only: counting a byte per child too would count visited
+            # children twice and refuse lists that fit.
+            estimate += len(node) + 1
             queue.extend(itertools.islice(node, _PRECHECK_NODES))
         else:
             estimate += 1

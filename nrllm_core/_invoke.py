@@ -45,9 +45,11 @@ def invoke(
     else:
         result = ToolResult.text(content, *bound_artifacts(result.artifacts))
     duration_ms = (time.perf_counter() - started) * 1000
+    # The name comes from the model: bounded like any text it influences.
+    shown_name = bound_content(tool_name)
     wire = WirePayload(
         call_id=context.call_id,
-        tool_name=tool_name,
+        tool_name=shown_name,
         content=result.content,
         is_error=result.is_error,
     )
@@ -58,7 +60,7 @@ def invoke(
         duration_ms=duration_ms,
         fields={
             "tool_call_id": context.call_id,
-            "tool_name": tool_name,
+            "tool_name": shown_name,
             "tool_arguments": dict(arguments) if isinstance(arguments, Mapping) else None,
             "tool_result": result.content,
             "tool_is_error": result.is_error,

@@ -14,6 +14,7 @@ from nrllm_core import _defaults, hookspecs
 from nrllm_core._catalog import ToolCatalog, ToolRegistry, snapshot
 from nrllm_core._log import logger
 from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
+from nrllm_core._providers import ProviderRegistry
 from nrllm_core._tool import Tool, ToolContext
 from nrllm_core._values import DataClass
 
@@ -21,6 +22,7 @@ __all__ = ["PluginManager", "PluginRecord", "make_plugin_manager"]
 
 ENTRY_POINT_GROUP: Final = "nrllm"
 _CORE_PLUGIN: Final = "nrllm.defaults"
+_PROVIDERS_PLUGIN: Final = "nrllm.providers"
 
 
 @final
@@ -47,16 +49,19 @@ class PluginManager(pluggy.PluginManager):
         self.load_errors: dict[str, str] = {}
         self.distributions: dict[str, tuple[str, str]] = {}
         self._catalog: ToolCatalog | None = None
+        self._providers: ProviderRegistry | None = None
 
     # Registering or removing a plugin changes which tools exist.
     def register(self, plugin: object, name: str | None = None) -> str | None:
         registered = super().register(plugin, name)
         self._catalog = None
+        self._providers = None
         return registered
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
         removed = super().unregister(plugin, name)
         self._catalog = None
+        self._providers = None
         return removed
 
     # -- tools -------------------------------------------------------------------------------
@@ -95,6 +100,38 @@ class PluginManager(pluggy.PluginManager):
             tools[name] = snapshot(tool, plugin_name, self.tool_data_class(tool))
         return ToolCatalog(tools=tools, clashes=clashes, errors=errors)
 
+    # -- providers ---------------------------------------------------------------------------
+
+    def provider_registry(self) -> ProviderRegistry:
+        """Every registered provider kind, collected once per set of plugins."""
+        if self._providers is None:
+            self._providers = self._build_provider_registry()
+        return self._providers
+
+    def _build_provider_registry(self) -> ProviderRegistry:
+        """Each plugin registers on its own: a failing plugin adds no kind at all, and a kind
+        two plugins claim is withheld from both, as a clashing tool name is."""
+        claims: dict[str, list[tuple[str, Any]]] = {}
+        for impl in reversed(self.hook.nrllm_register_providers.get_hookimpls()):
+            own = ProviderRegistry()
+            try:
+                impl.function(*[{"registry": own}[arg] for arg in impl.argnames])
+            except Exception:
+                logger().warning(
+                    "nrllm.plugin.registration_failed", plugin=impl.plugin_name, exc_info=True
+                )
+                continue
+            for kind in own.kinds:
+                claims.setdefault(kind, []).append((impl.plugin_name, own.get(kind)))
+        registry = ProviderRegistry()
+        for kind, owners in claims.items():
+            if len(owners) > 1:
+                plugins = tuple(plugin for plugin, _ in owners)
+                logger().error("nrllm.provider.kind_clash", kind=kind, plugins=plugins)
+                continue
+            registry.register(kind, owners[0][1])
+        return registry
+
     # -- the typed facade ----------------------------------------------------------------------
 
     def tool_data_class(self, tool: Tool) -> list[DataClass | None]:
@@ -114,24 +151,24 @@ class PluginManager(pluggy.PluginManager):
         return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
 
     def emit_wire(self, payload: WirePayload) -> bool:
-        return self._emit("nrllm_wire", {"payload": payload})
+        return self._emit(self.hook.nrllm_wire, {"payload": payload})
 
     def emit_trace(self, event: TraceEvent) -> bool:
-        return self._emit("nrllm_trace", {"event": event})
+        return self._emit(self.hook.nrllm_trace, {"event": event})
 
     def emit_audit(self, record: AuditRecord) -> bool:
-        return self._emit("nrllm_audit", {"record": record})
+        return self._emit(self.hook.nrllm_audit, {"record": record})
 
-    def _emit(self, hook_name: str, kwargs: dict[str, Any]) -> bool:
+    def _emit(self, hook: pluggy.HookCaller, kwargs: dict[str, Any]) -> bool:
         """Call every sink on its own, so that one failing sink cannot skip the others."""
         delivered = True
-        for impl in reversed(getattr(self.hook, hook_name).get_hookimpls()):
+        for impl in reversed(hook.get_hookimpls()):
             try:
                 impl.function(**kwargs)
             except Exception:
                 delivered = False
                 logger().error(
-                    "nrllm.sink.failed", hook=hook_name, plugin=impl.plugin_name, exc_info=True
+                    "nrllm.sink.failed", hook=hook.name, plugin=impl.plugin_name, exc_info=True
                 )
         return delivered
 
@@ -145,7 +182,7 @@ class PluginManager(pluggy.PluginManager):
             if plugin is None:
                 continue
             dist, version = self.distributions.get(name, (None, None))
-            if name == _CORE_PLUGIN:
+            if name in (_CORE_PLUGIN, _PROVIDERS_PLUGIN):
                 dist, version = "nrllm-core", _version("nrllm-core")
             callers = self.get_hookcallers(plugin) or []
             records.append(
@@ -191,6 +228,9 @@ def make_plugin_manager(
     """
     pm = PluginManager()
     pm.register(_defaults, name=_CORE_PLUGIN)
+    from nrllm_core import providers
+
+    pm.register(providers, name=_PROVIDERS_PLUGIN)
     for plugin in plugins:
         pm.register(plugin)
     if load_entry_points:

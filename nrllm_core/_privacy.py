@@ -1,10 +1,18 @@
-"""Privacy levels for what the audit persists."""
+"""Privacy levels, and the one filter between a run step and what the audit persists."""
 
 from __future__ import annotations
 
 import enum
+import functools
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["PrivacyLevel"]
+from nrllm_core._redact import redact_tree
+
+if TYPE_CHECKING:
+    from nrllm_core._payloads import RunStep
+
+__all__ = ["CONTENT_KEYS", "PrivacyLevel", "audit_view_for", "privacy_view"]
 
 
 class PrivacyLevel(enum.StrEnum):
@@ -14,3 +22,75 @@ class PrivacyLevel(enum.StrEnum):
     METADATA = "metadata"
     REDACTED = "redacted"
     FULL = "full"
+
+
+# The keys of a step that can carry what a person, a model or a tool said.
+CONTENT_KEYS: Final = (
+    "messages_sent",
+    "content",
+    "thinking",
+    "requested_tool_calls",
+    "raw",
+    "tool_arguments",
+    "tool_result",
+    "tool_artifacts",
+)
+
+_SEQUENCES: Final = (list, tuple)
+
+
+def privacy_view(step: RunStep, level: PrivacyLevel) -> dict[str, Any]:
+    """The copy of ``step`` that the audit may keep at ``level``.
+
+    ``full`` is the step verbatim; ``redacted`` keeps the shape and masks every string under a
+    content key; ``none`` and ``metadata`` keep no content at all, only its shape and size.
+    A value that is not a privacy level is refused rather than guessed at.
+    """
+    level = PrivacyLevel(level)
+    data = step.to_dict()
+    if level is PrivacyLevel.FULL:
+        return data
+    if level is PrivacyLevel.REDACTED:
+        for key in CONTENT_KEYS:
+            if key in data:
+                data[key] = redact_tree(data[key])
+        return data
+    return _metadata_only(data)
+
+
+def audit_view_for(level: PrivacyLevel) -> Callable[[RunStep], dict[str, Any]]:
+    """The ``audit_view`` to hand to :class:`~nrllm_core.RunRecorder` for ``level``."""
+    return functools.partial(_view, level=PrivacyLevel(level))
+
+
+def _view(step: RunStep, *, level: PrivacyLevel) -> dict[str, Any]:
+    return privacy_view(step, level)
+
+
+def _metadata_only(data: dict[str, Any]) -> dict[str, Any]:
+    """Drop every content key; add its count or length, never its bytes."""
+    content = {key: data.pop(key) for key in CONTENT_KEYS if key in data}
+    data["content_redacted"] = True
+    messages = content.get("messages_sent")
+    if isinstance(messages, _SEQUENCES):
+        data["messages_sent_count"] = len(messages)
+    for key in ("content", "thinking", "tool_result"):
+        value = content.get(key)
+        if isinstance(value, str):
+            data[f"{key}_length"] = len(value)
+    artifacts = content.get("tool_artifacts")
+    if isinstance(artifacts, _SEQUENCES):
+        data["tool_artifacts_count"] = len(artifacts)
+        data["tool_artifact_types"] = _strings_at(artifacts, "type")
+    calls = content.get("requested_tool_calls")
+    if isinstance(calls, _SEQUENCES):
+        data["requested_tool_names"] = _strings_at(calls, "name")
+    return data
+
+
+def _strings_at(entries: list[Any] | tuple[Any, ...], key: str) -> list[str]:
+    return [
+        entry[key]
+        for entry in entries
+        if isinstance(entry, Mapping) and isinstance(entry.get(key), str)
+    ]

@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, final
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, final, runtime_checkable
 
-__all__ = ["ProviderRegistry"]
+from nrllm_core._log import logger
+from nrllm_core._messages import ChatMessage, ProviderAnswer, ProviderError, ToolSpec
+
+__all__ = [
+    "Provider",
+    "ProviderConfigError",
+    "ProviderFactory",
+    "ProviderRegistry",
+    "build_provider",
+]
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model endpoint the loop talks to."""
+
+    def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> ProviderAnswer:
+        """One model call. An empty ``tools`` asks for a plain completion: no tools field is
+        sent at all. Raises :class:`ProviderError` with a message that is safe to show."""
+        ...
+
+
+class ProviderFactory(Protocol):
+    """Builds a provider from its ``[providers.NAME]`` section."""
+
+    def __call__(
+        self,
+        name: str,
+        settings: Mapping[str, Any],
+        *,
+        config_dir: Path | None,
+        environ: Mapping[str, str],
+    ) -> Provider: ...
+
+
+class ProviderConfigError(ProviderError):
+    """A provider section cannot be turned into a provider."""
 
 
 @final
@@ -15,17 +54,58 @@ class ProviderRegistry:
     __slots__ = ("_factories",)
 
     def __init__(self) -> None:
-        self._factories: dict[str, Callable[..., Any]] = {}
+        self._factories: dict[str, ProviderFactory] = {}
 
-    def register(self, kind: str, factory: Callable[..., Any]) -> None:
+    def register(self, kind: str, factory: ProviderFactory) -> None:
         """Register ``factory`` for ``kind = "<kind>"`` in a provider section, once per kind."""
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("a provider kind is a non-empty string")
+        if not callable(factory):
+            raise TypeError(f"the factory for provider kind {kind!r} is not callable")
         if kind in self._factories:
             raise ValueError(f"provider kind {kind!r} is already registered")
         self._factories[kind] = factory
 
-    def get(self, kind: str) -> Callable[..., Any] | None:
+    def get(self, kind: str) -> ProviderFactory | None:
         return self._factories.get(kind)
 
     @property
     def kinds(self) -> tuple[str, ...]:
         return tuple(sorted(self._factories))
+
+
+def build_provider(
+    registry: ProviderRegistry,
+    name: str,
+    settings: Mapping[str, Any],
+    *,
+    config_dir: Path | None,
+    environ: Mapping[str, str],
+) -> Provider:
+    """The provider that ``settings["kind"]``'s factory builds for the section ``name``."""
+    known = ", ".join(registry.kinds) or "none"
+    kind = settings.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ProviderConfigError(f'provider "{name}" has no kind; known kinds: {known}')
+    factory = registry.get(kind)
+    if factory is None:
+        raise ProviderConfigError(
+            f'provider "{name}" has the unknown kind "{kind}"; known kinds: {known}'
+        )
+    try:
+        provider = factory(name, settings, config_dir=config_dir, environ=environ)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        # A plugin's exception text may quote its settings, keys included: only the type shows.
+        logger().error(
+            "nrllm.provider.build_failed", provider=name, kind=kind, error=type(exc).__name__
+        )
+        raise ProviderConfigError(
+            f'provider "{name}" (kind "{kind}") could not be built: {type(exc).__name__}'
+        ) from exc
+    if not isinstance(provider, Provider):
+        raise ProviderConfigError(
+            f'provider "{name}" (kind "{kind}"): the factory returned no provider'
+        )
+    return provider

@@ -22,7 +22,7 @@ def _full(step: RunStep) -> Mapping[str, Any]:
 class RunRecorder:
     """Records one run's steps in order; the audit copy passes through ``audit_view`` only."""
 
-    __slots__ = ("_audit_view", "_lock", "_pm", "_sequence", "run_id")
+    __slots__ = ("_audit_view", "_lock", "_pm", "_sequence", "audit_failures", "run_id")
 
     def __init__(
         self,
@@ -37,6 +37,7 @@ class RunRecorder:
         self._audit_view = audit_view
         self._sequence = first_sequence - 1
         self._lock = threading.Lock()
+        self.audit_failures = 0
 
     @property
     def last_sequence(self) -> int:
@@ -48,7 +49,7 @@ class RunRecorder:
             self._sequence += 1
             sequence = self._sequence
         self._pm.emit_trace(TraceEvent(run_id=self.run_id, sequence=sequence, step=step))
-        return self._pm.emit_audit(
+        delivered = self._pm.emit_audit(
             AuditRecord(
                 run_id=self.run_id,
                 sequence=sequence,
@@ -58,3 +59,6 @@ class RunRecorder:
                 payload=self._audit_view(step),
             )
         )
+        if not delivered:
+            self.audit_failures += 1
+        return delivered

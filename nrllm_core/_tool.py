@@ -106,7 +106,7 @@ def tool(
         return _FunctionTool(
             function,
             takes_context,
-            name=name or function.__name__,
+            name=function.__name__ if name is None else name,
             description=description,
             group=group,
             parameters=parameters,

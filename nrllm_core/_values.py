@@ -37,26 +37,26 @@ class _Ranked(enum.StrEnum):
         return _member_rank(self)
 
     def __lt__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.rank < _member_rank(other)
+        return self.rank < _other_rank(self, other)
 
     def __le__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.rank <= _member_rank(other)
+        return self.rank <= _other_rank(self, other)
 
     def __gt__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.rank > _member_rank(other)
+        return self.rank > _other_rank(self, other)
 
     def __ge__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.rank >= _member_rank(other)
+        return self.rank >= _other_rank(self, other)
 
     __hash__ = enum.StrEnum.__hash__
+
+
+def _other_rank(member: _Ranked, other: object) -> int:
+    # Returning NotImplemented would let Python fall back to str's comparison for a plain
+    # string, ordering by spelling; refusing keeps every comparison on ranks.
+    if type(other) is not type(member):
+        raise TypeError(f"cannot order {type(member).__name__} against {type(other).__name__}")
+    return _member_rank(other)
 
 
 def _member_rank(member: _Ranked) -> int:
@@ -112,6 +112,11 @@ class Effect(enum.StrEnum):
         return self is not Effect.READ_ONLY
 
 
+def _permission_set(permissions: Iterable[str]) -> frozenset[str]:
+    # A typed converter: with the bare ``frozenset`` mypy accepts no argument at all.
+    return frozenset(permissions)
+
+
 @final
 @attrs.frozen(kw_only=True)
 class Actor:
@@ -119,7 +124,7 @@ class Actor:
 
     id: str
     admin: bool = False
-    permissions: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    permissions: frozenset[str] = attrs.field(default=frozenset(), converter=_permission_set)
 
     def has_permission(self, permission: str) -> bool:
         return self.admin or permission in self.permissions

@@ -1,3 +1,144 @@
-"""The audit commands."""
+"""The audit commands: what the store kept of each run, retention, and schema upgrades."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from nrllm_core._serde import to_json
+from nrllm_core.cli._main import cli
+
+if TYPE_CHECKING:
+    from nrllm_core._config import HostConfig
+    from nrllm_core.store import RunInfo, Store
+
+_STATUSES = ("running", "completed", "awaiting_approval", "failed", "interrupted")
+
+
+def _config(ctx: click.Context) -> HostConfig:
+    from nrllm_core._config import ConfigError, load_config
+
+    try:
+        return load_config(ctx.obj["config_path"])
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _open_store(config: HostConfig) -> Store:
+    from nrllm_core.store import SchemaOutdatedError, Store
+
+    try:
+        return Store.open(config.store.url, lease_seconds=config.store.lease_seconds)
+    except SchemaOutdatedError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--status", type=click.Choice(_STATUSES), default=None, help="Only runs in it.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def runs(ctx: click.Context, status: str | None, as_json: bool) -> None:
+    """List persisted runs, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from nrllm_core.store import RunStatus
+
+    store = _open_store(_config(ctx))
+    try:
+        found = store.list_runs(RunStatus(status) if status else None)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(to_json([run.to_dict() for run in found]))
+        return
+    if not found:
+        click.echo("no runs")
+    for run in found:
+        click.echo(_run_line(run))
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Print a run's persisted timeline: the privacy-filtered steps an auditor sees."""
+    store = _open_store(_config(ctx))
+    try:
+        detail = store.get_run(run_id)
+    finally:
+        store.close()
+    if detail is None:
+        raise click.ClickException(f"no run {run_id!r} in the audit store")
+    if as_json:
+        click.echo(
+            to_json({"run": detail.run.to_dict(), "steps": [s.to_dict() for s in detail.steps]})
+        )
+        return
+    click.echo(_run_line(detail.run))
+    for step in detail.steps:
+        click.echo(f"  #{step.sequence} {step.kind} round {step.round} {step.duration_ms:.1f} ms")
+        click.echo(f"    {to_json(_facts(step.payload))}")
+
+
+def _facts(payload: Any) -> dict[str, Any]:
+    # kind, round and duration are already on the step's line.
+    return {k: v for k, v in payload.items() if k not in ("kind", "round", "duration_ms")}
+
+
+def _run_line(run: RunInfo) -> str:
+    ended = run.ended_at.isoformat(timespec="seconds") if run.ended_at else "-"
+    reason = f" ({run.termination_reason})" if run.termination_reason else ""
+    return (
+        f"{run.run_id}  {run.kind.value}  {run.status.value}{reason}  "
+        f"provider={run.provider or '-'} zone={run.zone or '-'} actor={run.actor or '-'}  "
+        f"{run.started_at.isoformat(timespec='seconds')} .. {ended}  "
+        f"steps={run.steps} tokens={run.prompt_tokens}+{run.completion_tokens}"
+    )
+
+
+@cli.command()
+@click.option(
+    "--days",
+    type=int,
+    default=None,
+    help="Delete finished runs older than this (default: [privacy] retention_days).",
+)
+@click.pass_context
+def purge(ctx: click.Context, days: int | None) -> None:
+    """Delete old runs with their steps; unfinished runs use [store] unfinished_retention_days."""
+    config = _config(ctx)
+    if days is None:
+        days = config.privacy.retention_days
+    if days < 1:
+        click.echo(f"--days must be a positive integer (got {days}); nothing was purged")
+        return
+    unfinished_days = config.store.unfinished_retention_days
+    store = _open_store(config)
+    try:
+        result = store.purge(days, unfinished_days)
+    finally:
+        store.close()
+    click.echo(f"Finished runs ({days} d): {result.finished}")
+    click.echo(f"Unfinished runs ({unfinished_days} d): {result.unfinished}")
+
+
+@cli.group()
+def db() -> None:
+    """The audit database."""
+
+
+@db.command()
+@click.pass_context
+def upgrade(ctx: click.Context) -> None:
+    """Bring the audit database's schema to the version this nrllm ships."""
+    from nrllm_core.store import Store
+
+    config = _config(ctx)
+    store = Store.connect(config.store.url, lease_seconds=config.store.lease_seconds)
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+    click.echo("the audit database is up to date")

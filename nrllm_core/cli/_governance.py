@@ -1,3 +1,172 @@
-"""The governance commands."""
+"""The governance commands: the tools a run would be offered, and the configuration."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from nrllm_core._catalog import RegisteredTool
+from nrllm_core._config import ConfigError, HostConfig, load_config
+from nrllm_core._gate import GateDecision, decide
+from nrllm_core._serde import to_json
+from nrllm_core.cli import _main
+
+
+class _Refused(click.ClickException):
+    """A configuration or a name the command cannot work with: exit status 2."""
+
+    exit_code = 2
+
+
+def host_config(ctx: click.Context) -> HostConfig:
+    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``."""
+    try:
+        return load_config(ctx.find_root().obj["config_path"])
+    except ConfigError as exc:
+        raise _Refused(f"invalid configuration: {exc}") from None
+
+
+def require_names(config: HostConfig, *, provider: str | None, skill: str | None) -> None:
+    """Refuse a ``--provider`` or ``--skill`` the configuration does not define."""
+    if provider is not None and provider not in config.providers:
+        known = ", ".join(sorted(config.providers)) or "none"
+        raise _Refused(f'no provider named "{provider}" is configured (configured: {known})')
+    if skill is not None and skill not in config.skills:
+        known = ", ".join(sorted(config.skills)) or "none"
+        raise _Refused(f'no skill named "{skill}" is configured (configured: {known})')
+
+
+@_main.cli.command()
+@click.option("--provider", default=None, help="Decide for this provider (default: [defaults]).")
+@click.option("--skill", default=None, help="Narrow to this skill's tools.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: bool) -> None:
+    """List every registered tool and whether a run would be offered it."""
+    config = host_config(ctx)
+    require_names(config, provider=provider, skill=skill)
+    catalog = _main._plugin_manager().catalog()
+    report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
+    rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
+    if as_json:
+        click.echo(
+            to_json(
+                {
+                    "provider": report.provider,
+                    "zone": report.zone.value,
+                    "ceiling": report.ceiling.value,
+                    "skill": report.skill,
+                    "tools": rows,
+                }
+            )
+        )
+        return
+    click.echo(
+        f"provider: {report.provider or '(none)'}  zone: {report.zone.value}  "
+        f"ceiling: {report.ceiling.value}  skill: {report.skill or '(none)'}"
+    )
+    table = [("TOOL", "GROUP", "DATA CLASS", "SOURCE", "EFFECT", "APPROVAL", "OFFERED")]
+    for row in rows:
+        verdict = "yes" if row["offered"] else f"no: {row['reason']}"
+        if row["observed"]:
+            verdict = f"yes (observed: {row['observed']})"
+        table.append(
+            (
+                row["name"],
+                row["group"],
+                row["data_class"],
+                row["data_class_source"],
+                row["effect"],
+                "required" if row["requires_approval"] else "-",
+                verdict,
+            )
+        )
+    widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
+    for line in table:
+        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
+
+
+def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "group": tool.group,
+        "data_class": decision.data_class.value,
+        "data_class_source": decision.data_class_source,
+        "effect": tool.effect.value,
+        "requires_approval": tool.requires_approval,
+        "offered": decision.offered,
+        "reason": None if decision.reason is None else decision.reason.value,
+        "observed": None if decision.observed is None else decision.observed.value,
+    }
+
+
+@_main.cli.group()
+def config() -> None:
+    """Inspect the host configuration."""
+
+
+@config.command()
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Validate the configuration and print what it resolved to."""
+    settings = host_config(ctx)
+    click.echo(f"configuration: {settings.source or '(no file: every default applies)'}")
+    tools_settings = settings.tools
+    click.echo(f"tools.data_class_enforcement: {tools_settings.data_class_enforcement}")
+    click.echo(f"tools.enabled: {_names(tools_settings.enabled)}")
+    click.echo(f"tools.disabled: {_names(tools_settings.disabled)}")
+    click.echo(f"tools.disabled_groups: {_names(tools_settings.disabled_groups)}")
+    for name, provider in sorted(settings.providers.items()):
+        zone = settings.zone_for(name)
+        click.echo(
+            f"provider {name}: kind {provider.kind}, trust_zone {provider.trust_zone.value}, "
+            f"fallback {_names(provider.fallback)}, run zone {zone.value} "
+            f"(ceiling {zone.ceiling.value}), four_eyes {_yes(provider.four_eyes)}"
+        )
+    for name, skill in sorted(settings.skills.items()):
+        click.echo(
+            f"skill {name}: enabled {_yes(skill.enabled)}, "
+            f"allowed_tools {_names(skill.allowed_tools)}, four_eyes {_yes(skill.four_eyes)}"
+        )
+    actor = settings.actor()
+    source = "[actor]" if settings.actor_config is not None else "operating-system user"
+    click.echo(
+        f"actor: {actor.id} ({source}), admin {_yes(actor.admin)}, "
+        f"permissions {_names(sorted(actor.permissions))}"
+    )
+    default = settings.defaults.provider
+    zone = settings.zone_for(default)
+    click.echo(
+        f"defaults.provider: {default or '(none)'}, "
+        f"zone {zone.value} (ceiling {zone.ceiling.value})"
+    )
+    privacy, store = settings.privacy, settings.store
+    click.echo(f"privacy: level {privacy.level.value}, retention_days {privacy.retention_days}")
+    click.echo(
+        f"store: url {_shown_url(store.url)}, lease_seconds {store.lease_seconds}, "
+        f"unfinished_retention_days {store.unfinished_retention_days}"
+    )
+    click.echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
+
+
+def _shown_url(url: str | None) -> str:
+    """The store URL without its password, which has no business on a terminal."""
+    if url is None:
+        return "(embedded SQLite)"
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
+def _names(names: Any) -> str:
+    return ", ".join(names) or "-"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 import click
 
 from nrllm_core import _json
+from nrllm_core._config import load_config
+from nrllm_core._gate import live_gate
 from nrllm_core._invoke import new_call_id, new_run_id
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._tool import ToolContext
-from nrllm_core._values import Actor
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.hookspecs import hookimpl
 
@@ -114,18 +114,34 @@ def _parse_arguments(raw: str) -> dict[str, Any]:
 @click.argument("tool_name")
 @click.option("--args", "raw_args", default="{}", help="The call's arguments as a JSON object.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def invoke(tool_name: str, raw_args: str, as_json: bool) -> None:
+@click.option(
+    "--provider", default=None, help="Apply the gate for this provider (default: a direct call)."
+)
+@click.pass_context
+def invoke(
+    ctx: click.Context, tool_name: str, raw_args: str, as_json: bool, provider: str | None
+) -> None:
     """Call one tool through the seam and show what the wire, trace and audit received."""
+    # Imported here: the governance module registers its commands on this module's group.
+    from nrllm_core.cli._governance import host_config, require_names
+
     arguments = _parse_arguments(raw_args)
+    config = host_config(ctx)
+    require_names(config, provider=provider, skill=None)
     pm = _plugin_manager()
     capture = _Capture()
     pm.register(capture, name="nrllm.cli.capture")
     from nrllm_core._invoke import invoke as seam
 
-    context = ToolContext(
-        run_id=new_run_id(), call_id=new_call_id(), actor=Actor(id=getpass.getuser())
-    )
-    seam(pm, tool_name, arguments, context=context)
+    actor = config.actor()
+    offered = None
+    if provider is not None:
+        path = ctx.find_root().obj["config_path"]
+        offered = live_gate(
+            pm, lambda: load_config(path), provider=provider, skill=None, actor=actor
+        )
+    context = ToolContext(run_id=new_run_id(), call_id=new_call_id(), actor=actor)
+    seam(pm, tool_name, arguments, context=context, offered=offered)
     report = {
         "wire": wire_dict(capture.wire[0]),
         "trace": trace_dict(capture.trace[0]),

@@ -1,0 +1,520 @@
+"""The host configuration (``nrllm.toml``): parsed, checked and frozen, or refused with the key.
+
+tomllib, cattrs and the entry-point metadata load inside :func:`load_config`, never at import.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal, final
+
+import attrs
+
+from nrllm_core._log import logger
+from nrllm_core._privacy import PrivacyLevel
+from nrllm_core._values import Actor, TrustZone
+
+if TYPE_CHECKING:
+    from cattrs import Converter
+
+__all__ = [
+    "ActorConfig",
+    "ConfigError",
+    "DefaultsConfig",
+    "HostConfig",
+    "PrivacyConfig",
+    "ProviderConfig",
+    "SkillConfig",
+    "StoreConfig",
+    "ToolsConfig",
+    "load_config",
+]
+
+_CONFIG_ENV: Final = "NRLLM_CONFIG"
+_DEFAULT_FILE: Final = "nrllm.toml"
+_ENTRY_POINT_GROUP: Final = "nrllm"
+_ENFORCEMENT_KEY: Final = "data_class_enforcement"
+# Keys (compared without case, "_" or "-") that would let configuration move a tool's class.
+_RELABEL_KEYS: Final = frozenset(
+    {
+        "class",
+        "classes",
+        "dataclass",
+        "dataclasses",
+        "effect",
+        "effects",
+        "group",
+        "groups",
+        "override",
+        "overrides",
+        "relabel",
+        "relabels",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key and what it accepts."""
+
+
+Enforcement = Literal["enforce", "observe"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolsConfig:
+    """``[tools]``: the enforcement mode and the global switches."""
+
+    data_class_enforcement: Enforcement = "enforce"
+    enabled: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = ()
+    disabled_groups: tuple[str, ...] = ()
+
+    @property
+    def observing(self) -> bool:
+        return self.data_class_enforcement == "observe"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ProviderConfig:
+    """``[providers.NAME]``: a model provider, its trust zone and where it falls back to."""
+
+    kind: str
+    trust_zone: TrustZone = TrustZone.EXTERNAL_GLOBAL
+    fallback: tuple[str, ...] = ()
+    four_eyes: bool = False
+    model: str | None = None
+    base_url: str | None = None
+    # The name of the environment variable holding the key: the key never sits in the file.
+    api_key_env: str | None = None
+    script: str | None = None
+    timeout_seconds: float = 60.0
+    max_retries: int = 2
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SkillConfig:
+    """``[skills.NAME]``: the tools a run with this skill may be offered."""
+
+    allowed_tools: tuple[str, ...] = ()
+    enabled: bool = True
+    four_eyes: bool = False
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ActorConfig:
+    """``[actor]``: the person the command line acts for."""
+
+    id: str
+    admin: bool = False
+    permissions: tuple[str, ...] = ()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class DefaultsConfig:
+    """``[defaults]``: what a command uses when it names nothing."""
+
+    provider: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class PrivacyConfig:
+    """``[privacy]``: how much of a run the audit keeps, and for how long."""
+
+    level: PrivacyLevel = PrivacyLevel.METADATA
+    retention_days: int = 30
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StoreConfig:
+    """``[store]``: where runs are persisted; no URL means the embedded SQLite database."""
+
+    url: str | None = None
+    lease_seconds: int = 60
+    unfinished_retention_days: int = 7
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _Document:
+    """The core sections exactly as the file spells them; the structuring target."""
+
+    tools: ToolsConfig = ToolsConfig()
+    providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
+    skills: dict[str, SkillConfig] = attrs.field(factory=dict)
+    actor: ActorConfig | None = None
+    defaults: DefaultsConfig = DefaultsConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
+    store: StoreConfig = StoreConfig()
+
+
+_CORE_SECTIONS: Final = frozenset(a.name for a in attrs.fields(_Document))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class HostConfig:
+    """The resolved configuration of one host."""
+
+    tools: ToolsConfig = ToolsConfig()
+    providers: Mapping[str, ProviderConfig] = attrs.field(factory=lambda: MappingProxyType({}))
+    skills: Mapping[str, SkillConfig] = attrs.field(factory=lambda: MappingProxyType({}))
+    actor_config: ActorConfig | None = None
+    defaults: DefaultsConfig = DefaultsConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
+    store: StoreConfig = StoreConfig()
+    plugin_settings: Mapping[str, Mapping[str, Any]] = attrs.field(
+        factory=lambda: MappingProxyType({})
+    )
+    # The file's folder, against which relative paths in the file resolve.
+    config_dir: Path | None = None
+    source: Path | None = None
+
+    def actor(self) -> Actor:
+        """The ``[actor]`` section, else the operating-system user: no admin, no permissions."""
+        if self.actor_config is None:
+            import getpass
+
+            return Actor(id=getpass.getuser())
+        return Actor(
+            id=self.actor_config.id,
+            admin=self.actor_config.admin,
+            permissions=self.actor_config.permissions,
+        )
+
+    def zone_for(self, provider: str | None) -> TrustZone:
+        """The least trusted zone a run on ``provider`` can reach through its fallback chain.
+
+        No provider, or a name not configured, is the strictest zone.
+        """
+        if provider is None:
+            return TrustZone.EXTERNAL_GLOBAL
+        seen: set[str] = set()
+        pending = [provider]
+        zone = TrustZone.LOCAL
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            settings = self.providers.get(name)
+            if settings is None:
+                return TrustZone.EXTERNAL_GLOBAL
+            zone = max(zone, settings.trust_zone)
+            pending.extend(settings.fallback)
+        return zone
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    data: Mapping[str, Any] | None = None,
+    plugin_sections: Iterable[str] = (),
+) -> HostConfig:
+    """Read and check the configuration.
+
+    ``data`` is the configuration as a dict (no file is read). Otherwise the file is ``path``,
+    else ``$NRLLM_CONFIG``, else ``./nrllm.toml`` if it exists, else nothing: every default.
+    A top-level table not known to core is a plugin's section, allowed when an entry point of
+    the group ``nrllm`` or ``plugin_sections`` has its name.
+    """
+    source: Path | None = None
+    if data is None:
+        source = _locate(path)
+        raw: Mapping[str, Any] = _read(source) if source is not None else {}
+    else:
+        raw = data
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
+    return _build(raw, source, frozenset(plugin_sections))
+
+
+def _locate(path: str | os.PathLike[str] | None) -> Path | None:
+    if path is not None:
+        return Path(path)
+    from_env = os.environ.get(_CONFIG_ENV)
+    if from_env:
+        return Path(from_env)
+    default = Path(_DEFAULT_FILE)
+    return default if default.is_file() else None
+
+
+def _read(source: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read the configuration ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: the configuration is not UTF-8 text") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+
+
+def _build(
+    raw: Mapping[str, Any], source: Path | None, extra_sections: frozenset[str]
+) -> HostConfig:
+    core: dict[str, Any] = {}
+    plugins: dict[str, Mapping[str, Any]] = {}
+    errors: list[str] = []
+    plugin_names: frozenset[str] | None = None
+    for key, value in raw.items():
+        if key in _CORE_SECTIONS:
+            if isinstance(value, Mapping):
+                core[key] = value
+            else:
+                errors.append(f"{key}: expected a table, got {_kind(value)}")
+            continue
+        if not isinstance(value, Mapping):
+            errors.append(f"{key}: unknown key; accepted: {_listing(_CORE_SECTIONS)}")
+            continue
+        if plugin_names is None:
+            plugin_names = _installed_plugin_names() | extra_sections
+        if key in plugin_names:
+            # A copy, so the caller's dict cannot change the settings after the load.
+            plugins[key] = MappingProxyType(copy.deepcopy(dict(value)))
+        else:
+            errors.append(
+                f"{key}: unknown section; a plugin's section must be named after its "
+                f'entry point in the group "{_ENTRY_POINT_GROUP}"'
+            )
+    if "tools" in core:
+        errors.extend(_relabel_attempts(core["tools"], "tools"))
+        core["tools"] = _normalize_enforcement(core["tools"])
+    if errors:
+        raise ConfigError(_summary(source, errors))
+    document = _structure(core, source)
+    errors = _cross_checks(document)
+    if errors:
+        raise ConfigError(_summary(source, errors))
+    return HostConfig(
+        tools=document.tools,
+        providers=MappingProxyType(dict(document.providers)),
+        skills=MappingProxyType(dict(document.skills)),
+        actor_config=document.actor,
+        defaults=document.defaults,
+        privacy=document.privacy,
+        store=document.store,
+        plugin_settings=MappingProxyType(plugins),
+        config_dir=source.resolve().parent if source is not None else None,
+        source=source,
+    )
+
+
+def _installed_plugin_names() -> frozenset[str]:
+    # Metadata only: a plugin's code is never imported to check its section's name.
+    from importlib.metadata import entry_points
+
+    return frozenset(ep.name for ep in entry_points(group=_ENTRY_POINT_GROUP))
+
+
+def _relabel_attempts(value: object, path: str) -> list[str]:
+    if not isinstance(value, Mapping):
+        return []
+    found = []
+    for key, inner in value.items():
+        where = f"{path}.{key}"
+        folded = str(key).lower().replace("_", "").replace("-", "")
+        if key != _ENFORCEMENT_KEY and (
+            folded in _RELABEL_KEYS or folded.startswith("dataclass") or "relabel" in folded
+        ):
+            found.append(
+                f"{where}: refused: data classes and effects are properties of the tool's "
+                "code, and configuration cannot relabel a tool"
+            )
+        else:
+            found.extend(_relabel_attempts(inner, where))
+    return found
+
+
+def _normalize_enforcement(tools: Mapping[str, Any]) -> dict[str, Any]:
+    """Only a literal ``observe`` observes; anything else enforces, so a typo fails closed."""
+    out = dict(tools)
+    if _ENFORCEMENT_KEY not in out:
+        return out
+    value = out[_ENFORCEMENT_KEY]
+    folded = value.strip().lower() if isinstance(value, str) else None
+    if folded not in ("enforce", "observe"):
+        logger().warning(
+            "nrllm.config.enforcement_unrecognized",
+            key=f"tools.{_ENFORCEMENT_KEY}",
+            accepted=["enforce", "observe"],
+            applied="enforce",
+        )
+    out[_ENFORCEMENT_KEY] = "observe" if folded == "observe" else "enforce"
+    return out
+
+
+def _structure(core: Mapping[str, Any], source: Path | None) -> _Document:
+    from cattrs.errors import BaseValidationError
+
+    try:
+        return _converter().structure(core, _Document)
+    except BaseValidationError as exc:
+        raise ConfigError(_summary(source, _messages(exc, ""))) from None
+
+
+def _cross_checks(document: _Document) -> list[str]:
+    errors = []
+    for name, provider in document.providers.items():
+        for index, target in enumerate(provider.fallback):
+            if target not in document.providers:
+                errors.append(
+                    f"providers.{name}.fallback[{index}]: no provider named {target!r} "
+                    f"(configured: {_listing(document.providers)})"
+                )
+        if provider.timeout_seconds <= 0:
+            errors.append(f"providers.{name}.timeout_seconds: must be greater than 0")
+        if provider.max_retries < 0:
+            errors.append(f"providers.{name}.max_retries: must be 0 or more")
+    wanted = document.defaults.provider
+    if wanted is not None and wanted not in document.providers:
+        errors.append(
+            f"defaults.provider: no provider named {wanted!r} "
+            f"(configured: {_listing(document.providers)})"
+        )
+    for key, number in (
+        ("privacy.retention_days", document.privacy.retention_days),
+        ("store.lease_seconds", document.store.lease_seconds),
+        ("store.unfinished_retention_days", document.store.unfinished_retention_days),
+    ):
+        if number <= 0:
+            errors.append(f"{key}: must be greater than 0")
+    return errors
+
+
+def _listing(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def _summary(source: Path | None, errors: list[str]) -> str:
+    where = f"{source}: " if source is not None else ""
+    return where + "; ".join(errors)
+
+
+_TYPE_NAMES: Final[Mapping[type, str]] = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "a table",
+}
+
+
+def _kind(value: object) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+# -- the one converter --------------------------------------------------------------------------
+
+
+@functools.cache
+def _converter() -> Converter:
+    """cattrs with no coercion: ``"yes"`` is not a bool and ``"3"`` is not an integer."""
+    from cattrs.gen import make_dict_structure_fn
+    from cattrs.preconf.tomllib import make_converter
+
+    conv = make_converter(forbid_extra_keys=True)
+    conv.register_structure_hook(str, _exact(str))
+    conv.register_structure_hook(bool, _exact(bool))
+    conv.register_structure_hook(int, _exact(int))
+    conv.register_structure_hook(float, _number)
+    conv.register_structure_hook_func(lambda kind: kind == tuple[str, ...], _names)
+    conv.register_structure_hook(TrustZone, _member(TrustZone))
+    conv.register_structure_hook(PrivacyLevel, _member(PrivacyLevel))
+
+    def table(cls: type[Any]) -> Callable[[Any, Any], Any]:
+        fields = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True)
+
+        def structure(value: Any, kind: Any) -> Any:
+            if not isinstance(value, Mapping):
+                raise TypeError(f"expected a table, got {_kind(value)}")
+            return fields(value, kind)
+
+        return structure
+
+    conv.register_structure_hook_factory(attrs.has, table)
+    return conv
+
+
+def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {_TYPE_NAMES[kind]}, got {_kind(value)}")
+        return value
+
+    return structure
+
+
+def _number(value: Any, _: Any) -> float:
+    if type(value) not in (int, float):
+        raise TypeError(f"expected a number, got {_kind(value)}")
+    return float(value)
+
+
+def _names(value: Any, _: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected an array of strings, got {_kind(value)}")
+    for index, item in enumerate(value):
+        if type(item) is not str:
+            raise TypeError(f"item {index}: expected a string, got {_kind(item)}")
+    return tuple(value)
+
+
+def _member(enum_type: type[TrustZone] | type[PrivacyLevel]) -> Callable[[Any, Any], Any]:
+    accepted = ", ".join(m.value for m in enum_type)
+
+    def structure(value: Any, _: Any) -> Any:
+        if isinstance(value, str):
+            for member in enum_type:
+                if member.value == value:
+                    return member
+        raise ValueError(f"{value!r} is not accepted; accepted values: {accepted}")
+
+    return structure
+
+
+def _messages(exc: BaseException, path: str) -> list[str]:
+    """Flatten cattrs' nested validation errors into ``key.path: problem`` lines."""
+    from cattrs.errors import (
+        ClassValidationError,
+        ForbiddenExtraKeysError,
+        IterableValidationError,
+    )
+
+    if isinstance(exc, ForbiddenExtraKeysError):
+        accepted = _listing(a.name for a in attrs.fields(exc.cl))
+        return [
+            f"{_join(path, key)}: unknown key; accepted: {accepted}"
+            for key in sorted(exc.extra_fields)
+        ]
+    if isinstance(exc, ClassValidationError):
+        with_notes, without = exc.group_exceptions()
+        out = [m for inner, note in with_notes for m in _messages(inner, _join(path, note.name))]
+        return out + [m for inner in without for m in _messages(inner, path)]
+    if isinstance(exc, IterableValidationError):
+        listed, unlisted = exc.group_exceptions()
+        out = [m for inner, note in listed for m in _messages(inner, _join(path, note.index))]
+        return out + [m for inner in unlisted for m in _messages(inner, path)]
+    if isinstance(exc, KeyError):
+        return [f"{path}: required key missing"]
+    return [f"{path or '(top level)'}: {exc}"]
+
+
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)

@@ -1,0 +1,245 @@
+"""The one gate: which registered tools a run may be offered, each refusal with one reason."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+
+from nrllm_core._catalog import RegisteredTool, ToolCatalog
+from nrllm_core._config import HostConfig
+from nrllm_core._log import logger
+from nrllm_core._payloads import RunStep, StepKind
+from nrllm_core._values import Actor, DataClass, TrustZone
+
+if TYPE_CHECKING:
+    from nrllm_core._manager import PluginManager
+
+__all__ = ["DenialReason", "GateDecision", "GateReport", "decide", "gate_step", "live_gate"]
+
+
+class DenialReason(enum.StrEnum):
+    """Why a tool is not offered, in the order the gate checks."""
+
+    NOT_REGISTERED = "notRegistered"
+    TOOL_DISABLED = "toolDisabled"
+    REQUIRES_ADMIN = "requiresAdmin"
+    CONFIGURATION_GROUP = "configurationGroup"
+    TRUST_ZONE = "trustZone"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class GateDecision:
+    """The gate's answer for one tool; never holds a call's arguments or content.
+
+    ``observed`` is ``trustZone`` when observe mode offered a tool its zone would refuse.
+    """
+
+    tool: str
+    offered: bool
+    reason: DenialReason | None
+    observed: DenialReason | None
+    data_class: DataClass
+    # None for a name that is not registered: there is no tool whose code could say.
+    data_class_source: str | None
+    zone: TrustZone
+    ceiling: DataClass
+
+
+@final
+@attrs.frozen(kw_only=True)
+class GateReport:
+    """One gate pass: the run's provider, zone, ceiling and skill, and a decision per tool."""
+
+    provider: str | None
+    zone: TrustZone
+    ceiling: DataClass
+    skill: str | None
+    decisions: tuple[GateDecision, ...]
+
+    @property
+    def offered_names(self) -> tuple[str, ...]:
+        return tuple(d.tool for d in self.decisions if d.offered)
+
+    def permits(self, tool: RegisteredTool) -> bool:
+        """Whether this pass offered ``tool``; a tool it did not decide is refused."""
+        return tool.name in self.offered_names
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _Run:
+    """What every decision of one pass shares, worked out once."""
+
+    config: HostConfig
+    provider: str | None
+    zone: TrustZone
+    skill: str | None
+    # None: no skill, no restriction. A set, possibly empty: only these names.
+    allowed: frozenset[str] | None
+    actor: Actor
+
+
+def decide(
+    catalog: ToolCatalog,
+    config: HostConfig,
+    *,
+    provider: str | None,
+    skill: str | None,
+    actor: Actor,
+    requested: Iterable[str] = (),
+) -> GateReport:
+    """Decide every registered tool, or only the ``requested`` names when there are any.
+
+    ``provider=None`` means ``[defaults] provider``, and without one the strictest zone. A
+    provider name that is not configured also counts as the strictest zone. A skill that is
+    unknown or disabled allows no tool.
+    """
+    run = _prepare(config, provider=provider, skill=skill, actor=actor)
+    names = list(dict.fromkeys(requested)) or sorted(catalog.tools)
+    decisions = tuple(_decide_one(catalog.get(name), name, run) for name in names)
+    for decision in decisions:
+        if decision.reason is not None or decision.observed is not None:
+            # Observe mode logs the refusal it overrode; arguments are never known here.
+            logger().warning(
+                "nrllm.gate.denied",
+                tool=decision.tool,
+                reason=str(decision.reason or decision.observed),
+                offered=decision.offered,
+                observed=decision.observed is not None,
+                provider=run.provider,
+                skill=run.skill,
+                data_class=decision.data_class.value,
+                zone=decision.zone.value,
+                ceiling=decision.ceiling.value,
+            )
+    return GateReport(
+        provider=run.provider,
+        zone=run.zone,
+        ceiling=run.zone.ceiling,
+        skill=skill,
+        decisions=decisions,
+    )
+
+
+def _prepare(config: HostConfig, *, provider: str | None, skill: str | None, actor: Actor) -> _Run:
+    chosen = provider if provider is not None else config.defaults.provider
+    allowed: frozenset[str] | None = None
+    if skill is not None:
+        settings = config.skills.get(skill)
+        # A skill that cannot be used narrows to nothing, never to "no restriction".
+        usable = settings is not None and settings.enabled
+        allowed = frozenset(settings.allowed_tools) if settings and usable else frozenset()
+    return _Run(
+        config=config,
+        provider=chosen,
+        zone=config.zone_for(chosen),
+        skill=skill,
+        allowed=allowed,
+        actor=actor,
+    )
+
+
+def _decide_one(tool: RegisteredTool | None, name: str, run: _Run) -> GateDecision:
+    zone = run.zone
+    if tool is None:
+        return GateDecision(
+            tool=name,
+            offered=False,
+            reason=DenialReason.NOT_REGISTERED,
+            observed=None,
+            data_class=DataClass.SECRET_ADJACENT,
+            data_class_source=None,
+            zone=zone,
+            ceiling=zone.ceiling,
+        )
+    reason = _refusal(tool, run)
+    observed = None
+    if reason is DenialReason.TRUST_ZONE and run.config.tools.observing:
+        reason, observed = None, DenialReason.TRUST_ZONE
+    return GateDecision(
+        tool=name,
+        offered=reason is None,
+        reason=reason,
+        observed=observed,
+        data_class=tool.data_class,
+        data_class_source=tool.data_class_source,
+        zone=zone,
+        ceiling=zone.ceiling,
+    )
+
+
+def _refusal(tool: RegisteredTool, run: _Run) -> DenialReason | None:
+    switches = run.config.tools
+    switched_on = tool.enabled_by_default or tool.name in switches.enabled
+    if tool.name in switches.disabled or tool.group in switches.disabled_groups or not switched_on:
+        return DenialReason.TOOL_DISABLED
+    if tool.requires_admin and not run.actor.admin:
+        return DenialReason.REQUIRES_ADMIN
+    if run.allowed is not None and tool.name not in run.allowed:
+        return DenialReason.CONFIGURATION_GROUP
+    if not run.zone.permits(tool.data_class):
+        return DenialReason.TRUST_ZONE
+    return None
+
+
+def live_gate(
+    pm: PluginManager,
+    load: Callable[[], HostConfig],
+    *,
+    provider: str | None,
+    skill: str | None,
+    actor: Actor,
+) -> Callable[[RegisteredTool], bool]:
+    """A gate for the invoke seam that re-reads the configuration at every call.
+
+    A tool switched off since the run started is refused; a configuration that no longer
+    loads refuses every tool.
+    """
+
+    def offered(tool: RegisteredTool) -> bool:
+        try:
+            config = load()
+        except Exception:
+            logger().error("nrllm.gate.config_failed", tool=tool.name, exc_info=True)
+            return False
+        report = decide(
+            pm.catalog(),
+            config,
+            provider=provider,
+            skill=skill,
+            actor=actor,
+            requested=[tool.name],
+        )
+        return report.permits(tool)
+
+    return offered
+
+
+def gate_step(report: GateReport, *, round: int = 0, duration_ms: float = 0.0) -> RunStep:
+    """The report as a run step for :class:`~nrllm_core.RunRecorder`: decisions, no content."""
+    return RunStep(
+        kind=StepKind.GATE,
+        round=round,
+        duration_ms=duration_ms,
+        fields={
+            "provider": report.provider,
+            "skill": report.skill,
+            "decisions": [_decision_fields(d) for d in report.decisions],
+        },
+    )
+
+
+def _decision_fields(decision: GateDecision) -> Mapping[str, Any]:
+    return {
+        "tool": decision.tool,
+        "offered": decision.offered,
+        "reason": None if decision.reason is None else decision.reason.value,
+        "observed": None if decision.observed is None else decision.observed.value,
+        "zone": decision.zone.value,
+        "ceiling": decision.ceiling.value,
+        "data_class": decision.data_class.value,
+    }

@@ -1,0 +1,448 @@
+"""The host facade: one object that runs, suspends, approves and lists governed runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+
+from nrllm_core import _json
+from nrllm_core._config import HostConfig, load_config
+from nrllm_core._gate import GateReport, decide, gate_step, live_gate
+from nrllm_core._invoke import new_run_id
+from nrllm_core._log import logger
+from nrllm_core._loop import (
+    LoopOutcome,
+    PendingCall,
+    SuspendedRunState,
+    TerminationReason,
+    clamp_rounds,
+    resume_loop,
+    run_loop,
+)
+from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core._messages import ChatMessage, ProviderError, Usage
+from nrllm_core._payloads import RunStep, StepKind
+from nrllm_core._privacy import audit_view_for
+from nrllm_core._providers import Provider, build_provider
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
+from nrllm_core._tool import ToolContext
+from nrllm_core._values import Actor
+
+if TYPE_CHECKING:
+    from nrllm_core.store import Store
+
+__all__ = ["ApprovalRefused", "Host", "RunOutcome"]
+
+_AUDIT_PLUGIN: Final = "nrllm.audit"
+
+
+class ApprovalRefused(Exception):
+    """An approval that cannot be applied: unknown run, not waiting, stale digest, four-eyes."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunOutcome:
+    """What ``run`` and ``approve`` report; the same shape as ``nrllm run --json``."""
+
+    run_id: str
+    status: str
+    termination_reason: str | None
+    final_content: str
+    pending: tuple[PendingCall, ...] = ()
+    turn_digest: str | None = None
+    error: str | None = None
+    usage: Usage = attrs.field(factory=Usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "termination_reason": self.termination_reason,
+            "final_content": self.final_content,
+            "pending": [
+                {
+                    "call_id": p.call_id,
+                    "name": p.name,
+                    "arguments": p.arguments,
+                    "requires_approval": p.requires_approval,
+                    "preview": list(p.preview),
+                }
+                for p in self.pending
+            ],
+            "turn_digest": self.turn_digest,
+            "error": self.error,
+        }
+
+
+@final
+class Host:
+    """A configured nrllm host: plugins, configuration, the audit store and the state key."""
+
+    def __init__(
+        self,
+        *,
+        pm: PluginManager,
+        config_loader: Any,
+        store: Store,
+        data_dir: Path,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.pm = pm
+        self._load = config_loader
+        self.store = store
+        self._data_dir = data_dir
+        self._environ = os.environ if environ is None else environ
+        if not pm.has_plugin(_AUDIT_PLUGIN):
+            from nrllm_core.store import StoreAuditSink
+
+            pm.register(StoreAuditSink(store), name=_AUDIT_PLUGIN)
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        data: Mapping[str, Any] | None = None,
+        plugins: Iterable[object] = (),
+        load_entry_points: bool = True,
+        data_dir: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Host:
+        """Load the configuration, the plugins and the store (migrated on first use)."""
+        from nrllm_core.store import Store, default_data_dir
+
+        def loader() -> HostConfig:
+            return load_config(path, data=data)
+
+        config = loader()
+        folder = data_dir or default_data_dir()
+        store = Store.open(
+            config.store.url, data_dir=folder, lease_seconds=config.store.lease_seconds
+        )
+        pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
+        return cls(pm=pm, config_loader=loader, store=store, data_dir=folder, environ=environ)
+
+    @property
+    def config(self) -> HostConfig:
+        """The configuration as it is now (re-read on every access)."""
+        config: HostConfig = self._load()
+        return config
+
+    # -- running -----------------------------------------------------------------------------
+
+    def gate(self, *, provider: str | None, skill: str | None, actor: Actor) -> GateReport:
+        return decide(self.pm.catalog(), self.config, provider=provider, skill=skill, actor=actor)
+
+    def run(
+        self,
+        prompt: str,
+        *,
+        provider: str | None = None,
+        skill: str | None = None,
+        max_rounds: int | None = None,
+        actor: Actor | None = None,
+        system: str | None = None,
+    ) -> RunOutcome:
+        """Run a prompt to its answer, or to a turn that waits for a person's approval."""
+        config = self.config
+        actor = actor or config.actor()
+        provider_name = self._provider_name(config, provider)
+        if skill is not None and skill not in config.skills:
+            raise ValueError(f'unknown skill "{skill}"; configured: {_names(config.skills)}')
+        report = self.gate(provider=provider_name, skill=skill, actor=actor)
+        run_id = new_run_id()
+        self.store.start_run(
+            run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
+        )
+        recorder = self._recorder(config, run_id)
+        recorder.record(gate_step(report))
+        self.store.record_decisions(run_id, _decision_records(report))
+        messages = [ChatMessage.system(system)] if system else []
+        messages.append(ChatMessage.user(prompt))
+        try:
+            model = self._provider(config, provider_name)
+        except ProviderError as exc:
+            return self._settle(run_id, _failed(run_id, str(exc)), actor)
+        catalog = self.pm.catalog()
+        outcome = run_loop(
+            pm=self.pm,
+            provider=model,
+            provider_name=provider_name,
+            skill=skill,
+            messages=messages,
+            offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
+            permits=live_gate(
+                self.pm, self._load, provider=provider_name, skill=skill, actor=actor
+            ),
+            recorder=recorder,
+            context_for=self._context_for(run_id, actor, config),
+            initiator=actor.id,
+            max_rounds=clamp_rounds(max_rounds),
+        )
+        return self._settle(run_id, outcome, actor)
+
+    def approve(
+        self,
+        run_id: str,
+        *,
+        approve: bool = True,
+        approver: str,
+        turn_digest: str | None,
+    ) -> RunOutcome:
+        """Apply a person's decision to a suspended turn, then continue the run.
+
+        The decision is bound to the turn by its digest, applied at most once, and written to
+        the audit before anything executes.
+        """
+        config = self.config
+        if not turn_digest:
+            raise ApprovalRefused("an approval must name the turn digest it approves")
+        suspension = self.store.suspension(run_id)
+        if suspension is None:
+            raise ApprovalRefused(f'run "{run_id}" is not awaiting approval')
+        if suspension.turn_digest != turn_digest:
+            raise ApprovalRefused("the digest does not match the pending turn; it may be stale")
+        key = load_state_key(self._data_dir, dict(self._environ))
+        try:
+            state = _state_from_json(open_sealed(key, run_id, suspension.sealed))
+        except (SealError, ValueError, KeyError, TypeError) as exc:
+            raise ApprovalRefused(f"the suspended state cannot be opened: {exc}") from None
+        if approve and self._four_eyes(config, state) and approver == state.initiator:
+            raise ApprovalRefused("four-eyes: the approver must differ from the run's initiator")
+        # Claiming is atomic across processes: a second approval of the same turn fails here.
+        self.store.claim_suspension(
+            run_id,
+            turn_digest=turn_digest,
+            decision="approved" if approve else "denied",
+            approver=approver,
+        )
+        recorder = self._recorder(
+            config, run_id, first_sequence=self.store.last_sequence(run_id) + 1
+        )
+        audited = recorder.record(
+            RunStep(
+                kind=StepKind.APPROVAL,
+                round=state.iterations,
+                duration_ms=0.0,
+                fields={
+                    "decision": "approved" if approve else "denied",
+                    "approver": approver,
+                    "turn_digest": turn_digest,
+                },
+            )
+        )
+        actor = Actor(id=state.initiator)
+        if not audited:
+            outcome = _failed(
+                run_id, "the approval could not be written to the audit; nothing was executed"
+            )
+            return self._settle(run_id, outcome, actor, reason=TerminationReason.AUDIT_UNAVAILABLE)
+        try:
+            model = self._provider(config, state.provider)
+        except ProviderError as exc:
+            return self._settle(run_id, _failed(run_id, str(exc)), actor)
+        report = self.gate(provider=state.provider, skill=state.skill, actor=actor)
+        catalog = self.pm.catalog()
+        outcome = resume_loop(
+            pm=self.pm,
+            provider=model,
+            state=state,
+            approved=approve,
+            offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
+            permits=live_gate(
+                self.pm, self._load, provider=state.provider, skill=state.skill, actor=actor
+            ),
+            recorder=recorder,
+            context_for=self._context_for(run_id, actor, config),
+        )
+        return self._settle(run_id, outcome, actor)
+
+    def runs(self, status: str | None = None) -> list[Any]:
+        """The persisted runs, newest first."""
+        from nrllm_core.store import RunStatus
+
+        return self.store.list_runs(None if status is None else RunStatus(status))
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _provider_name(self, config: HostConfig, provider: str | None) -> str:
+        name = provider or config.defaults.provider
+        if name is None:
+            raise ValueError("no provider: name one, or set [defaults] provider")
+        if name not in config.providers:
+            raise ValueError(f'unknown provider "{name}"; configured: {_names(config.providers)}')
+        return name
+
+    def _provider(self, config: HostConfig, name: str | None) -> Provider:
+        if name is None or name not in config.providers:
+            raise ProviderError(f'provider "{name}" is no longer configured')
+        settings = attrs.asdict(config.providers[name])
+        return build_provider(
+            self.pm.provider_registry(),
+            name,
+            settings,
+            config_dir=config.config_dir,
+            environ=self._environ,
+        )
+
+    def _recorder(self, config: HostConfig, run_id: str, first_sequence: int = 1) -> RunRecorder:
+        return RunRecorder(
+            self.pm,
+            run_id,
+            audit_view=audit_view_for(config.privacy.level),
+            first_sequence=first_sequence,
+        )
+
+    def _context_for(self, run_id: str, actor: Actor, config: HostConfig) -> Any:
+        def context_for(call_id: str) -> ToolContext:
+            return ToolContext(
+                run_id=run_id, call_id=call_id, actor=actor, settings=config.plugin_settings
+            )
+
+        return context_for
+
+    def _four_eyes(self, config: HostConfig, state: SuspendedRunState) -> bool:
+        provider = config.providers.get(state.provider or "")
+        skill = config.skills.get(state.skill or "")
+        return bool((provider and provider.four_eyes) or (skill and skill.four_eyes))
+
+    def _settle(
+        self,
+        run_id: str,
+        outcome: LoopOutcome,
+        actor: Actor,
+        *,
+        reason: TerminationReason | None = None,
+    ) -> RunOutcome:
+        from nrllm_core.store import RunStatus
+
+        result = outcome.result
+        termination = reason or result.termination_reason
+        if outcome.suspended is not None:
+            state = outcome.suspended
+            try:
+                key = load_state_key(self._data_dir, dict(self._environ))
+                sealed = seal(key, run_id, _state_to_json(state))
+                self.store.suspend_run(run_id, sealed=sealed, turn_digest=state.digest)
+            except Exception:
+                # No promise of a resume that cannot happen: the run fails instead.
+                logger().error("nrllm.run.suspend_failed", run_id=run_id, exc_info=True)
+                self.store.finish_run(
+                    run_id, RunStatus.FAILED, TerminationReason.SUSPEND_FAILED.value
+                )
+                return RunOutcome(
+                    run_id=run_id,
+                    status="failed",
+                    termination_reason=TerminationReason.SUSPEND_FAILED.value,
+                    final_content="",
+                    error="the run could not be suspended: its state could not be stored",
+                    usage=result.usage,
+                )
+            return RunOutcome(
+                run_id=run_id,
+                status="awaiting_approval",
+                termination_reason=termination.value,
+                final_content="",
+                pending=state.pending,
+                turn_digest=state.digest,
+                usage=result.usage,
+            )
+        failed = outcome.error is not None
+        self.store.finish_run(
+            run_id, RunStatus.FAILED if failed else RunStatus.COMPLETED, termination.value
+        )
+        return RunOutcome(
+            run_id=run_id,
+            status="failed" if failed else "completed",
+            termination_reason=termination.value,
+            final_content=result.final_content,
+            error=outcome.error,
+            usage=result.usage,
+        )
+
+
+def _failed(run_id: str, error: str) -> LoopOutcome:
+    from nrllm_core._loop import ToolLoopResult
+
+    return LoopOutcome(
+        result=ToolLoopResult(
+            final_content="",
+            invocations=(),
+            iterations=0,
+            truncated=False,
+            usage=Usage(),
+            termination_reason=TerminationReason.PROVIDER_FAILED,
+        ),
+        error=error,
+    )
+
+
+def _names(mapping: Mapping[str, Any]) -> str:
+    return ", ".join(sorted(mapping)) or "none"
+
+
+def _decision_records(report: GateReport) -> list[Any]:
+    from nrllm_core.store import GateDecisionRecord
+
+    # Offered tools need no record; a refusal, or one observe mode overrode, does.
+    records = []
+    for d in report.decisions:
+        reason = d.reason if d.reason is not None else d.observed
+        if reason is not None:
+            records.append(
+                GateDecisionRecord(
+                    tool=d.tool,
+                    reason=reason.value,
+                    zone=report.zone.value,
+                    ceiling=report.ceiling.value,
+                    observed=d.observed is not None,
+                )
+            )
+    return records
+
+
+def _state_to_json(state: SuspendedRunState) -> bytes:
+    return _json.dumps(
+        {
+            "messages": list(state.messages),
+            "pending": [attrs.asdict(p) for p in state.pending],
+            "iterations": state.iterations,
+            "usage": attrs.asdict(state.usage),
+            "provider": state.provider,
+            "skill": state.skill,
+            "offered_names": list(state.offered_names),
+            "initiator": state.initiator,
+            "max_rounds": state.max_rounds,
+        }
+    )
+
+
+def _state_from_json(data: bytes) -> SuspendedRunState:
+    raw = _json.loads(data)
+    return SuspendedRunState(
+        messages=tuple(raw["messages"]),
+        pending=tuple(
+            PendingCall(
+                call_id=p["call_id"],
+                name=p["name"],
+                arguments=p["arguments"],
+                requires_approval=p["requires_approval"],
+                preview=tuple(p["preview"]),
+                preview_failed=p["preview_failed"],
+            )
+            for p in raw["pending"]
+        ),
+        iterations=raw["iterations"],
+        usage=Usage(**raw["usage"]),
+        provider=raw["provider"],
+        skill=raw["skill"],
+        offered_names=tuple(raw["offered_names"]),
+        initiator=raw["initiator"],
+        max_rounds=raw["max_rounds"],
+    )

@@ -1,0 +1,458 @@
+"""The bounded tool loop: model turns, the approval scan, and execution through the seam."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, final
+
+import attrs
+
+from nrllm_core import _json
+from nrllm_core._catalog import RegisteredTool
+from nrllm_core._invoke import invoke
+from nrllm_core._log import logger
+from nrllm_core._manager import PluginManager
+from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, ToolSpec, Usage
+from nrllm_core._payloads import RunStep, StepKind
+from nrllm_core._providers import Provider
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._tool import ToolContext
+
+__all__ = [
+    "MAX_ROUNDS_CAP",
+    "MAX_ROUNDS_DEFAULT",
+    "LoopOutcome",
+    "PendingCall",
+    "SuspendedRunState",
+    "TerminationReason",
+    "ToolInvocation",
+    "ToolLoopResult",
+    "clamp_rounds",
+    "resume_loop",
+    "run_loop",
+    "turn_digest",
+]
+
+MAX_ROUNDS_DEFAULT: Final = 5
+MAX_ROUNDS_CAP: Final = 20
+PREVIEW_MAX_LINES: Final = 20
+PREVIEW_MAX_LINE_CHARS: Final = 500
+_WHITESPACE: Final = re.compile(r"\s+")
+
+
+class TerminationReason(enum.StrEnum):
+    """Why a run stopped."""
+
+    COMPLETED = "completed"
+    MAX_ITERATIONS = "max_iterations"
+    AWAITING_APPROVAL = "awaiting_approval"
+    PROVIDER_FAILED = "provider_failed"
+    AUDIT_UNAVAILABLE = "audit_unavailable"
+    SUSPEND_FAILED = "suspend_failed"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolInvocation:
+    """One executed call as the model saw it. No artifact field: artifacts are display state."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    content: str
+    is_error: bool
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolLoopResult:
+    """What a finished loop segment produced. No artifact field, by design."""
+
+    final_content: str
+    invocations: tuple[ToolInvocation, ...]
+    iterations: int
+    truncated: bool
+    usage: Usage
+    termination_reason: TerminationReason
+
+
+@final
+@attrs.frozen(kw_only=True)
+class PendingCall:
+    """A call of the suspended turn, with what the approver is shown."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    requires_approval: bool
+    preview: tuple[str, ...]
+    preview_failed: bool = False
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SuspendedRunState:
+    """Everything needed to resume a run. No artifact field: only wire text rides along."""
+
+    messages: tuple[dict[str, Any], ...]
+    pending: tuple[PendingCall, ...]
+    iterations: int
+    usage: Usage
+    provider: str | None
+    skill: str | None
+    offered_names: tuple[str, ...]
+    initiator: str
+    max_rounds: int
+
+    @property
+    def digest(self) -> str:
+        return turn_digest(self.pending)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class LoopOutcome:
+    """A segment's end: a result, or a suspended turn waiting for a person."""
+
+    result: ToolLoopResult
+    suspended: SuspendedRunState | None = None
+    error: str | None = None
+
+
+def clamp_rounds(requested: int | None) -> int:
+    """The round limit: default 5, at least 1, at most 20 (a warning when clamped)."""
+    if requested is None:
+        return MAX_ROUNDS_DEFAULT
+    if requested > MAX_ROUNDS_CAP:
+        logger().warning("nrllm.loop.rounds_clamped", requested=requested, cap=MAX_ROUNDS_CAP)
+        return MAX_ROUNDS_CAP
+    return max(1, requested)
+
+
+def turn_digest(pending: Sequence[PendingCall]) -> str:
+    """sha256 over the canonical JSON of the turn's calls: what an approval is bound to."""
+    calls = [{"id": c.call_id, "name": c.name, "arguments": c.arguments} for c in pending]
+    return hashlib.sha256(_json.dumps(calls)).hexdigest()
+
+
+@attrs.define(kw_only=True)
+class _Segment:
+    pm: PluginManager
+    provider: Provider
+    provider_name: str | None
+    skill: str | None
+    offered: Sequence[RegisteredTool]
+    permits: Callable[[RegisteredTool], bool]
+    recorder: RunRecorder
+    context_for: Callable[[str], ToolContext]
+    initiator: str
+    max_rounds: int
+    messages: list[ChatMessage]
+    usage: Usage
+    iterations: int
+    invocations: list[ToolInvocation] = attrs.field(factory=list)
+
+
+def run_loop(
+    *,
+    pm: PluginManager,
+    provider: Provider,
+    provider_name: str | None,
+    skill: str | None,
+    messages: Sequence[ChatMessage],
+    offered: Sequence[RegisteredTool],
+    permits: Callable[[RegisteredTool], bool],
+    recorder: RunRecorder,
+    context_for: Callable[[str], ToolContext],
+    initiator: str,
+    max_rounds: int,
+    usage: Usage | None = None,
+    iterations: int = 0,
+) -> LoopOutcome:
+    """Run rounds until the model answers without tool calls, a turn needs approval, or the cap.
+
+    ``permits`` is the gate, asked again for every call at execution time.
+    """
+    segment = _Segment(
+        pm=pm,
+        provider=provider,
+        provider_name=provider_name,
+        skill=skill,
+        offered=offered,
+        permits=permits,
+        recorder=recorder,
+        context_for=context_for,
+        initiator=initiator,
+        max_rounds=max_rounds,
+        messages=list(messages),
+        usage=usage or Usage(),
+        iterations=iterations,
+    )
+    return _guarded(segment, lambda: _rounds(segment))
+
+
+def _guarded(seg: _Segment, body: Callable[[], LoopOutcome]) -> LoopOutcome:
+    try:
+        return body()
+    except ProviderError as exc:
+        logger().warning("nrllm.loop.provider_failed", run_id=seg.recorder.run_id)
+        return LoopOutcome(
+            result=_result(seg, "", TerminationReason.PROVIDER_FAILED),
+            error=f"the model provider failed: {exc}",
+        )
+    except _AuditUnavailable as exc:
+        return LoopOutcome(
+            result=_result(seg, "", TerminationReason.AUDIT_UNAVAILABLE), error=str(exc)
+        )
+
+
+class _AuditUnavailable(Exception):
+    pass
+
+
+def _rounds(seg: _Segment) -> LoopOutcome:
+    specs = [
+        ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in seg.offered
+    ]
+    if not specs:
+        answer = _ask(seg, [], seg.iterations + 1)
+        seg.iterations += 1
+        return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
+    for _ in range(seg.max_rounds):
+        seg.iterations += 1
+        answer = _ask(seg, specs, seg.iterations)
+        if not answer.tool_calls:
+            return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
+        seg.messages.append(ChatMessage.assistant(answer.content, answer.tool_calls))
+        suspended = _approval_scan(seg, answer.tool_calls)
+        if suspended is not None:
+            return LoopOutcome(
+                result=_result(seg, "", TerminationReason.AWAITING_APPROVAL), suspended=suspended
+            )
+        for call in answer.tool_calls:
+            _execute(seg, call)
+    # The cap was reached with calls answered but no final text: one tool-less synthesis call.
+    answer = _ask(seg, [], seg.iterations + 1)
+    return LoopOutcome(
+        result=_result(seg, answer.content, TerminationReason.MAX_ITERATIONS, truncated=True)
+    )
+
+
+def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
+    seg.recorder.record(
+        RunStep(
+            kind=StepKind.REQUEST,
+            round=round_,
+            duration_ms=0.0,
+            fields={
+                "messages_sent": [m.to_dict() for m in seg.messages],
+                "tool_specs": [s.name for s in specs],
+            },
+        )
+    )
+    started = time.perf_counter()
+    answer = seg.provider.complete(seg.messages, specs)
+    seg.usage = seg.usage + answer.usage
+    seg.recorder.record(
+        RunStep(
+            kind=StepKind.LLM,
+            round=round_,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            fields={
+                "content": answer.content,
+                "thinking": answer.thinking,
+                "finish_reason": answer.finish_reason,
+                "prompt_tokens": answer.usage.prompt_tokens,
+                "completion_tokens": answer.usage.completion_tokens,
+                "requested_tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
+                    for c in answer.tool_calls
+                ]
+                or None,
+            },
+        )
+    )
+    return answer
+
+
+def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunState | None:
+    """Before any call of the turn runs: does an offered call in it need a person?"""
+    catalog = seg.pm.catalog()
+
+    def needs_approval(call: ToolCall) -> bool:
+        registered = catalog.get(call.name)
+        return registered is not None and seg.permits(registered) and registered.requires_approval
+
+    if not any(needs_approval(c) for c in calls):
+        return None
+    pending = []
+    for call in calls:
+        registered = catalog.get(call.name)
+        lines, failed = _preview(registered, call, seg.context_for(call.id))
+        pending.append(
+            PendingCall(
+                call_id=call.id,
+                name=call.name,
+                arguments=dict(call.arguments),
+                requires_approval=needs_approval(call),
+                preview=lines,
+                preview_failed=failed,
+            )
+        )
+    return SuspendedRunState(
+        messages=tuple(m.to_dict() for m in seg.messages),
+        pending=tuple(pending),
+        iterations=seg.iterations,
+        usage=seg.usage,
+        provider=seg.provider_name,
+        skill=seg.skill,
+        offered_names=tuple(t.name for t in seg.offered),
+        initiator=seg.initiator,
+        max_rounds=seg.max_rounds,
+    )
+
+
+def _preview(
+    registered: RegisteredTool | None, call: ToolCall, context: ToolContext
+) -> tuple[tuple[str, ...], bool]:
+    if registered is None:
+        return (), False
+    try:
+        lines = registered.tool.preview(dict(call.arguments), context)
+    except Exception as exc:
+        logger().warning("nrllm.preview.failed", tool=call.name, exc_info=True)
+        return (
+            f"The preview for this call failed ({type(exc).__name__}), so it shows nothing "
+            "about what the call would do.",
+        ), True
+    if lines is None:
+        return (), False
+    if not isinstance(lines, list) or not lines or not all(isinstance(x, str) for x in lines):
+        return ("The tool produced no usable preview for this call.",), True
+    shown = [
+        _WHITESPACE.sub(" ", line).strip()[:PREVIEW_MAX_LINE_CHARS]
+        for line in lines[:PREVIEW_MAX_LINES]
+    ]
+    if len(lines) > PREVIEW_MAX_LINES:
+        shown.append(f"… and {len(lines) - PREVIEW_MAX_LINES} more line(s), not shown.")
+    return tuple(shown), False
+
+
+def _execute(seg: _Segment, call: ToolCall) -> None:
+    """One call through the seam; only its bounded content goes back to the model."""
+    registered = seg.pm.catalog().get(call.name)
+    failures_before = seg.recorder.audit_failures
+    wire = invoke(
+        seg.pm,
+        call.name,
+        call.arguments,
+        context=seg.context_for(call.id),
+        offered=seg.permits,
+        recorder=seg.recorder,
+        round=seg.iterations,
+    )
+    _answer(seg, call, wire.content, wire.is_error)
+    wrote = registered is not None and registered.effect.is_write
+    if wrote and seg.recorder.audit_failures > failures_before:
+        raise _AuditUnavailable(
+            f'the audit could not record the call of the writing tool "{call.name}"; '
+            "the run was stopped"
+        )
+
+
+def _refuse(seg: _Segment, call: ToolCall, content: str) -> None:
+    """Answer a call that is not executed, and record that it was not."""
+    seg.recorder.record(
+        RunStep(
+            kind=StepKind.TOOL,
+            round=seg.iterations,
+            duration_ms=0.0,
+            fields={
+                "tool_call_id": call.id,
+                "tool_name": call.name,
+                "tool_arguments": dict(call.arguments),
+                "tool_result": content,
+                "tool_is_error": True,
+            },
+        )
+    )
+    _answer(seg, call, content, True)
+
+
+def _answer(seg: _Segment, call: ToolCall, content: str, is_error: bool) -> None:
+    seg.messages.append(ChatMessage.tool_result(call.id, content))
+    seg.invocations.append(
+        ToolInvocation(
+            call_id=call.id,
+            name=call.name,
+            arguments=dict(call.arguments),
+            content=content,
+            is_error=is_error,
+        )
+    )
+
+
+def resume_loop(
+    *,
+    pm: PluginManager,
+    provider: Provider,
+    state: SuspendedRunState,
+    approved: bool,
+    offered: Sequence[RegisteredTool],
+    permits: Callable[[RegisteredTool], bool],
+    recorder: RunRecorder,
+    context_for: Callable[[str], ToolContext],
+) -> LoopOutcome:
+    """Answer the suspended turn as the person decided, re-gated live, then continue the loop."""
+    segment = _Segment(
+        pm=pm,
+        provider=provider,
+        provider_name=state.provider,
+        skill=state.skill,
+        offered=offered,
+        permits=permits,
+        recorder=recorder,
+        context_for=context_for,
+        initiator=state.initiator,
+        max_rounds=state.max_rounds,
+        messages=[ChatMessage.from_dict(m) for m in state.messages],
+        usage=state.usage,
+        iterations=state.iterations,
+    )
+
+    def answer_turn() -> LoopOutcome:
+        catalog = pm.catalog()
+        for pending in state.pending:
+            call = ToolCall(id=pending.call_id, name=pending.name, arguments=pending.arguments)
+            registered = catalog.get(call.name)
+            if not approved:
+                _refuse(segment, call, f'Error: tool "{call.name}" was denied by the operator.')
+            elif registered is None or not permits(registered):
+                _refuse(
+                    segment,
+                    call,
+                    f'Error: tool "{call.name}" is no longer permitted and was not executed.',
+                )
+            else:
+                _execute(segment, call)
+        return _rounds(segment)
+
+    return _guarded(segment, answer_turn)
+
+
+def _result(
+    seg: _Segment, content: str, reason: TerminationReason, *, truncated: bool = False
+) -> ToolLoopResult:
+    return ToolLoopResult(
+        final_content=content,
+        invocations=tuple(seg.invocations),
+        iterations=seg.iterations,
+        truncated=truncated,
+        usage=seg.usage,
+        termination_reason=reason,
+    )

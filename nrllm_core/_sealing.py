@@ -1,0 +1,70 @@
+"""Sealing suspended run state with AES-GCM, bound to its run id."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+from pathlib import Path
+from typing import Final
+
+__all__ = ["SealError", "load_state_key", "open_sealed", "seal"]
+
+_KEY_BYTES: Final = 32
+_NONCE_BYTES: Final = 12
+_KEY_FILE: Final = "state.key"
+
+
+class SealError(ValueError):
+    """A sealed state could not be opened: tampered with, moved to another run, or a wrong key."""
+
+
+def _decode_key(text: str) -> bytes:
+    stripped = text.strip()
+    try:
+        # Accept the key with or without its base64 padding.
+        key = base64.urlsafe_b64decode(stripped + "=" * (-len(stripped) % 4))
+    except (binascii.Error, ValueError):
+        raise SealError("NRLLM_STATE_KEY is not URL-safe base64") from None
+    if len(key) != _KEY_BYTES:
+        raise SealError(f"NRLLM_STATE_KEY must decode to {_KEY_BYTES} bytes, not {len(key)}")
+    return key
+
+
+def load_state_key(data_dir: Path, environ: dict[str, str] | None = None) -> bytes:
+    """The key from ``NRLLM_STATE_KEY``, else from a 0600 key file created on first use."""
+    env = os.environ if environ is None else environ
+    if env.get("NRLLM_STATE_KEY"):
+        return _decode_key(env["NRLLM_STATE_KEY"])
+    path = data_dir / _KEY_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # O_EXCL: of two processes creating the key at once, exactly one writes it.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _decode_key(path.read_text(encoding="ascii"))
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(base64.urlsafe_b64encode(secrets.token_bytes(_KEY_BYTES)).decode())
+    return _decode_key(path.read_text(encoding="ascii"))
+
+
+def seal(key: bytes, run_id: str, plaintext: bytes) -> bytes:
+    """Encrypt and authenticate ``plaintext`` with the run id as associated data."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = secrets.token_bytes(_NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, run_id.encode())
+
+
+def open_sealed(key: bytes, run_id: str, sealed: bytes) -> bytes:
+    """The plaintext, or :class:`SealError` when the state was altered or belongs elsewhere."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    if len(sealed) <= _NONCE_BYTES:
+        raise SealError("sealed state is truncated")
+    try:
+        return AESGCM(key).decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], run_id.encode())
+    except InvalidTag:
+        raise SealError("sealed state failed authentication") from None

@@ -1,0 +1,22 @@
+"""Core's provider kinds: ``scripted``, ``openai`` and ``anthropic``, registered as a plugin.
+
+``make_plugin_manager`` registers this module as ``nrllm.providers``; httpx loads on the first
+request, never here.
+"""
+
+from __future__ import annotations
+
+from nrllm_core._providers import ProviderRegistry
+from nrllm_core.hookspecs import hookimpl
+from nrllm_core.providers._anthropic import AnthropicProvider, anthropic_factory
+from nrllm_core.providers._openai import OpenAIProvider, openai_factory
+from nrllm_core.providers._scripted import ScriptedProvider, scripted_factory
+
+__all__ = ["AnthropicProvider", "OpenAIProvider", "ScriptedProvider", "nrllm_register_providers"]
+
+
+@hookimpl
+def nrllm_register_providers(registry: ProviderRegistry) -> None:
+    registry.register("scripted", scripted_factory)
+    registry.register("openai", openai_factory)
+    registry.register("anthropic", anthropic_factory)

@@ -1,0 +1,173 @@
+"""The OpenAI-compatible Chat Completions API (OpenAI, Ollama, vLLM, llama.cpp, Groq, ...)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, final
+
+from nrllm_core import _json
+from nrllm_core._messages import (
+    ChatMessage,
+    ProviderAnswer,
+    ProviderError,
+    Role,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from nrllm_core.providers._http import HttpSettings, post_json
+from nrllm_core.providers._settings import Settings
+
+__all__ = ["OpenAIProvider", "openai_factory"]
+
+DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+
+
+@final
+class OpenAIProvider:
+    """``POST {base_url}/chat/completions`` with function tools."""
+
+    __slots__ = ("_http", "_options", "model", "name")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        http: HttpSettings,
+        options: Mapping[str, float] | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._http = http
+        self._options = dict(options or {})
+
+    @classmethod
+    def from_settings(
+        cls,
+        name: str,
+        settings: Mapping[str, Any],
+        *,
+        environ: Mapping[str, str],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> OpenAIProvider:
+        """Build from a provider section; ``api_key_env`` is optional (local servers need none)."""
+        read = Settings(name, settings)
+        base_url = read.text("base_url", DEFAULT_BASE_URL).rstrip("/")
+        headers: dict[str, str] = {}
+        secrets: tuple[str, ...] = ()
+        if read.optional_text("api_key_env") is not None:
+            key = read.secret("api_key_env", environ)
+            headers["authorization"] = f"Bearer {key}"
+            secrets = (key,)
+        options = {
+            key: value
+            for key in ("temperature", "max_tokens")
+            if (value := read.optional_number(key)) is not None
+        }
+        if "max_tokens" in options:
+            options["max_tokens"] = read.count("max_tokens", 0, minimum=1)
+        http = HttpSettings(
+            provider=name,
+            url=f"{base_url}/chat/completions",
+            headers=headers,
+            secrets=secrets,
+            timeout=read.seconds("timeout_seconds", 60.0),
+            max_retries=read.count("max_retries", 2),
+            sleep=sleep,
+        )
+        return cls(name=name, model=read.text("model"), http=http, options=options)
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(name={self.name!r}, model={self.model!r})"
+
+    def request_body(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> dict[str, Any]:
+        """The JSON request; without tools there is no ``tools`` key at all."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_wire_message(m) for m in messages],
+            **self._options,
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in tools
+            ]
+        return body
+
+    def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+    ) -> ProviderAnswer:
+        return self._parse(post_json(self._http, self.request_body(messages, tools)))
+
+    def _parse(self, data: Any) -> ProviderAnswer:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise ProviderError(f'provider "{self.name}" answered without a message')
+        raw_calls = message.get("tool_calls")
+        calls = [ToolCall.parse(c) for c in raw_calls] if isinstance(raw_calls, list) else []
+        thinking = message.get("reasoning_content", message.get("reasoning"))
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        usage = data.get("usage")
+        return ProviderAnswer(
+            content=_str_or_empty(message.get("content")),
+            tool_calls=tuple(c for c in calls if c is not None),
+            usage=Usage(
+                prompt_tokens=_tokens(usage, "prompt_tokens"),
+                completion_tokens=_tokens(usage, "completion_tokens"),
+            ),
+            finish_reason=finish if isinstance(finish, str) else None,
+            thinking=thinking if isinstance(thinking, str) and thinking else None,
+        )
+
+
+def _wire_message(message: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role.value, "content": message.content}
+    if message.role is Role.TOOL:
+        out["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": _json.dumps(dict(c.arguments)).decode(),
+                },
+            }
+            for c in message.tool_calls
+        ]
+    return out
+
+
+def _str_or_empty(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _tokens(usage: object, key: str) -> int:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if type(value) is int and value >= 0 else 0
+
+
+def openai_factory(
+    name: str,
+    settings: Mapping[str, Any],
+    *,
+    config_dir: Path | None,
+    environ: Mapping[str, str],
+) -> OpenAIProvider:
+    """The ``openai`` kind."""
+    return OpenAIProvider.from_settings(name, settings, environ=environ)

@@ -1,0 +1,33 @@
+"""The audit store: SQLite embedded, PostgreSQL for hosts on several machines.
+
+Importing this package loads SQLAlchemy; ``import nrllm_core`` never imports it.
+"""
+
+from __future__ import annotations
+
+from nrllm_core.store._database import SchemaOutdatedError, default_data_dir
+from nrllm_core.store._records import (
+    GateDecisionRecord,
+    PurgeResult,
+    RunDetail,
+    RunInfo,
+    RunKind,
+    RunStatus,
+    StoredStep,
+)
+from nrllm_core.store._sink import StoreAuditSink
+from nrllm_core.store._store import Store
+
+__all__ = [
+    "GateDecisionRecord",
+    "PurgeResult",
+    "RunDetail",
+    "RunInfo",
+    "RunKind",
+    "RunStatus",
+    "SchemaOutdatedError",
+    "Store",
+    "StoreAuditSink",
+    "StoredStep",
+    "default_data_dir",
+]

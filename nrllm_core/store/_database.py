@@ -1,0 +1,111 @@
+"""Connecting to the audit database and keeping its schema at the shipped migrations' head."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine, make_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+__all__ = [
+    "DB_FILENAME",
+    "SchemaOutdatedError",
+    "current_revisions",
+    "default_data_dir",
+    "engine_for",
+    "head_revisions",
+    "run_upgrade",
+]
+
+DB_FILENAME: Final = "nrllm.db"
+_MIGRATIONS: Final = Path(__file__).parent / "migrations"
+# Long enough for a burst of writers in other processes; each write is one short transaction.
+_BUSY_TIMEOUT_MS: Final = 30_000
+
+
+class SchemaOutdatedError(RuntimeError):
+    """The database was created by an older nrllm; ``nrllm db upgrade`` brings it to head."""
+
+
+def default_data_dir() -> Path:
+    """``$NRLLM_HOME``, else the platform's user data folder for ``nrllm``."""
+    home = os.environ.get("NRLLM_HOME")
+    if home:
+        return Path(home)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("nrllm", appauthor=False))
+
+
+def engine_for(url: str | None, data_dir: Path | None) -> Engine:
+    """An engine for ``url``; ``None`` is the embedded SQLite file under ``data_dir``."""
+    if url is None:
+        directory = data_dir if data_dir is not None else default_data_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite+pysqlite:///{directory / DB_FILENAME}"
+    parsed = make_url(url)
+    # A bare ``postgresql://`` would pick psycopg2, which nrllm does not install.
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(parsed)
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(parsed, pool_pre_ping=True)
+
+
+def _sqlite_connect(dbapi_connection: Any, connection_record: object) -> None:
+    # Transactions are begun by ``_sqlite_begin``, not by the driver's implicit ones.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode a commit with synchronous=NORMAL survives a killed process; only a power
+        # loss can take back the last commits. That is the documented durability trade.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # Taking the write lock up front means a writer waits on busy_timeout instead of failing
+    # when another writer commits between its read and its write.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _alembic_config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revisions() -> frozenset[str]:
+    from alembic.script import ScriptDirectory
+
+    return frozenset(ScriptDirectory.from_config(_alembic_config()).get_heads())
+
+
+def current_revisions(engine: Engine) -> frozenset[str]:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as connection:
+        return frozenset(MigrationContext.configure(connection).get_current_heads())
+
+
+def run_upgrade(engine: Engine) -> None:
+    """Apply every shipped migration the database lacks, in one transaction where it can."""
+    from alembic import command
+
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), "head")

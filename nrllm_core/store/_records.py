@@ -1,0 +1,131 @@
+"""What the store hands back: runs, their steps and gate decisions, as frozen values."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, final
+
+import attrs
+
+__all__ = [
+    "GateDecisionRecord",
+    "PurgeResult",
+    "RunDetail",
+    "RunInfo",
+    "RunKind",
+    "RunStatus",
+    "StoredStep",
+]
+
+
+class RunKind(enum.StrEnum):
+    """A model-driven run, or one direct ``nrllm invoke`` call recorded as a run."""
+
+    RUN = "run"
+    INVOKE = "invoke"
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run stands. ``interrupted`` is never stored: it is a running run gone silent."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    AWAITING_APPROVAL = "awaiting_approval"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunInfo:
+    """One run as the store reports it, with its derived status and totals."""
+
+    run_id: str
+    kind: RunKind
+    status: RunStatus
+    provider: str | None
+    zone: str | None
+    skill: str | None
+    actor: str | None
+    started_at: datetime
+    ended_at: datetime | None
+    termination_reason: str | None
+    steps: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys ``nrllm runs --json`` prints; timestamps in ISO 8601, UTC."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status.value,
+            "provider": self.provider,
+            "zone": self.zone,
+            "skill": self.skill,
+            "actor": self.actor,
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "termination_reason": self.termination_reason,
+            "kind": self.kind.value,
+        }
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StoredStep:
+    """One persisted step; ``payload`` is the privacy-filtered copy, as stored."""
+
+    sequence: int
+    kind: str
+    round: int
+    duration_ms: float
+    payload: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "kind": self.kind,
+            "round": self.round,
+            "duration_ms": self.duration_ms,
+            "payload": dict(self.payload),
+        }
+
+
+@final
+@attrs.frozen(kw_only=True)
+class GateDecisionRecord:
+    """A gate decision as the audit keeps it: never the call's arguments or any content.
+
+    ``reason`` is ``None`` for a tool the gate let through.
+    """
+
+    tool: str
+    reason: str | None
+    zone: str | None = None
+    ceiling: str | None = None
+    observed: bool = False
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunDetail:
+    """A run with its steps in sequence order and its gate decisions in the order made."""
+
+    run: RunInfo
+    steps: tuple[StoredStep, ...]
+    decisions: tuple[GateDecisionRecord, ...]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class PurgeResult:
+    """How many runs a purge deleted, with their steps and decisions."""
+
+    finished: int
+    unfinished: int

@@ -1,0 +1,381 @@
+"""The audit store: runs, their privacy-filtered steps and gate decisions, one commit per write."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, Self, final
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine
+
+from nrllm_core import _json
+from nrllm_core._payloads import AuditRecord
+from nrllm_core.store._database import (
+    SchemaOutdatedError,
+    current_revisions,
+    engine_for,
+    head_revisions,
+    run_upgrade,
+)
+from nrllm_core.store._models import DecisionRow, RunRow, StepRow, UTCDateTime
+from nrllm_core.store._records import (
+    GateDecisionRecord,
+    PurgeResult,
+    RunDetail,
+    RunInfo,
+    RunKind,
+    RunStatus,
+    StoredStep,
+)
+
+__all__ = ["Store"]
+
+_SETTLED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.AWAITING_APPROVAL})
+_OPEN: Final = (RunStatus.RUNNING.value, RunStatus.AWAITING_APPROVAL.value)
+_FINISHED: Final = (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+_PURGE_CHUNK: Final = 500
+
+# Built once: composing a statement costs more than executing it on SQLite.
+_INSERT_STEP: Final = insert(StepRow)
+_COUNT_STEP: Final = (
+    update(RunRow)
+    .where(RunRow.id == bindparam("target"))
+    .values(
+        steps=RunRow.steps + 1,
+        heartbeat_at=bindparam("now", type_=UTCDateTime),
+        prompt_tokens=RunRow.prompt_tokens + bindparam("prompt", type_=BigInteger),
+        completion_tokens=RunRow.completion_tokens + bindparam("completion", type_=BigInteger),
+    )
+)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@final
+class Store:
+    """The audit database. Every write is committed before the method returns.
+
+    Build it with :meth:`open`. A run's lease is its last heartbeat: a run still marked
+    ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
+    """
+
+    __slots__ = ("_clock", "_engine", "_lease", "_write_lock")
+
+    def __init__(
+        self, engine: Engine, *, lease_seconds: int, clock: Callable[[], datetime]
+    ) -> None:
+        self._engine = engine
+        self._lease = timedelta(seconds=lease_seconds)
+        self._clock = clock
+        # SQLite has one writer at a time; queueing this process's threads here is fairer and
+        # much faster than letting them poll SQLite's busy handler.
+        self._write_lock: contextlib.AbstractContextManager[Any] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+        )
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None,
+        *,
+        data_dir: Path | None = None,
+        lease_seconds: int = 60,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> Self:
+        """Connect to ``url`` (``None``: ``nrllm.db`` in ``data_dir``, WAL-mode SQLite).
+
+        A new, empty database is brought to the latest schema. One made by an older nrllm
+        raises :class:`SchemaOutdatedError` until ``nrllm db upgrade`` has run, so that many
+        hosts sharing one database never race to migrate it.
+        """
+        store = cls.connect(url, data_dir=data_dir, lease_seconds=lease_seconds, clock=clock)
+        current = current_revisions(store._engine)
+        if not current:
+            store.upgrade()
+        elif current != head_revisions():
+            store.close()
+            raise SchemaOutdatedError(
+                f"the audit database is at revision {', '.join(sorted(current))}; "
+                "run `nrllm db upgrade`"
+            )
+        return store
+
+    @classmethod
+    def connect(
+        cls,
+        url: str | None,
+        *,
+        data_dir: Path | None = None,
+        lease_seconds: int = 60,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> Self:
+        """Like :meth:`open`, without looking at the schema: for :meth:`upgrade` itself."""
+        if lease_seconds < 1:
+            raise ValueError("lease_seconds must be at least 1")
+        return cls(engine_for(url, data_dir), lease_seconds=lease_seconds, clock=clock)
+
+    def upgrade(self) -> None:
+        """Apply the shipped migrations up to the latest."""
+        with self._write_lock:
+            run_upgrade(self._engine)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._write_lock, self._engine.begin() as connection:
+            yield connection
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        run_id: str,
+        *,
+        kind: RunKind = RunKind.RUN,
+        provider: str | None = None,
+        zone: str | None = None,
+        skill: str | None = None,
+        actor: str | None = None,
+    ) -> None:
+        """Record a new run as ``running``; a run id that exists already raises."""
+        now = self._clock()
+        with self._write() as connection:
+            connection.execute(
+                insert(RunRow),
+                {
+                    "id": run_id,
+                    "kind": RunKind(kind).value,
+                    "status": RunStatus.RUNNING.value,
+                    "provider": provider,
+                    "zone": zone,
+                    "skill": skill,
+                    "actor": actor,
+                    "started_at": now,
+                    "ended_at": None,
+                    "heartbeat_at": now,
+                    "termination_reason": None,
+                    "steps": 0,
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                },
+            )
+
+    def record_step(self, record: AuditRecord) -> None:
+        """Persist one step and renew its run's lease, in one committed transaction.
+
+        Raises when the step cannot be stored: an unknown run, a sequence number already
+        taken, a payload with no canonical JSON form, or a database error.
+        """
+        payload = _json.dumps(dict(record.payload)).decode()
+        now = self._clock()
+        with self._write() as connection:
+            connection.execute(
+                _INSERT_STEP,
+                {
+                    "run_id": record.run_id,
+                    "sequence": record.sequence,
+                    "kind": record.kind.value,
+                    "round": record.round,
+                    "duration_ms": record.duration_ms,
+                    "payload": payload,
+                    "recorded_at": now,
+                },
+            )
+            connection.execute(
+                _COUNT_STEP,
+                {
+                    "target": record.run_id,
+                    "now": now,
+                    "prompt": _count(record.payload, "prompt_tokens"),
+                    "completion": _count(record.payload, "completion_tokens"),
+                },
+            )
+
+    def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
+        """Persist a turn's gate decisions together."""
+        now = self._clock()
+        rows = [
+            {
+                "run_id": run_id,
+                "tool": d.tool,
+                "reason": d.reason,
+                "zone": d.zone,
+                "ceiling": d.ceiling,
+                "observed": d.observed,
+                "decided_at": now,
+            }
+            for d in decisions
+        ]
+        if not rows:
+            return
+        with self._write() as connection:
+            connection.execute(insert(DecisionRow), rows)
+
+    def heartbeat(self, run_id: str) -> bool:
+        """Renew a running run's lease; ``False`` when no running run has that id."""
+        with self._write() as connection:
+            result = connection.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
+                .values(heartbeat_at=self._clock())
+            )
+        return result.rowcount == 1
+
+    def finish_run(
+        self, run_id: str, status: RunStatus, termination_reason: str | None = None
+    ) -> bool:
+        """Settle a running or suspended run; ``False`` when there was no such run to settle.
+
+        ``completed`` and ``failed`` are final and stamp ``ended_at``; ``awaiting_approval``
+        parks the run until a decision.
+        """
+        status = RunStatus(status)
+        if status not in _SETTLED:
+            raise ValueError(f"a run cannot be settled as {status.value!r}")
+        now = self._clock()
+        with self._write() as connection:
+            result = connection.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status.in_(_OPEN))
+                .values(
+                    status=status.value,
+                    termination_reason=termination_reason,
+                    heartbeat_at=now,
+                    ended_at=now if status.is_finished else None,
+                )
+            )
+        return result.rowcount == 1
+
+    def purge(self, days: int, unfinished_days: int) -> PurgeResult:
+        """Delete finished runs that ended more than ``days`` ago, and unfinished runs started
+        more than ``unfinished_days`` ago, with their steps and decisions.
+
+        A run that is still alive (its lease is current) is never purged. A window below one
+        day is refused: zero must never mean "everything".
+        """
+        if days < 1 or unfinished_days < 1:
+            raise ValueError("retention windows are whole days, at least 1")
+        now = self._clock()
+        finished = and_(RunRow.status.in_(_FINISHED), RunRow.ended_at < now - timedelta(days=days))
+        unfinished = and_(
+            RunRow.status.in_(_OPEN),
+            RunRow.started_at < now - timedelta(days=unfinished_days),
+            or_(RunRow.status != RunStatus.RUNNING.value, RunRow.heartbeat_at < now - self._lease),
+        )
+        with self._write() as connection:
+            return PurgeResult(
+                finished=_delete_runs(connection, finished),
+                unfinished=_delete_runs(connection, unfinished),
+            )
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def list_runs(self, status: RunStatus | None = None) -> list[RunInfo]:
+        """Runs, newest first; ``status`` filters on the status as reported."""
+        query = select(RunRow).order_by(RunRow.started_at.desc(), RunRow.id)
+        if status is not None:
+            query = query.where(self._status_is(RunStatus(status)))
+        with self._engine.connect() as connection:
+            rows = connection.execute(query).all()
+        now = self._clock()
+        return [self._info(row, now) for row in rows]
+
+    def get_run(self, run_id: str) -> RunDetail | None:
+        """A run with every stored step in sequence order, or ``None`` for an unknown id."""
+        with self._engine.connect() as connection:
+            run = connection.execute(select(RunRow).where(RunRow.id == run_id)).one_or_none()
+            if run is None:
+                return None
+            steps = connection.execute(
+                select(StepRow).where(StepRow.run_id == run_id).order_by(StepRow.sequence)
+            ).all()
+            decisions = connection.execute(
+                select(DecisionRow).where(DecisionRow.run_id == run_id).order_by(DecisionRow.id)
+            ).all()
+        return RunDetail(
+            run=self._info(run, self._clock()),
+            steps=tuple(
+                StoredStep(
+                    sequence=s.sequence,
+                    kind=s.kind,
+                    round=s.round,
+                    duration_ms=s.duration_ms,
+                    payload=_json.loads(s.payload),
+                )
+                for s in steps
+            ),
+            decisions=tuple(
+                GateDecisionRecord(
+                    tool=d.tool,
+                    reason=d.reason,
+                    zone=d.zone,
+                    ceiling=d.ceiling,
+                    observed=d.observed,
+                )
+                for d in decisions
+            ),
+        )
+
+    def _status_is(self, status: RunStatus) -> ColumnElement[bool]:
+        stale = RunRow.heartbeat_at < self._clock() - self._lease
+        running = RunRow.status == RunStatus.RUNNING.value
+        if status is RunStatus.INTERRUPTED:
+            return and_(running, stale)
+        if status is RunStatus.RUNNING:
+            return and_(running, ~stale)
+        return RunRow.status == status.value
+
+    def _info(self, row: Any, now: datetime) -> RunInfo:
+        status = RunStatus(row.status)
+        if status is RunStatus.RUNNING and row.heartbeat_at < now - self._lease:
+            status = RunStatus.INTERRUPTED
+        return RunInfo(
+            run_id=row.id,
+            kind=RunKind(row.kind),
+            status=status,
+            provider=row.provider,
+            zone=row.zone,
+            skill=row.skill,
+            actor=row.actor,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
+            termination_reason=row.termination_reason,
+            steps=row.steps,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+        )
+
+
+def _count(payload: Any, key: str) -> int:
+    value = payload.get(key)
+    return value if type(value) is int and value > 0 else 0
+
+
+def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> int:
+    # The ids are fixed first so that the steps, decisions and runs deleted are the same runs
+    # even if another host settles one of them meanwhile.
+    doomed = list(connection.execute(select(RunRow.id).where(condition)).scalars())
+    for start in range(0, len(doomed), _PURGE_CHUNK):
+        chunk = doomed[start : start + _PURGE_CHUNK]
+        connection.execute(delete(StepRow).where(StepRow.run_id.in_(chunk)))
+        connection.execute(delete(DecisionRow).where(DecisionRow.run_id.in_(chunk)))
+        connection.execute(delete(RunRow).where(RunRow.id.in_(chunk)))
+    return len(doomed)

@@ -1,0 +1,351 @@
+"""``nrllm tools``, ``nrllm config check`` and the gate on ``nrllm invoke --provider``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from click.testing import CliRunner, Result
+
+from nrllm_core import (
+    DataClass,
+    Effect,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    hookimpl,
+    make_plugin_manager,
+)
+from nrllm_core._manager import PluginManager
+from nrllm_core.cli import _main, cli
+
+CONFIG = """
+[tools]
+disabled = ["off"]
+
+[providers.home]
+kind = "ollama"
+trust_zone = "local"
+
+[providers.cloud]
+kind = "openai"
+api_key_env = "EXAMPLE_KEY"
+fallback = ["home"]
+
+[skills.writing]
+allowed_tools = ["notes", "ghost"]
+
+[actor]
+id = "ann"
+permissions = ["notes.read"]
+"""
+
+
+class Probe(Tool):
+    description = "A probe."
+
+    def __init__(self, name: str, group: str, **spec: Any) -> None:
+        self.name = name
+        self.group = group
+        self.calls = 0
+        for key, value in spec.items():
+            setattr(self, key, value)
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls += 1
+        return ToolResult.text(f"ran for {context.actor.id}")
+
+
+class Plugin:
+    def __init__(self, *tools: Tool) -> None:
+        self.tools = tools
+
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        for tool in self.tools:
+            registry.register(tool)
+
+
+@pytest.fixture
+def tools() -> dict[str, Probe]:
+    return {
+        "notes": Probe("notes", "content"),
+        "secrets": Probe("secrets", "acme_vault"),
+        "writer": Probe("writer", "editing", effect=Effect.IDEMPOTENT_WRITE),
+        "off": Probe("off", "rag"),
+        "widget": Probe("widget", "acme_widgets", data_class=DataClass.PUBLIC_CONTENT),
+    }
+
+
+@pytest.fixture(autouse=True)
+def cli_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tools: dict[str, Probe]
+) -> Iterator[list[dict[str, Any]]]:
+    monkeypatch.delenv("NRLLM_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def plugin_manager() -> PluginManager:
+        return make_plugin_manager(plugins=[Plugin(*tools.values())], load_entry_points=False)
+
+    monkeypatch.setattr(_main, "_plugin_manager", plugin_manager)
+    # Captured, so that log lines cannot mix into the command's stdout.
+    with structlog.testing.capture_logs() as logs:
+        yield logs
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "conf" / "host.toml"
+    path.parent.mkdir()
+    path.write_text(CONFIG, encoding="utf-8")
+    return path
+
+
+def nrllm(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def tools_json(*args: str, config: Path | None = None) -> dict[str, Any]:
+    before = ["--config", str(config)] if config is not None else []
+    result = nrllm(*before, "tools", "--json", *args)
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+# -- nrllm tools ---------------------------------------------------------------------------------
+
+
+def test_tools_json_has_exactly_the_documented_shape(config_file: Path) -> None:
+    result = nrllm("--config", str(config_file), "tools", "--provider", "home", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert list(data) == ["provider", "zone", "ceiling", "skill", "tools"]
+    assert (data["provider"], data["zone"], data["ceiling"], data["skill"]) == (
+        "home",
+        "local",
+        "secretAdjacent",
+        None,
+    )
+    by_name = {t["name"]: t for t in data["tools"]}
+    assert [t["name"] for t in data["tools"]] == ["notes", "off", "secrets", "widget", "writer"]
+    assert by_name["writer"] == {
+        "name": "writer",
+        "group": "editing",
+        "data_class": "editorContent",
+        "data_class_source": "group_default",
+        "effect": "idempotent_write",
+        "requires_approval": True,
+        "offered": True,
+        "reason": None,
+        "observed": None,
+    }
+    assert by_name["off"]["reason"] == "toolDisabled"
+    assert (by_name["secrets"]["data_class_source"], by_name["secrets"]["offered"]) == (
+        "unknown_group",
+        True,
+    )
+
+
+def test_a_fallback_provider_is_judged_by_its_least_trusted_hop(config_file: Path) -> None:
+    data = tools_json("--provider", "cloud", config=config_file)
+    by_name = {t["name"]: t for t in data["tools"]}
+    assert (data["zone"], data["ceiling"]) == ("externalGlobal", "editorContent")
+    assert by_name["secrets"]["offered"] is False
+    assert by_name["secrets"]["reason"] == "trustZone"
+    assert by_name["widget"]["offered"] is True
+    assert by_name["widget"]["data_class_source"] == "declared"
+
+
+def test_the_skill_narrows_the_listing(config_file: Path) -> None:
+    data = tools_json("--provider", "home", "--skill", "writing", config=config_file)
+    offered = [t["name"] for t in data["tools"] if t["offered"]]
+    assert data["skill"] == "writing"
+    assert offered == ["notes"]
+    reasons = {t["name"]: t["reason"] for t in data["tools"]}
+    assert reasons["secrets"] == "configurationGroup"
+    assert reasons["off"] == "toolDisabled"
+
+
+def test_without_a_configuration_the_zone_is_external_global() -> None:
+    data = tools_json()
+    assert (data["provider"], data["zone"], data["ceiling"]) == (
+        None,
+        "externalGlobal",
+        "editorContent",
+    )
+    assert {t["name"] for t in data["tools"] if t["offered"]} == {
+        "notes",
+        "off",
+        "widget",
+        "writer",
+    }
+
+
+def test_the_environment_variable_names_the_configuration(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NRLLM_CONFIG", str(config_file))
+    assert tools_json("--provider", "home")["zone"] == "local"
+
+
+def test_the_readable_listing_shows_zone_ceiling_and_reasons(config_file: Path) -> None:
+    result = nrllm("--config", str(config_file), "tools", "--provider", "cloud")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        "provider: cloud  zone: externalGlobal  ceiling: editorContent  skill: (none)"
+    )
+    assert lines[1].split() == [
+        "TOOL",
+        "GROUP",
+        "DATA",
+        "CLASS",
+        "SOURCE",
+        "EFFECT",
+        "APPROVAL",
+        "OFFERED",
+    ]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert rows["secrets"][-2:] == ["no:", "trustZone"]
+    assert rows["writer"][-2:] == ["required", "yes"]
+
+
+def test_observe_mode_is_shown(tmp_path: Path) -> None:
+    path = tmp_path / "observe.toml"
+    path.write_text('[tools]\ndata_class_enforcement = "observe"\n', encoding="utf-8")
+    data = tools_json(config=path)
+    secrets = {t["name"]: t for t in data["tools"]}["secrets"]
+    assert (secrets["offered"], secrets["reason"], secrets["observed"]) == (True, None, "trustZone")
+    table = nrllm("--config", str(path), "tools").stdout
+    assert "yes (observed: trustZone)" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tools", "--provider", "nope"], 'no provider named "nope" is configured'),
+        (["tools", "--skill", "nope"], 'no skill named "nope" is configured'),
+        (["invoke", "notes", "--provider", "nope"], 'no provider named "nope" is configured'),
+    ],
+)
+def test_an_unknown_name_exits_2(config_file: Path, args: list[str], message: str) -> None:
+    result = nrllm("--config", str(config_file), *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", [["tools"], ["config", "check"], ["invoke", "notes"]])
+def test_an_invalid_configuration_exits_2_with_the_key(tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[providers.p]\nkind = "x"\ntrust_zone = "moon"\n', encoding="utf-8")
+    result = nrllm("--config", str(path), *command)
+    assert result.exit_code == 2
+    assert "invalid configuration" in result.stderr
+    assert "providers.p.trust_zone" in result.stderr
+    assert "accepted values: local, privateHosted, externalEu, externalGlobal" in result.stderr
+
+
+def test_a_relabel_attempt_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "relabel.toml"
+    path.write_text('[tools.secrets]\ndata_class = "publicContent"\n', encoding="utf-8")
+    result = nrllm("--config", str(path), "tools")
+    assert result.exit_code == 2
+    assert "properties of the tool's code" in result.stderr
+
+
+# -- nrllm config check --------------------------------------------------------------------------
+
+
+def test_config_check_prints_what_it_resolved(config_file: Path) -> None:
+    result = nrllm("--config", str(config_file), "config", "check")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"configuration: {config_file}"
+    assert "tools.disabled: off" in lines
+    assert (
+        "provider cloud: kind openai, trust_zone externalGlobal, fallback home, "
+        "run zone externalGlobal (ceiling editorContent), four_eyes no"
+    ) in lines
+    assert (
+        "provider home: kind ollama, trust_zone local, fallback -, "
+        "run zone local (ceiling secretAdjacent), four_eyes no"
+    ) in lines
+    assert "skill writing: enabled yes, allowed_tools notes, ghost, four_eyes no" in lines
+    assert "actor: ann ([actor]), admin no, permissions notes.read" in lines
+    assert "defaults.provider: (none), zone externalGlobal (ceiling editorContent)" in lines
+    assert "privacy: level metadata, retention_days 30" in lines
+
+
+def test_config_check_hides_a_store_password(tmp_path: Path) -> None:
+    path = tmp_path / "store.toml"
+    path.write_text('[store]\nurl = "postgresql://app:hunter2@db:5432/nrllm"\n', encoding="utf-8")
+    result = nrllm("--config", str(path), "config", "check")
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output
+    assert "store: url postgresql://app:***@db:5432/nrllm" in result.stdout
+
+
+def test_config_check_without_a_file_reports_the_defaults() -> None:
+    result = nrllm("config", "check")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "configuration: (no file: every default applies)"
+
+
+# -- nrllm invoke --------------------------------------------------------------------------------
+
+
+def invoke_json(*args: str) -> dict[str, Any]:
+    result = nrllm(*args, "--json")
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_invoke_with_a_provider_refuses_and_never_executes(
+    config_file: Path, tools: dict[str, Probe]
+) -> None:
+    report = invoke_json("--config", str(config_file), "invoke", "secrets", "--provider", "cloud")
+    assert report["wire"]["is_error"] is True
+    assert report["wire"]["content"] == 'Error: tool "secrets" not permitted'
+    assert tools["secrets"].calls == 0
+
+
+def test_invoke_with_a_provider_refuses_a_disabled_tool(
+    config_file: Path, tools: dict[str, Probe]
+) -> None:
+    report = invoke_json("--config", str(config_file), "invoke", "off", "--provider", "home")
+    assert report["wire"]["content"] == 'Error: tool "off" not permitted'
+    assert tools["off"].calls == 0
+
+
+def test_invoke_with_a_provider_runs_an_offered_tool_as_the_configured_actor(
+    config_file: Path, tools: dict[str, Probe]
+) -> None:
+    report = invoke_json("--config", str(config_file), "invoke", "secrets", "--provider", "home")
+    assert report["wire"] == {
+        "call_id": report["wire"]["call_id"],
+        "tool_name": "secrets",
+        "content": "ran for ann",
+        "is_error": False,
+    }
+    assert tools["secrets"].calls == 1
+
+
+def test_invoke_without_a_provider_is_a_direct_call_despite_a_default(
+    tmp_path: Path, tools: dict[str, Probe]
+) -> None:
+    path = tmp_path / "default.toml"
+    path.write_text(
+        '[providers.cloud]\nkind = "x"\n[defaults]\nprovider = "cloud"\n[actor]\nid = "bob"\n',
+        encoding="utf-8",
+    )
+    report = invoke_json("--config", str(path), "invoke", "secrets")
+    assert report["wire"]["content"] == "ran for bob"
+    assert tools["secrets"].calls == 1

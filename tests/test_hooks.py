@@ -1,0 +1,228 @@
+"""One test per hook in ``nrllm_core.hookspecs``, and a check that none is missing."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import click
+from click.testing import CliRunner
+
+from nrllm_core import (
+    CONTENT_MAX_BYTES,
+    AuditRecord,
+    DataClass,
+    Tool,
+    ToolArtifact,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    TraceEvent,
+    WirePayload,
+    hookimpl,
+    hookspecs,
+    invoke,
+    make_plugin_manager,
+    tool,
+)
+from nrllm_core._providers import ProviderRegistry
+
+
+@tool(group="content")
+def echo(text: str) -> ToolResult:
+    """Echo the text."""
+    return ToolResult.text(text, ToolArtifact.text(text, label="echo"))
+
+
+class EchoTools:
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        registry.register(echo)
+
+
+def spec_names() -> list[str]:
+    return sorted(
+        name
+        for name, value in vars(hookspecs).items()
+        if name.startswith("nrllm_") and hasattr(value, f"{hookspecs.PROJECT_NAME}_spec")
+    )
+
+
+def test_every_hook_has_a_test():
+    names = spec_names()
+    assert names == [
+        "nrllm_audit",
+        "nrllm_execute_tool",
+        "nrllm_register_commands",
+        "nrllm_register_providers",
+        "nrllm_register_tools",
+        "nrllm_tool_data_class",
+        "nrllm_trace",
+        "nrllm_wire",
+    ]
+    pm = make_plugin_manager(load_entry_points=False)
+    assert sorted(n for n in vars(pm.hook) if n.startswith("nrllm_")) == names
+    tests = {name for name, value in globals().items() if inspect.isfunction(value)}
+    assert [n for n in names if f"test_hook_{n}" not in tests] == []
+
+
+def test_hook_nrllm_register_tools(context):
+    class Plugin:
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            assert isinstance(registry, ToolRegistry)
+            registry.register(echo)
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    registered = pm.catalog().get("echo")
+    assert registered is not None
+    assert registered.tool is echo
+    assert invoke(pm, "echo", {"text": "hi"}, context=context).content == "hi"
+
+
+def test_hook_nrllm_tool_data_class():
+    asked: list[str] = []
+
+    class Plugin:
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            registry.register(echo)
+
+        @hookimpl
+        def nrllm_tool_data_class(self, tool: Tool) -> DataClass | None:
+            asked.append(tool.name)
+            return DataClass.SOURCE_CODE
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    registered = pm.catalog().get("echo")
+    assert registered is not None
+    assert registered.data_class is DataClass.SOURCE_CODE
+    assert registered.data_class_source == "hook"
+    assert asked == ["echo"]
+
+
+def test_hook_nrllm_execute_tool(context, sinks):
+    ran_elsewhere: list[tuple[str, dict[str, Any], ToolContext]] = []
+
+    class Sandbox:
+        @hookimpl
+        def nrllm_execute_tool(
+            self, tool: Tool, arguments: dict[str, Any], context: ToolContext
+        ) -> ToolResult | None:
+            if tool.name != "echo":
+                return None
+            ran_elsewhere.append((tool.name, arguments, context))
+            return ToolResult.text("\udcff" + "z" * (CONTENT_MAX_BYTES * 2))
+
+    @tool(group="content")
+    def local() -> ToolResult:
+        """Runs in process."""
+        return ToolResult.text("in process")
+
+    class Tools:
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            registry.register(echo)
+            registry.register(local)
+
+    pm = make_plugin_manager(plugins=[Tools(), Sandbox(), sinks], load_entry_points=False)
+    wire = invoke(pm, "echo", {"text": "hi"}, context=context)
+    # What the sandbox returned still passed through the seam.
+    assert wire.content.startswith("\ufffdz")
+    assert wire.content.endswith("\n…[tool result truncated at 50000 bytes]")
+    assert len(wire.content.encode()) <= CONTENT_MAX_BYTES
+    assert ran_elsewhere == [("echo", {"text": "hi"}, context)]
+    # Returning None leaves the call to core's default, which runs the tool here.
+    assert invoke(pm, "local", {}, context=context).content == "in process"
+
+
+def test_hook_nrllm_wire(context):
+    received: list[object] = []
+
+    class Plugin:
+        @hookimpl
+        def nrllm_wire(self, payload: WirePayload) -> None:
+            received.append(payload)
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    pm.register(EchoTools())
+    returned = invoke(pm, "echo", {"text": "secret artifact"}, context=context)
+    assert received == [
+        WirePayload(call_id="call-1", tool_name="echo", content="secret artifact", is_error=False)
+    ]
+    assert received[0] is returned
+
+
+def test_hook_nrllm_trace(context):
+    received: list[object] = []
+
+    class Plugin:
+        @hookimpl
+        def nrllm_trace(self, event: TraceEvent) -> None:
+            received.append(event)
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    pm.register(EchoTools())
+    invoke(pm, "echo", {"text": "hi"}, context=context)
+    invoke(pm, "echo", {"text": "again"}, context=context)
+    assert [type(e) for e in received] == [TraceEvent, TraceEvent]
+    first = received[0]
+    assert isinstance(first, TraceEvent)
+    assert first.run_id == "run-1"
+    assert first.step.tool_artifacts == (ToolArtifact.text("hi", label="echo"),)
+    assert first.step.fields["tool_arguments"] == {"text": "hi"}
+
+
+def test_hook_nrllm_audit(context):
+    received: list[object] = []
+
+    class Plugin:
+        @hookimpl
+        def nrllm_audit(self, record: AuditRecord) -> None:
+            received.append(record)
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    pm.register(EchoTools())
+    invoke(pm, "echo", {"text": "hi"}, context=context)
+    (record,) = received
+    assert isinstance(record, AuditRecord)
+    assert record.run_id == "run-1"
+    assert record.payload["tool_name"] == "echo"
+    assert record.payload["tool_result"] == "hi"
+    assert record.payload["tool_artifacts"] == [
+        {"type": "text", "label": "echo", "data": {"text": "hi"}}
+    ]
+
+
+def test_hook_nrllm_register_providers():
+    def factory(**settings: Any) -> str:
+        return f"echo provider {settings}"
+
+    class Plugin:
+        @hookimpl
+        def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
+            registry.register("echo", factory)
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    registry = ProviderRegistry()
+    pm.hook.nrllm_register_providers(registry=registry)
+    assert registry.get("echo") is factory
+    assert "echo" in registry.kinds
+
+
+def test_hook_nrllm_register_commands():
+    class Plugin:
+        @hookimpl
+        def nrllm_register_commands(self, cli: click.Group) -> None:
+            @cli.command()
+            def hello() -> None:
+                """Say hello."""
+                click.echo("hello from a plugin")
+
+    pm = make_plugin_manager(plugins=[Plugin()], load_entry_points=False)
+    group = click.Group("nrllm")
+    pm.hook.nrllm_register_commands(cli=group)
+    assert "hello" in group.commands
+    result = CliRunner().invoke(group, ["hello"])
+    assert result.exit_code == 0
+    assert result.stdout == "hello from a plugin\n"

@@ -1,0 +1,122 @@
+"""Importing ``nrllm_core`` stays light and does nothing; the library never configures logging."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("structlog", "cattrs", "jsonschema", "click", "sqlalchemy", "httpx")
+PLUGINS = ("nrllm_builtin", "nrllm_repurpose")
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_import_loads_no_heavy_library_and_no_plugin():
+    modules = json.loads(
+        run_python("import json, sys, nrllm_core; print(json.dumps(sorted(sys.modules)))")
+    )
+    assert "nrllm_core" in modules
+    loaded = [m for m in modules if m.split(".")[0] in HEAVY + PLUGINS]
+    assert loaded == []
+
+
+def test_import_reads_no_entry_points_and_no_environment():
+    code = """
+import importlib.metadata, os
+
+def refuse(*args, **kwargs):
+    raise AssertionError("touched at import")
+
+importlib.metadata.entry_points = refuse
+reads = []
+
+class Recording(dict):
+    def __getitem__(self, key):
+        reads.append(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        reads.append(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        reads.append(key)
+        return super().__contains__(key)
+
+os.environ = Recording(os.environ)
+os.getenv = os.environ.get
+import nrllm_core
+print(reads)
+"""
+    assert run_python(code).strip() == "[]"
+
+
+def structlog_configure_calls(path: Path) -> list[int]:
+    """Lines of ``path`` that configure structlog, however it was imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        attribute = (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("configure")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "structlog"
+        )
+        imported = (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("structlog")
+            and any(alias.name.startswith("configure") for alias in node.names)
+        )
+        if attribute or imported:
+            lines.append(node.lineno)
+    return lines
+
+
+def library_sources() -> list[Path]:
+    sources = [*ROOT.glob("nrllm_core/**/*.py"), *ROOT.glob("plugins/*/nrllm_*/**/*.py")]
+    return sorted(p for p in sources if p != ROOT / "nrllm_core/cli/_logging.py")
+
+
+def test_the_detector_finds_the_one_place_the_cli_configures_structlog():
+    assert structlog_configure_calls(ROOT / "nrllm_core/cli/_logging.py") != []
+
+
+def test_the_library_never_configures_structlog():
+    sources = library_sources()
+    assert ROOT / "nrllm_core/_invoke.py" in sources
+    assert any("nrllm_builtin" in str(p) for p in sources)
+    offenders = {
+        str(p.relative_to(ROOT)): lines for p in sources if (lines := structlog_configure_calls(p))
+    }
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "import structlog\nstructlog.configure()\n",
+        "import structlog\nstructlog.configure_once()\n",
+        "from structlog import configure\n",
+    ],
+)
+def test_the_detector_catches_each_spelling(tmp_path, snippet):
+    source = tmp_path / "module.py"
+    source.write_text(snippet, encoding="utf-8")
+    assert structlog_configure_calls(source) != []

@@ -1,0 +1,498 @@
+"""The audit store, the same suite on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from nrllm_core import AuditRecord, RunRecorder, StepKind, make_plugin_manager
+from nrllm_core._privacy import PrivacyLevel, audit_view_for, privacy_view
+from nrllm_core.store import (
+    GateDecisionRecord,
+    RunKind,
+    RunStatus,
+    SchemaOutdatedError,
+    Store,
+    StoreAuditSink,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Clock:
+    """A settable clock, so leases and retention windows need no sleeping."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(backend: Any, clock: Clock) -> Iterator[Store]:
+    opened = backend.open(lease_seconds=60, clock=clock)
+    yield opened
+    opened.close()
+
+
+def record(run_id: str, sequence: int, **payload: Any) -> AuditRecord:
+    return AuditRecord(
+        run_id=run_id,
+        sequence=sequence,
+        kind=StepKind.TOOL,
+        round=1,
+        duration_ms=2.5,
+        payload={"kind": "tool", "round": 1, **payload},
+    )
+
+
+def test_a_new_database_is_created_at_the_latest_schema(backend: Any) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from nrllm_core.store._database import head_revisions
+    from nrllm_core.store._models import Base
+
+    store = backend.open()
+    try:
+        with store._engine.connect() as connection:
+            context = MigrationContext.configure(connection)
+            assert set(context.get_current_heads()) == head_revisions()
+            # The shipped migrations and the models describe the same tables.
+            assert compare_metadata(context, Base.metadata) == []
+            columns = {c["name"] for c in inspect(connection).get_columns("gate_decisions")}
+    finally:
+        store.close()
+    assert columns == {
+        "id",
+        "run_id",
+        "tool",
+        "reason",
+        "zone",
+        "ceiling",
+        "observed",
+        "decided_at",
+    }
+
+
+def test_an_outdated_database_is_refused_until_upgraded(backend: Any) -> None:
+    from sqlalchemy import text
+
+    store = backend.open()
+    with store._engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0000'"))
+    store.close()
+
+    with pytest.raises(SchemaOutdatedError, match="nrllm db upgrade"):
+        backend.open()
+
+
+def test_steps_read_back_in_order_with_run_totals(store: Store, clock: Clock) -> None:
+    store.start_run("r1", provider="ollama", zone="local", skill="edit", actor="ana")
+    for sequence in (1, 2, 3):
+        clock.advance(seconds=1)
+        store.record_step(record("r1", sequence, prompt_tokens=10, completion_tokens=sequence))
+    store.record_step(record("r1", 4, prompt_tokens=True, completion_tokens=-5))
+
+    detail = store.get_run("r1")
+
+    assert detail is not None
+    assert [s.sequence for s in detail.steps] == [1, 2, 3, 4]
+    first = detail.steps[0]
+    assert (first.kind, first.round, first.duration_ms) == ("tool", 1, 2.5)
+    assert first.payload == {
+        "kind": "tool",
+        "round": 1,
+        "prompt_tokens": 10,
+        "completion_tokens": 1,
+    }
+    run = detail.run
+    assert (run.run_id, run.kind, run.status) == ("r1", RunKind.RUN, RunStatus.RUNNING)
+    assert (run.provider, run.zone, run.skill, run.actor) == ("ollama", "local", "edit", "ana")
+    assert (run.steps, run.prompt_tokens, run.completion_tokens) == (4, 30, 6)
+    assert run.started_at == datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
+    assert run.ended_at is None
+
+
+def test_a_step_that_cannot_be_stored_raises(store: Store) -> None:
+    store.start_run("r1")
+    store.record_step(record("r1", 1))
+
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        store.record_step(record("r1", 1))
+    with pytest.raises(Exception, match=r"(?i)foreign key"):
+        store.record_step(record("nope", 1))
+    with pytest.raises(ValueError, match="NaN"):
+        store.record_step(record("r1", 2, cost=math.nan))
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        store.start_run("r1")
+
+    detail = store.get_run("r1")
+    assert detail is not None
+    assert [s.sequence for s in detail.steps] == [1]
+    assert detail.run.steps == 1
+
+
+def test_the_sink_writes_through_the_store_and_reports_a_failure(store: Store) -> None:
+    pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
+    store.start_run("r1")
+
+    assert pm.emit_audit(record("r1", 1, tool_name="x"))
+    with capture_logs() as logs:
+        assert not pm.emit_audit(record("unknown-run", 1))
+
+    detail = store.get_run("r1")
+    assert detail is not None
+    assert [s.payload["tool_name"] for s in detail.steps] == ["x"]
+    assert [e["event"] for e in logs] == ["nrllm.sink.failed"]
+    assert logs[0]["hook"] == "nrllm_audit"
+
+
+@pytest.mark.parametrize("level", list(PrivacyLevel))
+def test_each_privacy_level_persists_exactly_the_filtered_step(
+    store: Store, level: PrivacyLevel
+) -> None:
+    from nrllm_core import RunStep, ToolArtifact
+
+    step = RunStep(
+        kind=StepKind.TOOL,
+        round=3,
+        duration_ms=4.25,
+        fields={
+            "tool_name": "read_records",
+            "tool_arguments": {"q": "owner=bob@example.com"},
+            "tool_result": "1 row",
+            "tool_is_error": False,
+        },
+        tool_artifacts=(
+            ToolArtifact.table(["key"], [["sk-abcdefghijklmnopqrstuv"]], label="Keys"),
+        ),
+    )
+    pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
+    store.start_run("r1")
+    recorder = RunRecorder(pm, "r1", audit_view=audit_view_for(level))
+
+    assert recorder.record(step)
+
+    detail = store.get_run("r1")
+    assert detail is not None
+    (stored,) = detail.steps
+    assert (stored.sequence, stored.kind, stored.round, stored.duration_ms) == (1, "tool", 3, 4.25)
+    assert stored.payload == privacy_view(step, level)
+    secret_kept = "sk-abcdefghijklmnopqrstuv" in str(stored.payload)
+    assert secret_kept is (level is PrivacyLevel.FULL)
+
+
+def test_a_silent_run_is_interrupted_until_its_next_heartbeat(store: Store, clock: Clock) -> None:
+    store.start_run("r1")
+    store.start_run("r2")
+    clock.advance(seconds=61)
+    store.record_step(record("r2", 1))
+
+    assert {r.run_id: r.status for r in store.list_runs()} == {
+        "r1": RunStatus.INTERRUPTED,
+        "r2": RunStatus.RUNNING,
+    }
+    assert [r.run_id for r in store.list_runs(RunStatus.INTERRUPTED)] == ["r1"]
+    assert [r.run_id for r in store.list_runs(RunStatus.RUNNING)] == ["r2"]
+
+    assert store.heartbeat("r1")
+    assert [r.run_id for r in store.list_runs(RunStatus.INTERRUPTED)] == []
+    assert not store.heartbeat("missing")
+
+
+def test_settling_a_run(store: Store, clock: Clock) -> None:
+    for run_id in ("done", "broke", "parked"):
+        store.start_run(run_id)
+    clock.advance(minutes=5)
+
+    assert store.finish_run("done", RunStatus.COMPLETED, "final_answer")
+    assert store.finish_run("broke", RunStatus.FAILED, "audit_unavailable")
+    assert store.finish_run("parked", RunStatus.AWAITING_APPROVAL, "approval_required")
+    assert not store.finish_run("done", RunStatus.FAILED, "late")
+    assert not store.finish_run("missing", RunStatus.COMPLETED)
+    assert not store.heartbeat("parked")
+    with pytest.raises(ValueError, match="interrupted"):
+        store.finish_run("parked", RunStatus.INTERRUPTED)
+    with pytest.raises(ValueError, match="running"):
+        store.finish_run("parked", RunStatus.RUNNING)
+
+    clock.advance(hours=1)
+    runs = {r.run_id: r for r in store.list_runs()}
+    assert runs["done"].status is RunStatus.COMPLETED
+    assert runs["done"].termination_reason == "final_answer"
+    assert runs["done"].ended_at == datetime(2030, 6, 1, 12, 5, tzinfo=UTC)
+    assert runs["broke"].status is RunStatus.FAILED
+    # A parked run waits for a person: it is neither finished nor interrupted.
+    assert runs["parked"].status is RunStatus.AWAITING_APPROVAL
+    assert runs["parked"].ended_at is None
+    assert [r.run_id for r in store.list_runs(RunStatus.COMPLETED)] == ["done"]
+
+    assert store.finish_run("parked", RunStatus.COMPLETED, "approved")
+    assert store.get_run("parked").run.status is RunStatus.COMPLETED  # type: ignore[union-attr]
+
+
+def test_runs_are_listed_newest_first(store: Store, clock: Clock) -> None:
+    for run_id in ("a", "b", "c"):
+        store.start_run(run_id, kind=RunKind.INVOKE if run_id == "b" else RunKind.RUN)
+        clock.advance(seconds=1)
+
+    runs = store.list_runs()
+
+    assert [r.run_id for r in runs] == ["c", "b", "a"]
+    assert runs[1].kind is RunKind.INVOKE
+    assert store.get_run("missing") is None
+
+
+def test_gate_decisions_are_kept_without_content(store: Store) -> None:
+    store.start_run("r1")
+    decisions = [
+        GateDecisionRecord(
+            tool="get_env", reason="data_class", zone="externalGlobal", ceiling="editorContent"
+        ),
+        GateDecisionRecord(tool="rm", reason="disabled", observed=True),
+        GateDecisionRecord(tool="read_records", reason=None, zone="local"),
+    ]
+
+    store.record_decisions("r1", decisions)
+    store.record_decisions("r1", [])
+
+    detail = store.get_run("r1")
+    assert detail is not None
+    assert list(detail.decisions) == decisions
+
+
+def test_purge_deletes_old_finished_and_abandoned_runs_with_their_rows(
+    store: Store, clock: Clock
+) -> None:
+    def run(run_id: str, status: RunStatus | None) -> None:
+        store.start_run(run_id)
+        store.record_step(record(run_id, 1))
+        store.record_decisions(run_id, [GateDecisionRecord(tool="t", reason="r")])
+        if status is not None:
+            store.finish_run(run_id, status, "x")
+
+    run("old-done", RunStatus.COMPLETED)
+    run("old-failed", RunStatus.FAILED)
+    run("old-parked", RunStatus.AWAITING_APPROVAL)
+    run("old-dead", None)
+    run("old-alive", None)
+    clock.advance(days=20)
+    run("recent-done", RunStatus.COMPLETED)
+    run("recent-parked", RunStatus.AWAITING_APPROVAL)
+    clock.advance(days=11)
+    # Still heart-beating after a month: never purged while it lives.
+    assert store.heartbeat("old-alive")
+
+    nothing = store.purge(32, 32)
+    assert (nothing.finished, nothing.unfinished) == (0, 0)
+    result = store.purge(30, 15)
+
+    assert (result.finished, result.unfinished) == (2, 2)
+    remaining = {r.run_id for r in store.list_runs()}
+    assert remaining == {"recent-done", "recent-parked", "old-alive"}
+    assert store.get_run("old-done") is None
+    from sqlalchemy import func, select
+
+    from nrllm_core.store._models import DecisionRow, StepRow
+
+    with store._engine.connect() as connection:
+        steps = connection.execute(select(func.count()).select_from(StepRow)).scalar()
+        decisions = connection.execute(select(func.count()).select_from(DecisionRow)).scalar()
+    assert (steps, decisions) == (3, 3)
+
+
+@pytest.mark.parametrize(("days", "unfinished"), [(0, 7), (30, 0), (-1, 7)])
+def test_purge_refuses_a_window_below_one_day(store: Store, days: int, unfinished: int) -> None:
+    store.start_run("r1")
+    store.finish_run("r1", RunStatus.COMPLETED)
+
+    with pytest.raises(ValueError, match="at least 1"):
+        store.purge(days, unfinished)
+    assert [r.run_id for r in store.list_runs()] == ["r1"]
+
+
+def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any) -> None:
+    threads, steps = 8, 200
+    store = backend.open()
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def writer(index: int) -> None:
+        run_id = f"run-{index}"
+        try:
+            store.start_run(run_id)
+            start.wait()
+            for sequence in range(1, steps + 1):
+                store.record_step(record(run_id, sequence, thread=index, n=sequence))
+            store.finish_run(run_id, RunStatus.COMPLETED)
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    try:
+        assert errors == []
+        for index in range(threads):
+            detail = store.get_run(f"run-{index}")
+            assert detail is not None
+            assert [s.sequence for s in detail.steps] == list(range(1, steps + 1))
+            assert {s.payload["thread"] for s in detail.steps} == {index}
+            assert [s.payload["n"] for s in detail.steps] == list(range(1, steps + 1))
+            assert detail.run.steps == steps
+            assert detail.run.status is RunStatus.COMPLETED
+    finally:
+        store.close()
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from nrllm_core import AuditRecord, StepKind
+    from nrllm_core.store import Store
+
+    url = sys.argv[1] or None
+    store = Store.open(url, data_dir=Path(sys.argv[2]), lease_seconds=1)
+    store.start_run("victim")
+    sequence = 0
+    while True:
+        sequence += 1
+        store.record_step(
+            AuditRecord(
+                run_id="victim", sequence=sequence, kind=StepKind.TOOL, round=1,
+                duration_ms=1.0, payload={"kind": "tool", "n": sequence, "pad": "x" * 500},
+            )
+        )
+        print(sequence, flush=True)
+    """
+)
+
+
+def test_a_killed_run_keeps_every_committed_step_and_shows_interrupted(backend: Any) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, backend.url or "", str(backend.data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as child:
+        assert child.stdout is not None
+        assert child.stderr is not None
+        committed = 0
+        try:
+            for line in child.stdout:
+                committed = int(line)
+                if committed >= 300:
+                    break
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        stderr = child.stderr.read()
+    assert child.returncode == -signal.SIGKILL, stderr
+    assert committed >= 300
+
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.data_dir / "nrllm.db") as connection:
+            assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    time.sleep(1.2)
+    store = backend.open(lease_seconds=1)
+    try:
+        detail = store.get_run("victim")
+    finally:
+        store.close()
+    assert detail is not None
+    assert detail.run.status is RunStatus.INTERRUPTED
+    sequences = [s.sequence for s in detail.steps]
+    # Every step reported as recorded is there; one more may have committed before the kill.
+    assert sequences == list(range(1, len(sequences) + 1))
+    assert len(sequences) in (committed, committed + 1)
+    assert all(s.payload["n"] == s.sequence for s in detail.steps)
+
+
+def test_the_embedded_database_lives_in_nrllm_home_in_wal_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
+
+    store = Store.open(None)
+    try:
+        store.start_run("r1")
+        with store._engine.connect() as connection:
+            foreign_keys = connection.exec_driver_sql("PRAGMA foreign_keys").scalar()
+            synchronous = connection.exec_driver_sql("PRAGMA synchronous").scalar()
+    finally:
+        store.close()
+
+    database = tmp_path / "home" / "nrllm.db"
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert (foreign_keys, synchronous) == (1, 1)
+
+
+def test_without_nrllm_home_the_platform_data_folder_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platformdirs
+
+    from nrllm_core.store._database import default_data_dir
+
+    monkeypatch.delenv("NRLLM_HOME", raising=False)
+
+    assert default_data_dir() == Path(platformdirs.user_data_dir("nrllm", appauthor=False))
+
+
+def test_importing_nrllm_core_and_its_cli_loads_no_database_library() -> None:
+    code = (
+        "import sys, nrllm_core, nrllm_core.cli, nrllm_core._privacy\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'alembic', 'psycopg', 'platformdirs') or m == 'nrllm_core.store'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
+    import zipfile
+
+    from hatchling.builders.wheel import WheelBuilder
+
+    wheel = Path(next(iter(WheelBuilder(str(ROOT)).build(directory=str(tmp_path)))))
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    migrations = "nrllm_core/store/migrations/"
+    assert {
+        migrations + "env.py",
+        migrations + "script.py.mako",
+        migrations + "versions/0001_audit_tables.py",
+    } <= names
