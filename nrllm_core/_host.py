@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -12,7 +12,7 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._config import HostConfig, load_config
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
-from nrllm_core._invoke import new_run_id
+from nrllm_core._invoke import invoke, new_call_id, new_run_id
 from nrllm_core._log import logger
 from nrllm_core._loop import (
     LoopOutcome,
@@ -25,7 +25,7 @@ from nrllm_core._loop import (
 )
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import ChatMessage, ProviderError, Usage
-from nrllm_core._payloads import RunStep, StepKind
+from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._privacy import audit_view_for
 from nrllm_core._providers import Provider, build_provider
 from nrllm_core._recorder import RunRecorder
@@ -148,8 +148,12 @@ class Host:
         max_rounds: int | None = None,
         actor: Actor | None = None,
         system: str | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
     ) -> RunOutcome:
-        """Run a prompt to its answer, or to a turn that waits for a person's approval."""
+        """Run a prompt to its answer, or to a turn that waits for a person's approval.
+
+        ``on_event`` sees each step of this run, unfiltered, as it happens.
+        """
         config = self.config
         actor = actor or config.actor()
         provider_name = self._provider_name(config, provider)
@@ -160,7 +164,7 @@ class Host:
         self.store.start_run(
             run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
         )
-        recorder = self._recorder(config, run_id)
+        recorder = self._recorder(config, run_id, on_event=on_event)
         recorder.record(gate_step(report))
         self.store.record_decisions(run_id, _decision_records(report))
         messages = [ChatMessage.system(system)] if system else []
@@ -187,6 +191,46 @@ class Host:
         )
         return self._settle(run_id, outcome, actor)
 
+    def invoke(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        *,
+        provider: str | None = None,
+        actor: Actor | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
+    ) -> WirePayload:
+        """One direct call through the seam, recorded as a one-call run of kind ``invoke``.
+
+        Without ``provider`` the person at the keyboard calls the tool directly and it counts
+        as offered; with one, that provider's gate decides.
+        """
+        from nrllm_core.store import RunKind, RunStatus
+
+        config = self.config
+        actor = actor or config.actor()
+        permits = None
+        zone = None
+        if provider is not None:
+            self._provider_name(config, provider)
+            permits = live_gate(self.pm, self._load, provider=provider, skill=None, actor=actor)
+            zone = config.zone_for(provider).value
+        run_id = new_run_id()
+        self.store.start_run(
+            run_id, kind=RunKind.INVOKE, provider=provider, zone=zone, actor=actor.id
+        )
+        context = self._context_for(run_id, actor, config)(new_call_id())
+        wire = invoke(
+            self.pm,
+            tool_name,
+            arguments,
+            context=context,
+            offered=permits,
+            recorder=self._recorder(config, run_id, on_event=on_event),
+        )
+        self.store.finish_run(run_id, RunStatus.COMPLETED, TerminationReason.COMPLETED.value)
+        return wire
+
     def approve(
         self,
         run_id: str,
@@ -194,6 +238,7 @@ class Host:
         approve: bool = True,
         approver: str,
         turn_digest: str | None,
+        on_event: Callable[[TraceEvent], None] | None = None,
     ) -> RunOutcome:
         """Apply a person's decision to a suspended turn, then continue the run.
 
@@ -291,12 +336,19 @@ class Host:
             environ=self._environ,
         )
 
-    def _recorder(self, config: HostConfig, run_id: str, first_sequence: int = 1) -> RunRecorder:
+    def _recorder(
+        self,
+        config: HostConfig,
+        run_id: str,
+        first_sequence: int = 1,
+        on_event: Callable[[TraceEvent], None] | None = None,
+    ) -> RunRecorder:
         return RunRecorder(
             self.pm,
             run_id,
             audit_view=audit_view_for(config.privacy.level),
             first_sequence=first_sequence,
+            observer=on_event,
         )
 
     def _context_for(self, run_id: str, actor: Actor, config: HostConfig) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, final
@@ -14,27 +15,49 @@ if TYPE_CHECKING:
 __all__ = ["RunRecorder"]
 
 
-def _full(step: RunStep) -> Mapping[str, Any]:
-    return step.to_dict()
+AuditView = Callable[[RunStep], Mapping[str, Any]]
+Observer = Callable[[TraceEvent], None]
+
+
+@functools.cache
+def _metadata_view() -> AuditView:
+    # Without a configured privacy level the audit keeps the default: shape, never content.
+    from nrllm_core._privacy import PrivacyLevel, audit_view_for
+
+    return audit_view_for(PrivacyLevel.METADATA)
 
 
 @final
 class RunRecorder:
-    """Records one run's steps in order; the audit copy passes through ``audit_view`` only."""
+    """Records one run's steps in order; the audit copy passes through ``audit_view`` only.
 
-    __slots__ = ("_audit_view", "_lock", "_pm", "_sequence", "audit_failures", "run_id")
+    ``observer`` sees every trace event of this run as it happens (a live stream). A step whose
+    audit write failed keeps its number, so the gap in the stored sequence shows the loss.
+    """
+
+    __slots__ = (
+        "_audit_view",
+        "_lock",
+        "_observer",
+        "_pm",
+        "_sequence",
+        "audit_failures",
+        "run_id",
+    )
 
     def __init__(
         self,
         pm: PluginManager,
         run_id: str,
         *,
-        audit_view: Callable[[RunStep], Mapping[str, Any]] = _full,
+        audit_view: AuditView | None = None,
         first_sequence: int = 1,
+        observer: Observer | None = None,
     ) -> None:
         self._pm = pm
         self.run_id = run_id
-        self._audit_view = audit_view
+        self._audit_view = audit_view or _metadata_view()
+        self._observer = observer
         self._sequence = first_sequence - 1
         self._lock = threading.Lock()
         self.audit_failures = 0
@@ -48,7 +71,10 @@ class RunRecorder:
         with self._lock:
             self._sequence += 1
             sequence = self._sequence
-        self._pm.emit_trace(TraceEvent(run_id=self.run_id, sequence=sequence, step=step))
+        event = TraceEvent(run_id=self.run_id, sequence=sequence, step=step)
+        self._pm.emit_trace(event)
+        if self._observer is not None:
+            self._observer(event)
         delivered = self._pm.emit_audit(
             AuditRecord(
                 run_id=self.run_id,

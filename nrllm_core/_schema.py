@@ -65,9 +65,14 @@ def _quick_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], boo
     properties = schema.get("properties", {})
     required = schema.get("required", [])
     closed = schema.get("additionalProperties", True)
-    if not isinstance(properties, Mapping) or not isinstance(required, list) or closed not in (
-        True,
-        False,
+    if (
+        not isinstance(properties, Mapping)
+        or not isinstance(required, list)
+        or closed
+        not in (
+            True,
+            False,
+        )
     ):
         return None
     types: dict[str, tuple[type, ...]] = {}

@@ -99,7 +99,7 @@ def test_a_new_database_is_created_at_the_latest_schema(backend: Any) -> None:
     }
 
 
-def test_an_outdated_database_is_refused_until_upgraded(backend: Any) -> None:
+def test_an_outdated_database_is_refused(backend: Any) -> None:
     from sqlalchemy import text
 
     store = backend.open()
@@ -336,7 +336,8 @@ def test_purge_refuses_a_window_below_one_day(store: Store, days: int, unfinishe
     assert [r.run_id for r in store.list_runs()] == ["r1"]
 
 
-def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any) -> None:
+@pytest.mark.parametrize("shared", [True, False], ids=["one-store", "store-per-thread"])
+def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any, shared: bool) -> None:
     threads, steps = 8, 200
     store = backend.open()
     errors: list[BaseException] = []
@@ -344,14 +345,19 @@ def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any) -> None:
 
     def writer(index: int) -> None:
         run_id = f"run-{index}"
+        # A store of its own per thread contends like separate processes do.
+        own = store if shared else backend.open()
         try:
-            store.start_run(run_id)
+            own.start_run(run_id)
             start.wait()
             for sequence in range(1, steps + 1):
-                store.record_step(record(run_id, sequence, thread=index, n=sequence))
-            store.finish_run(run_id, RunStatus.COMPLETED)
+                own.record_step(record(run_id, sequence, thread=index, n=sequence))
+            own.finish_run(run_id, RunStatus.COMPLETED)
         except BaseException as exc:
             errors.append(exc)
+        finally:
+            if own is not store:
+                own.close()
 
     workers = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
     for worker in workers:

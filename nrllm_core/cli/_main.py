@@ -7,13 +7,9 @@ from typing import Any
 import click
 
 from nrllm_core import _json
-from nrllm_core._config import load_config
-from nrllm_core._gate import live_gate
-from nrllm_core._invoke import new_call_id, new_run_id
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
-from nrllm_core._tool import ToolContext
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.hookspecs import hookimpl
 
@@ -33,8 +29,9 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: plugins may add commands before the command line is read."""
     configure_for_cli()
+    _plugin_manager().hook.nrllm_register_commands(cli=cli)
     cli()
 
 
@@ -122,26 +119,17 @@ def invoke(
     ctx: click.Context, tool_name: str, raw_args: str, as_json: bool, provider: str | None
 ) -> None:
     """Call one tool through the seam and show what the wire, trace and audit received."""
-    # Imported here: the governance module registers its commands on this module's group.
-    from nrllm_core.cli._governance import host_config, require_names
+    # Imported here: these modules register their commands on this module's group.
+    from nrllm_core.cli._run import open_host
 
     arguments = _parse_arguments(raw_args)
-    config = host_config(ctx)
-    require_names(config, provider=provider, skill=None)
-    pm = _plugin_manager()
+    host = open_host(ctx)
     capture = _Capture()
-    pm.register(capture, name="nrllm.cli.capture")
-    from nrllm_core._invoke import invoke as seam
-
-    actor = config.actor()
-    offered = None
-    if provider is not None:
-        path = ctx.find_root().obj["config_path"]
-        offered = live_gate(
-            pm, lambda: load_config(path), provider=provider, skill=None, actor=actor
-        )
-    context = ToolContext(run_id=new_run_id(), call_id=new_call_id(), actor=actor)
-    seam(pm, tool_name, arguments, context=context, offered=offered)
+    host.pm.register(capture, name="nrllm.cli.capture")
+    try:
+        host.invoke(tool_name, arguments, provider=provider)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     report = {
         "wire": wire_dict(capture.wire[0]),
         "trace": trace_dict(capture.trace[0]),

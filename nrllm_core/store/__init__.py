@@ -14,11 +14,13 @@ from nrllm_core.store._records import (
     RunKind,
     RunStatus,
     StoredStep,
+    Suspension,
 )
 from nrllm_core.store._sink import StoreAuditSink
-from nrllm_core.store._store import Store
+from nrllm_core.store._store import ClaimRefused, Store
 
 __all__ = [
+    "ClaimRefused",
     "GateDecisionRecord",
     "PurgeResult",
     "RunDetail",
@@ -29,5 +31,6 @@ __all__ = [
     "Store",
     "StoreAuditSink",
     "StoredStep",
+    "Suspension",
     "default_data_dir",
 ]

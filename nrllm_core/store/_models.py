@@ -13,13 +13,14 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     TypeDecorator,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "DecisionRow", "RunRow", "StepRow", "UTCDateTime"]
+__all__ = ["Base", "DecisionRow", "RunRow", "StepRow", "SuspensionRow", "UTCDateTime"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -100,3 +101,18 @@ class DecisionRow(Base):
     ceiling: Mapped[str | None] = mapped_column(String(64))
     observed: Mapped[bool] = mapped_column(Boolean)
     decided_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SuspensionRow(Base):
+    """A run's suspended turn: its sealed state, and the one decision it can receive."""
+
+    __tablename__ = "suspensions"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    # AES-GCM sealed, bound to the run id; blanked once the run ends.
+    sealed: Mapped[bytes] = mapped_column(LargeBinary)
+    turn_digest: Mapped[str] = mapped_column(String(64))
+    suspended_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decision: Mapped[str | None] = mapped_column(String(16))
+    approver: Mapped[str | None] = mapped_column(String(255))

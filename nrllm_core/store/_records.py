@@ -17,6 +17,7 @@ __all__ = [
     "RunKind",
     "RunStatus",
     "StoredStep",
+    "Suspension",
 ]
 
 
@@ -129,3 +130,14 @@ class PurgeResult:
 
     finished: int
     unfinished: int
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Suspension:
+    """A suspended turn that has not been decided yet."""
+
+    run_id: str
+    sealed: bytes = attrs.field(repr=False)
+    turn_digest: str
+    suspended_at: datetime

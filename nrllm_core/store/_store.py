@@ -15,6 +15,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     or_,
     select,
@@ -31,7 +32,7 @@ from nrllm_core.store._database import (
     head_revisions,
     run_upgrade,
 )
-from nrllm_core.store._models import DecisionRow, RunRow, StepRow, UTCDateTime
+from nrllm_core.store._models import DecisionRow, RunRow, StepRow, SuspensionRow, UTCDateTime
 from nrllm_core.store._records import (
     GateDecisionRecord,
     PurgeResult,
@@ -40,6 +41,7 @@ from nrllm_core.store._records import (
     RunKind,
     RunStatus,
     StoredStep,
+    Suspension,
 )
 
 __all__ = ["Store"]
@@ -65,6 +67,10 @@ _COUNT_STEP: Final = (
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class ClaimRefused(Exception):
+    """A suspension or a decision the store cannot accept."""
 
 
 @final
@@ -262,7 +268,98 @@ class Store:
                     ended_at=now if status.is_finished else None,
                 )
             )
+            if status.is_finished:
+                connection.execute(
+                    update(SuspensionRow).where(SuspensionRow.run_id == run_id).values(sealed=b"")
+                )
         return result.rowcount == 1
+
+    def suspend_run(self, run_id: str, *, sealed: bytes, turn_digest: str) -> None:
+        """Park a running run on a turn that waits for a person, with its sealed state.
+
+        Raises unless the run was running: a state that is not stored is never promised.
+        """
+        now = self._clock()
+        with self._write() as connection:
+            parked = connection.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
+                .values(status=RunStatus.AWAITING_APPROVAL.value, heartbeat_at=now)
+            )
+            if parked.rowcount != 1:
+                raise ClaimRefused(f'run "{run_id}" is not running')
+            # A run suspends once per turn that needs approval; only the latest turn is open.
+            connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
+            connection.execute(
+                insert(SuspensionRow),
+                {
+                    "run_id": run_id,
+                    "sealed": sealed,
+                    "turn_digest": turn_digest,
+                    "suspended_at": now,
+                    "decided_at": None,
+                    "decision": None,
+                    "approver": None,
+                },
+            )
+
+    def suspension(self, run_id: str) -> Suspension | None:
+        """The run's undecided suspended turn, or ``None``."""
+        query = (
+            select(SuspensionRow)
+            .join(RunRow, RunRow.id == SuspensionRow.run_id)
+            .where(
+                SuspensionRow.run_id == run_id,
+                SuspensionRow.decided_at.is_(None),
+                RunRow.status == RunStatus.AWAITING_APPROVAL.value,
+            )
+        )
+        with self._engine.connect() as connection:
+            row = connection.execute(query).one_or_none()
+        if row is None:
+            return None
+        return Suspension(
+            run_id=row.run_id,
+            sealed=row.sealed,
+            turn_digest=row.turn_digest,
+            suspended_at=row.suspended_at,
+        )
+
+    def claim_suspension(
+        self, run_id: str, *, turn_digest: str, decision: str, approver: str
+    ) -> None:
+        """Record who decided what on which turn, and reopen the run, in one transaction.
+
+        Exactly one claim of a turn succeeds, across processes and machines: a second one, or
+        one naming another digest, raises :class:`ClaimRefused`.
+        """
+        now = self._clock()
+        with self._write() as connection:
+            claimed = connection.execute(
+                update(SuspensionRow)
+                .where(
+                    SuspensionRow.run_id == run_id,
+                    SuspensionRow.turn_digest == turn_digest,
+                    SuspensionRow.decided_at.is_(None),
+                )
+                .values(decided_at=now, decision=decision, approver=approver)
+            )
+            if claimed.rowcount != 1:
+                raise ClaimRefused("the turn was already decided, or the digest is stale")
+            reopened = connection.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.AWAITING_APPROVAL.value)
+                .values(status=RunStatus.RUNNING.value, heartbeat_at=now)
+            )
+            if reopened.rowcount != 1:
+                raise ClaimRefused(f'run "{run_id}" is not awaiting approval')
+
+    def last_sequence(self, run_id: str) -> int:
+        """The highest stored step number of the run (0 when none)."""
+        query = select(func.max(StepRow.sequence)).where(StepRow.run_id == run_id)
+        with self._engine.connect() as connection:
+            value = connection.execute(query).scalar()
+        return int(value or 0)
 
     def purge(self, days: int, unfinished_days: int) -> PurgeResult:
         """Delete finished runs that ended more than ``days`` ago, and unfinished runs started
@@ -377,5 +474,6 @@ def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> int:
         chunk = doomed[start : start + _PURGE_CHUNK]
         connection.execute(delete(StepRow).where(StepRow.run_id.in_(chunk)))
         connection.execute(delete(DecisionRow).where(DecisionRow.run_id.in_(chunk)))
+        connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id.in_(chunk)))
         connection.execute(delete(RunRow).where(RunRow.id.in_(chunk)))
     return len(doomed)

@@ -1,0 +1,96 @@
+"""Which tables and columns the record tools may touch: defaults the host can only extend."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final, final
+
+import attrs
+
+from nrllm_builtin._settings import BuiltinSettings
+
+__all__ = ["TablePolicy", "is_sensitive_column", "is_sensitive_table"]
+
+# Names are split into words on anything that is not a letter or digit and on camelCase
+# boundaries, so ``fe_users``, ``UserSessions`` and ``api-keys`` are judged word by word.
+_WORD_BOUNDARY: Final = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+# A word that alone marks a credential, in a table's name or a column's.
+_SECRET_WORD: Final = re.compile(
+    r"(?:password|passwd|pwd|passphrase|secret|token|salt|hash|credential|key|mfa|otp|dsn"
+    r"|authorization|session|cookie|apikey|accesskey|privatekey|licensekey|encryptionkey"
+    r"|clientsecret)s?\d*",
+)
+# Anywhere in a name, even glued to other words (``userpassword``, ``refreshtoken``).
+_SECRET_FRAGMENT: Final = re.compile(
+    r"password|passwd|passphrase|secret|token|credential|session|apikey|api_key|privatekey"
+)
+# Words that make a whole table sensitive: accounts and logs, besides the credential words.
+_ACCOUNT_OR_LOG_WORD: Final = re.compile(r"(?:be|fe)?users?|accounts?|logins?|\w*logs?|logging")
+# Ordinary words ending in "log" that are not logs.
+_NOT_LOGS: Final = frozenset({"blog", "blogs", "catalog", "catalogs", "dialog", "dialogs"})
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _WORD_BOUNDARY.split(name) if w]
+
+
+def _has_secret_shape(name: str) -> bool:
+    if _SECRET_FRAGMENT.search(name.lower()):
+        return True
+    return any(_SECRET_WORD.fullmatch(word) for word in _words(name))
+
+
+def is_sensitive_column(name: str) -> bool:
+    """Whether a column name looks like it holds credentials, tokens or sessions."""
+    return _has_secret_shape(name)
+
+
+def is_sensitive_table(name: str) -> bool:
+    """Whether a table name looks like users, sessions, credentials, tokens or logs."""
+    if _has_secret_shape(name):
+        return True
+    return any(
+        _ACCOUNT_OR_LOG_WORD.fullmatch(word) and word not in _NOT_LOGS for word in _words(name)
+    )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TablePolicy:
+    """The host's lists on top of the defaults; a denial always wins over an allowance."""
+
+    read_tables: frozenset[str] | None
+    deny_tables: frozenset[str]
+    # ``table.column`` entries, and bare ``column`` entries that apply to every table.
+    deny_columns: frozenset[str]
+    write_tables: frozenset[str]
+
+    @classmethod
+    def from_settings(cls, settings: BuiltinSettings) -> TablePolicy:
+        return cls(
+            read_tables=None if settings.read_tables is None else frozenset(settings.read_tables),
+            deny_tables=frozenset(settings.deny_tables),
+            deny_columns=frozenset(settings.deny_columns),
+            write_tables=frozenset(settings.write_tables),
+        )
+
+    def can_read(self, table: str) -> bool:
+        if table in self.deny_tables or is_sensitive_table(table):
+            return False
+        return self.read_tables is None or table in self.read_tables
+
+    def can_write(self, table: str) -> bool:
+        return table in self.write_tables and self.can_read(table)
+
+    def can_read_column(self, table: str, column: str) -> bool:
+        if column in self.deny_columns or f"{table}.{column}" in self.deny_columns:
+            return False
+        return not is_sensitive_column(column)
+
+    def readable_tables(self, tables: Iterable[str]) -> list[str]:
+        return sorted(t for t in tables if self.can_read(t))
+
+    def writable_tables(self, tables: Iterable[str]) -> list[str]:
+        return sorted(t for t in tables if self.can_write(t))
