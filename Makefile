@@ -15,7 +15,8 @@ install-dev: $(BIN)/python
 	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose
 
 demo: install
-	$(BIN)/python -m nrllm_core.demo
+	rm -rf .demo
+	NRLLM_HOME=$(CURDIR)/.demo $(BIN)/python -m nrllm_core.demo
 
 test: install-dev
 	$(BIN)/python -m pytest

@@ -111,10 +111,15 @@ class Host:
         data: Mapping[str, Any] | None = None,
         plugins: Iterable[object] = (),
         load_entry_points: bool = True,
+        pm: PluginManager | None = None,
         data_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Host:
-        """Load the configuration, the plugins and the store (migrated on first use)."""
+        """Load the configuration, the plugins and the store (migrated on first use).
+
+        ``pm`` is a plugin manager the host built itself; otherwise one is made from
+        ``plugins`` and, unless ``load_entry_points`` is false, the installed entry points.
+        """
         from nrllm_core.store import Store, default_data_dir
 
         def loader() -> HostConfig:
@@ -125,7 +130,8 @@ class Host:
         store = Store.open(
             config.store.url, data_dir=folder, lease_seconds=config.store.lease_seconds
         )
-        pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
+        if pm is None:
+            pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
         return cls(pm=pm, config_loader=loader, store=store, data_dir=folder, environ=environ)
 
     @property
@@ -158,7 +164,9 @@ class Host:
         actor = actor or config.actor()
         provider_name = self._provider_name(config, provider)
         if skill is not None and skill not in config.skills:
-            raise ValueError(f'unknown skill "{skill}"; configured: {_names(config.skills)}')
+            raise ValueError(
+                f'no skill named "{skill}" is configured (configured: {_names(config.skills)})'
+            )
         report = self.gate(provider=provider_name, skill=skill, actor=actor)
         run_id = new_run_id()
         self.store.start_run(
@@ -253,22 +261,27 @@ class Host:
             raise ApprovalRefused(f'run "{run_id}" is not awaiting approval')
         if suspension.turn_digest != turn_digest:
             raise ApprovalRefused("the digest does not match the pending turn; it may be stale")
-        key = load_state_key(self._data_dir, dict(self._environ))
         try:
+            key = load_state_key(self._data_dir, dict(self._environ))
             state = _state_from_json(open_sealed(key, run_id, suspension.sealed))
         except (SealError, ValueError, KeyError, TypeError) as exc:
             raise ApprovalRefused(f"the suspended state cannot be opened: {exc}") from None
         if approve and self._four_eyes(config, state) and approver == state.initiator:
             raise ApprovalRefused("four-eyes: the approver must differ from the run's initiator")
+        from nrllm_core.store import ClaimRefused
+
         # Claiming is atomic across processes: a second approval of the same turn fails here.
-        self.store.claim_suspension(
-            run_id,
-            turn_digest=turn_digest,
-            decision="approved" if approve else "denied",
-            approver=approver,
-        )
+        try:
+            self.store.claim_suspension(
+                run_id,
+                turn_digest=turn_digest,
+                decision="approved" if approve else "denied",
+                approver=approver,
+            )
+        except ClaimRefused as exc:
+            raise ApprovalRefused(str(exc)) from None
         recorder = self._recorder(
-            config, run_id, first_sequence=self.store.last_sequence(run_id) + 1
+            config, run_id, first_sequence=self.store.last_sequence(run_id) + 1, on_event=on_event
         )
         audited = recorder.record(
             RunStep(
@@ -308,6 +321,29 @@ class Host:
         )
         return self._settle(run_id, outcome, actor)
 
+    def pending(self, run_id: str) -> RunOutcome | None:
+        """The suspended turn of ``run_id`` (its calls, previews and digest), or ``None``.
+
+        Raises :class:`ApprovalRefused` when the sealed state cannot be opened.
+        """
+        suspension = self.store.suspension(run_id)
+        if suspension is None:
+            return None
+        try:
+            key = load_state_key(self._data_dir, dict(self._environ))
+            state = _state_from_json(open_sealed(key, run_id, suspension.sealed))
+        except (SealError, ValueError, KeyError, TypeError):
+            raise ApprovalRefused("the suspended state cannot be opened") from None
+        return RunOutcome(
+            run_id=run_id,
+            status="awaiting_approval",
+            termination_reason=None,
+            final_content="",
+            pending=state.pending,
+            turn_digest=suspension.turn_digest,
+            usage=state.usage,
+        )
+
     def runs(self, status: str | None = None) -> list[Any]:
         """The persisted runs, newest first."""
         from nrllm_core.store import RunStatus
@@ -321,7 +357,9 @@ class Host:
         if name is None:
             raise ValueError("no provider: name one, or set [defaults] provider")
         if name not in config.providers:
-            raise ValueError(f'unknown provider "{name}"; configured: {_names(config.providers)}')
+            raise ValueError(
+                f'no provider named "{name}" is configured (configured: {_names(config.providers)})'
+            )
         return name
 
     def _provider(self, config: HostConfig, name: str | None) -> Provider:

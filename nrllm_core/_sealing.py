@@ -23,8 +23,9 @@ class SealError(ValueError):
 def _decode_key(text: str) -> bytes:
     stripped = text.strip()
     try:
-        # Accept the key with or without its base64 padding.
-        key = base64.urlsafe_b64decode(stripped + "=" * (-len(stripped) % 4))
+        # Accept the key with or without its base64 padding; validate, so that a stray
+        # character is an error rather than silently dropped.
+        key = base64.b64decode(stripped + "=" * (-len(stripped) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
         raise SealError("NRLLM_STATE_KEY is not URL-safe base64") from None
     if len(key) != _KEY_BYTES:

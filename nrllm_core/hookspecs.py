@@ -101,7 +101,10 @@ def nrllm_trace(event: TraceEvent) -> None:
 def nrllm_audit(record: AuditRecord) -> None:
     """Receive the copy of one run step that is persisted.
 
-    Must not raise: a failure is logged as ``nrllm.sink.failed`` and the other sinks still run.
+    The payload is already filtered by the configured privacy level. Raise only to say the
+    step could not be stored: the failure is logged as ``nrllm.sink.failed``, the other sinks
+    still run, and a run whose writing tool's step was not stored stops as
+    ``audit_unavailable`` (fail closed).
 
     :param record: the run id and the step's payload as it may be stored.
     """

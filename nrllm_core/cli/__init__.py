@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nrllm_core.cli import _audit, _governance, _run  # noqa: F401 - importing registers commands
+from nrllm_core.cli import _audit, _governance, _run, _serve  # noqa: F401 - registers commands
 from nrllm_core.cli._main import cli, main
 
 __all__ = ["cli", "main"]

@@ -17,7 +17,7 @@ from nrllm_core.cli._governance import _Refused
 
 def open_host(ctx: click.Context) -> Host:
     try:
-        return Host.from_config(ctx.find_root().obj["config_path"])
+        return Host.from_config(ctx.find_root().obj["config_path"], pm=_main._plugin_manager())
     except ConfigError as exc:
         raise _Refused(f"invalid configuration: {exc}") from None
 

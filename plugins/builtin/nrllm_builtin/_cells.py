@@ -43,9 +43,10 @@ class RecordTable:
     """Rows of one table, rendered once: each cell feeds both the text line and the artifact."""
 
     def __init__(self, table: str, columns: Sequence[str], id_column: str | None) -> None:
-        self._table = table
-        self._columns = list(columns)
-        self._id_column = id_column
+        # Plain ``str``: reflected names are a ``str`` subclass the JSON encoder refuses.
+        self._table = str(table)
+        self._columns = [str(c) for c in columns]
+        self._id_column = None if id_column is None else str(id_column)
         self._lines: list[str] = []
         self._rows: list[list[str]] = []
 

@@ -1,4 +1,4 @@
-"""The host's records database: one engine per call, tables reflected and named only if they exist."""
+"""The host's records database: one engine per call, only tables that exist are named."""
 
 from __future__ import annotations
 
@@ -52,11 +52,10 @@ def connect(settings: BuiltinSettings, *, write: bool = False) -> Iterator[Conne
 
     engine = create_engine(_url(settings), poolclass=NullPool)
     try:
-        with engine.connect() as connection:
-            with connection.begin() as transaction:
-                yield connection
-                if not write:
-                    transaction.rollback()
+        with engine.connect() as connection, connection.begin() as transaction:
+            yield connection
+            if not write:
+                transaction.rollback()
     finally:
         engine.dispose()
 
@@ -65,7 +64,7 @@ def table_names(connection: Connection) -> list[str]:
     """The tables of the connection's default schema."""
     from sqlalchemy import inspect
 
-    return sorted(inspect(connection).get_table_names())
+    return sorted(str(name) for name in inspect(connection).get_table_names())
 
 
 def reflect_table(connection: Connection, name: str) -> Table:

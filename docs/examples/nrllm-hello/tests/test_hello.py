@@ -109,7 +109,8 @@ def test_trace_and_audit_get_the_table(pm: nrllm_core.PluginManager, sinks: Sink
     assert [a.to_dict() for a in event.step.tool_artifacts] == [table]
     [record] = sinks.audit
     assert record.sequence == event.sequence
-    assert record.payload["tool_artifacts"] == [table]
+    # The audit copy is privacy-filtered (metadata by default): counts, not the table.
+    assert record.payload["tool_artifact_types"] == ["table"]
 
 
 def test_a_text_without_words_is_an_error_without_artifacts(

@@ -1,0 +1,111 @@
+"""One scripted run with one tool call, end to end through ``Host``, persisted on SQLite.
+
+Each run: the gate, a model turn that calls a read-only tool, the tool through the seam, a
+final model turn, every step persisted at the ``metadata`` privacy level in the embedded SQLite
+store (one committed transaction per step, as in production). The figure is the median over
+repeats of the mean time per run. ``--profile`` prints where the time goes (cProfile).
+
+    python benchmarks/bench_run.py [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+from nrllm_core import DataClass, ToolRegistry, ToolResult, hookimpl, tool
+from nrllm_core._host import Host
+
+RUNS: Final = 200
+REPEATS: Final = 7
+WARMUP: Final = 20
+TARGET_MS: Final = 2.0
+
+
+@tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+def lookup(term: str) -> ToolResult:
+    """Look a term up."""
+    return ToolResult.text(f"{term}: found")
+
+
+class _Tools:
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        registry.register(lookup)
+
+
+def build_host(folder: Path) -> Host:
+    script = folder / "script.json"
+    turns = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"term": "pluggy"}}]},
+        {"content": "pluggy: found"},
+    ]
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    return Host.from_config(
+        data={
+            "providers": {"model": {"kind": "scripted", "script": str(script)}},
+            "defaults": {"provider": "model"},
+            "actor": {"id": "bench"},
+            "privacy": {"level": "metadata"},
+        },
+        plugins=[_Tools()],
+        load_entry_points=False,
+        data_dir=folder / "home",
+        environ={},
+    )
+
+
+def run_many(host: Host, count: int) -> None:
+    for _ in range(count):
+        outcome = host.run("look up pluggy")
+        if outcome.status != "completed":
+            raise RuntimeError(f"the run did not complete: {outcome.error}")
+
+
+def ms_per_run(host: Host) -> tuple[float, list[float]]:
+    run_many(host, WARMUP)
+    means = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        run_many(host, RUNS)
+        means.append((time.perf_counter() - started) * 1000 / RUNS)
+    return statistics.median(means), means
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="print a cProfile breakdown")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        host = build_host(Path(directory))
+        try:
+            median, means = ms_per_run(host)
+            met = "met" if median <= TARGET_MS else "MISSED"
+            print(
+                f"scripted run, one tool call, persisted (metadata, SQLite): {RUNS} runs x "
+                f"{REPEATS} repeats"
+            )
+            print(f"  per run: median {median:.3f} ms (target <= {TARGET_MS} ms: {met})")
+            print(f"  repeats: {', '.join(f'{m:.3f}' for m in sorted(means))} ms")
+            steps = host.store.get_run(host.runs()[0].run_id)
+            print(f"  steps persisted per run: {len(steps.steps) if steps else 0}")
+            if args.profile:
+                profiler = cProfile.Profile()
+                profiler.enable()
+                run_many(host, RUNS)
+                profiler.disable()
+                stats = pstats.Stats(profiler).sort_stats("cumulative")
+                stats.print_stats(40)
+        finally:
+            host.store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""``nrllm serve``: the inspector on a local port, behind a token printed at start."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+
+import click
+
+from nrllm_core.cli import _main
+from nrllm_core.cli._governance import _Refused
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        # A name may resolve anywhere; only a loopback address literal counts as local.
+        return False
+
+
+@_main.cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--allow-remote", is_flag=True, help="Allow an address other machines can reach.")
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
+    """Serve the inspector: playground, live run stream, runs and the approvals inbox."""
+    if not _loopback(host) and not allow_remote:
+        raise _Refused(
+            f"--host {host} is reachable from other machines; pass --allow-remote to serve there"
+        )
+    import uvicorn
+
+    from nrllm_core.cli._run import open_host
+    from nrllm_core.inspector import create_app
+
+    app = create_app(open_host(ctx), token=(token := secrets.token_urlsafe(32)))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise _Refused(f"cannot listen on {host}:{port} ({exc.strerror})") from None
+    bound = listener.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    click.echo("nrllm inspector: open this address (it holds the access token):")
+    click.echo(f"http://{shown}:{bound}/?token={token}")
+    # No access log: the first request's address carries the token.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    uvicorn.Server(config).run(sockets=[listener])

@@ -1,0 +1,383 @@
+"""The inspector's routes: the page, its static modules, and a small JSON and NDJSON API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from nrllm_core import _json
+from nrllm_core._gate import GateReport
+from nrllm_core._host import ApprovalRefused, Host, RunOutcome
+from nrllm_core._log import logger
+from nrllm_core._payloads import TraceEvent
+from nrllm_core._serde import wire_dict
+from nrllm_core.inspector._guard import Guard
+from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["create_app"]
+
+STATIC: Final = Path(__file__).parent / "static"
+_MAX_BODY: Final = 1_000_000
+_MAX_ROUNDS: Final = 20
+_UNOPENABLE: Final = "the suspended state cannot be opened"
+
+
+class _BadRequest(Exception):
+    """A request the API refuses with 400; the message is written for the person at the page."""
+
+
+def create_app(host: Host, *, token: str) -> Starlette:
+    """The inspector as an ASGI application; mount it in a host's own app or serve it alone.
+
+    Every request must carry ``token`` once (``?token=``), then the cookie it is swapped for.
+    """
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    api = _Api(host)
+    routes = [
+        Route("/", api.page, methods=["GET"]),
+        Route("/api/config", api.config, methods=["GET"]),
+        Route("/api/run", api.run, methods=["POST"]),
+        Route("/api/invoke", api.invoke, methods=["POST"]),
+        Route("/api/runs", api.runs, methods=["GET"]),
+        Route("/api/runs/{run_id}", api.run_detail, methods=["GET"]),
+        Route("/api/approvals", api.approvals, methods=["GET"]),
+        Route("/api/approvals/{run_id}", api.decide, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(Guard, token=token)])
+
+
+class _Api:
+    __slots__ = ("_host",)
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+
+    async def page(self, request: Request) -> Response:
+        from starlette.responses import FileResponse
+
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+    async def config(self, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        def read() -> dict[str, Any]:
+            config = self._host.config
+            return {
+                "providers": sorted(config.providers),
+                "default_provider": config.defaults.provider,
+                "skills": sorted(config.skills),
+                "tools": sorted(self._host.pm.catalog().tools),
+                "actor": config.actor().id,
+                "privacy_level": config.privacy.level.value,
+            }
+
+        return _json_response(await run_in_threadpool(read))
+
+    async def run(self, request: Request) -> Response:
+        try:
+            body = await _body(request)
+            prompt = _text(body, "prompt", required=True)
+            provider, skill = self._names(body)
+            max_rounds = _rounds(body)
+        except _BadRequest as exc:
+            return _refuse(str(exc))
+        host = self._host
+
+        def job(emit: Emit) -> None:
+            actor = host.config.actor()
+            emit(_context(host.gate(provider=provider, skill=skill, actor=actor)))
+            outcome = host.run(
+                prompt,
+                provider=provider,
+                skill=skill,
+                max_rounds=max_rounds,
+                actor=actor,
+                on_event=_stepper(emit),
+            )
+            emit(_terminal(outcome))
+
+        return ndjson_response(job, what="run")
+
+    async def invoke(self, request: Request) -> Response:
+        try:
+            body = await _body(request)
+            tool = _text(body, "tool", required=True)
+            arguments = body.get("arguments", {})
+            if not isinstance(arguments, dict):
+                raise _BadRequest("The arguments must be a JSON object.")
+            provider = _text(body, "provider")
+            if provider is not None and provider not in self._host.config.providers:
+                raise _BadRequest(f'No provider named "{provider}" is configured.')
+        except _BadRequest as exc:
+            return _refuse(str(exc))
+        host = self._host
+
+        def job(emit: Emit) -> None:
+            actor = host.config.actor()
+            if provider is None:
+                # A direct call by the person at the keyboard: no provider's gate applies.
+                emit(
+                    {
+                        "event": "context",
+                        "provider": None,
+                        "zone": None,
+                        "ceiling": None,
+                        "skill": None,
+                        "offered": [tool],
+                        "direct": True,
+                    }
+                )
+            else:
+                emit(_context(host.gate(provider=provider, skill=None, actor=actor)))
+            run_ids: list[str] = []
+
+            def on_event(event: TraceEvent) -> None:
+                run_ids.append(event.run_id)
+                emit(step_event(event))
+
+            wire = host.invoke(tool, arguments, provider=provider, actor=actor, on_event=on_event)
+            emit(
+                {
+                    "event": "done",
+                    "run_id": run_ids[0] if run_ids else None,
+                    "status": "completed",
+                    "final_content": wire.content,
+                    "wire": wire_dict(wire),
+                }
+            )
+
+        return ndjson_response(job, what="invoke")
+
+    async def runs(self, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        def read() -> list[dict[str, Any]]:
+            return [
+                {**info.to_dict(), "steps": info.steps} for info in self._host.store.list_runs()
+            ]
+
+        return _json_response({"runs": await run_in_threadpool(read)})
+
+    async def run_detail(self, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        run_id = request.path_params["run_id"]
+        detail = await run_in_threadpool(self._host.store.get_run, run_id)
+        if detail is None:
+            return _json_response({"error": "No run with this id is stored."}, status=404)
+        return _json_response(
+            {
+                "run": {**detail.run.to_dict(), "steps": detail.run.steps},
+                "privacy_level": self._host.config.privacy.level.value,
+                # The stored payload holds the step's own keys, filtered; the same renderer reads it.
+                "steps": [{"sequence": s.sequence, **s.payload} for s in detail.steps],
+                "decisions": [
+                    {"tool": d.tool, "reason": d.reason, "zone": d.zone, "observed": d.observed}
+                    for d in detail.decisions
+                ],
+            }
+        )
+
+    async def approvals(self, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        def read() -> list[dict[str, Any]]:
+            from nrllm_core.store import RunStatus
+
+            inbox = []
+            for info in self._host.store.list_runs(RunStatus.AWAITING_APPROVAL):
+                entry: dict[str, Any] = {"run": info.to_dict()}
+                try:
+                    pending = self._host.pending(info.run_id)
+                except ApprovalRefused as exc:
+                    entry["error"] = _refusal_text(exc)
+                else:
+                    if pending is None:
+                        continue
+                    entry.update(_pending(pending))
+                inbox.append(entry)
+            return inbox
+
+        return _json_response({"approvals": await run_in_threadpool(read)})
+
+    async def decide(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            body = await _body(request)
+            approve = body.get("approve")
+            if not isinstance(approve, bool):
+                raise _BadRequest('"approve" must be true or false.')
+            digest = _text(body, "turn_digest", required=True)
+        except _BadRequest as exc:
+            return _refuse(str(exc))
+        host = self._host
+
+        def job(emit: Emit) -> None:
+            config = host.config
+            actor = config.actor()
+            stored = host.store.get_run(run_id)
+            if stored is None:
+                emit({"event": "error", "run_id": run_id, "error": "No run with this id."})
+                return
+            emit(
+                _context(
+                    host.gate(provider=stored.run.provider, skill=stored.run.skill, actor=actor)
+                )
+            )
+            try:
+                outcome = host.approve(
+                    run_id,
+                    approve=approve,
+                    approver=actor.id,
+                    turn_digest=digest,
+                    on_event=_stepper(emit),
+                )
+            except ApprovalRefused as exc:
+                emit({"event": "error", "run_id": run_id, "error": _refusal_text(exc)})
+                return
+            emit(_terminal(outcome))
+
+        return ndjson_response(job, what="approval")
+
+    def _names(self, body: dict[str, Any]) -> tuple[str | None, str | None]:
+        config = self._host.config
+        provider = _text(body, "provider") or config.defaults.provider
+        if provider is None:
+            raise _BadRequest("Choose a provider: none is named and none is the default.")
+        if provider not in config.providers:
+            raise _BadRequest(f'No provider named "{provider}" is configured.')
+        skill = _text(body, "skill")
+        if skill is not None and skill not in config.skills:
+            raise _BadRequest(f'No skill named "{skill}" is configured.')
+        return provider, skill
+
+
+def _stepper(emit: Emit) -> Any:
+    def on_event(event: TraceEvent) -> None:
+        emit(step_event(event))
+
+    return on_event
+
+
+def _context(report: GateReport) -> dict[str, Any]:
+    return {
+        "event": "context",
+        "provider": report.provider,
+        "zone": report.zone.value,
+        "ceiling": report.ceiling.value,
+        "skill": report.skill,
+        "offered": list(report.offered_names),
+    }
+
+
+def _pending(outcome: RunOutcome) -> dict[str, Any]:
+    return {
+        "run_id": outcome.run_id,
+        "pending": [
+            {
+                "call_id": p.call_id,
+                "name": p.name,
+                "arguments": p.arguments,
+                "requires_approval": p.requires_approval,
+                "preview": list(p.preview),
+                "preview_failed": p.preview_failed,
+            }
+            for p in outcome.pending
+        ],
+        "turn_digest": outcome.turn_digest,
+    }
+
+
+def _terminal(outcome: RunOutcome) -> dict[str, Any]:
+    if outcome.status == "awaiting_approval":
+        return {"event": "awaiting_approval", **_pending(outcome)}
+    if outcome.status == "completed":
+        return {
+            "event": "done",
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "termination_reason": outcome.termination_reason,
+            "final_content": outcome.final_content,
+            "usage": {
+                "prompt_tokens": outcome.usage.prompt_tokens,
+                "completion_tokens": outcome.usage.completion_tokens,
+            },
+        }
+    # The host's failure text is written to be shown (a provider error is already redacted).
+    return {
+        "event": "error",
+        "run_id": outcome.run_id,
+        "termination_reason": outcome.termination_reason,
+        "error": outcome.error or "The run failed.",
+    }
+
+
+def _refusal_text(exc: ApprovalRefused) -> str:
+    text = str(exc)
+    # This refusal appends the underlying exception's text, which is not for the page.
+    if text.startswith(_UNOPENABLE):
+        return f"{_UNOPENABLE}."
+    return text
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise _BadRequest("Send the request as application/json.")
+    raw = await request.body()
+    if len(raw) > _MAX_BODY:
+        raise _BadRequest("The request is too large.")
+    try:
+        body = _json.loads(raw)
+    except ValueError:
+        raise _BadRequest("The request is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise _BadRequest("The request must be a JSON object.")
+    return body
+
+
+def _text(body: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = body.get(key)
+    if value is None or value == "":
+        if required:
+            raise _BadRequest(f'"{key}" is required.')
+        return None
+    if not isinstance(value, str):
+        raise _BadRequest(f'"{key}" must be a string.')
+    if required and not value.strip():
+        raise _BadRequest(f'"{key}" is required.')
+    return value
+
+
+def _rounds(body: dict[str, Any]) -> int | None:
+    value = body.get("max_rounds")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _MAX_ROUNDS:
+        raise _BadRequest(f'"max_rounds" must be a whole number from 1 to {_MAX_ROUNDS}.')
+    return value
+
+
+def _refuse(message: str) -> Response:
+    logger().info("nrllm.inspector.refused", reason=message)
+    return _json_response({"error": message}, status=400)
+
+
+def _json_response(data: Any, *, status: int = 200) -> Response:
+    from starlette.responses import Response
+
+    return Response(
+        _json.dumps(data),
+        status_code=status,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store"},
+    )

@@ -1,0 +1,80 @@
+"""The live run stream: a blocking host call in a worker thread, its events as NDJSON lines."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from nrllm_core import _json
+from nrllm_core._log import logger
+from nrllm_core._payloads import TraceEvent
+from nrllm_core._serde import trace_dict
+
+if TYPE_CHECKING:
+    from starlette.responses import StreamingResponse
+
+__all__ = ["Emit", "ndjson_response", "step_event"]
+
+Emit = Callable[[dict[str, Any]], None]
+# What the stream says when the job raised: the exception's text may hold anything.
+_UNEXPECTED: Final = "The run stopped on an unexpected error; the server log has the details."
+_TERMINAL: Final = frozenset({"done", "awaiting_approval", "error"})
+
+
+def step_event(event: TraceEvent) -> dict[str, Any]:
+    return {"event": "step", "step": trace_dict(event)}
+
+
+def ndjson_response(job: Callable[[Emit], None], *, what: str) -> StreamingResponse:
+    """Stream what ``job`` emits, one canonical JSON object a line.
+
+    ``job`` runs in a worker thread and must emit exactly one terminal event; if it raises
+    instead, the stream ends with a generic ``error`` event and the log keeps the exception.
+    """
+    from starlette.responses import StreamingResponse
+
+    return StreamingResponse(
+        _lines(job, what),
+        media_type="application/x-ndjson",
+        headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _lines(job: Callable[[Emit], None], what: str) -> AsyncIterator[bytes]:
+    import anyio
+    import anyio.from_thread
+    import anyio.to_thread
+
+    send, receive = anyio.create_memory_object_stream[bytes](max_buffer_size=math.inf)
+    finished = False
+
+    def emit(data: dict[str, Any]) -> None:
+        nonlocal finished
+        if finished:
+            return
+        finished = data["event"] in _TERMINAL
+        line = _json.dumps(data) + b"\n"
+        # The reader may be gone (a closed tab): the run goes on and is still persisted, so
+        # a dropped line must never raise into the host's recorder.
+        try:
+            anyio.from_thread.run_sync(send.send_nowait, line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+    def work() -> None:
+        try:
+            job(emit)
+        except Exception:
+            logger().error("nrllm.inspector.stream_failed", what=what, exc_info=True)
+            emit({"event": "error", "error": _UNEXPECTED})
+        finally:
+            if not finished:
+                emit({"event": "error", "error": _UNEXPECTED})
+            anyio.from_thread.run_sync(send.close)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, work)
+        async with receive:
+            async for line in receive:
+                yield line

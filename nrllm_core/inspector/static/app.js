@@ -1,0 +1,239 @@
+// The inspector page: the three views, their forms and lists. No markup is ever parsed.
+
+import { clear, el, pretty } from "./dom.js";
+import { stepCard } from "./steps.js";
+import { pendingList, readError, streamRun } from "./stream.js";
+
+const $ = (id) => document.getElementById(id);
+
+async function getJson(url) {
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  if (!response.ok) throw new Error(await readError(response));
+  return response.json();
+}
+
+function showError(container, message) {
+  clear(container);
+  container.append(el("div", { class: "error", role: "alert" }, el("p", { text: message })));
+}
+
+// -- navigation ---------------------------------------------------------------------------
+
+const loaders = { runs: loadRuns, approvals: loadApprovals };
+
+function show(view) {
+  const name = ["playground", "runs", "approvals"].includes(view) ? view : "playground";
+  for (const section of document.querySelectorAll(".view")) {
+    section.hidden = section.id !== `view-${name}`;
+  }
+  for (const link of document.querySelectorAll("nav a")) {
+    if (link.dataset.view === name) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  loaders[name]?.();
+}
+
+// -- playground ---------------------------------------------------------------------------
+
+function options(select, names, { blank, chosen } = {}) {
+  clear(select);
+  if (blank) select.append(el("option", { value: "", text: blank }));
+  for (const name of names) select.append(el("option", { value: name, text: name, selected: name === chosen }));
+}
+
+async function loadConfig() {
+  try {
+    const config = await getJson("api/config");
+    options($("provider"), config.providers, { chosen: config.default_provider });
+    options($("skill"), config.skills, { blank: "(no skill)" });
+    options($("tool"), config.tools);
+    $("who").textContent = `Acting as ${config.actor}; the audit keeps: ${config.privacy_level}`;
+  } catch (error) {
+    showError($("playground-output"), `The configuration could not be read: ${error.message}`);
+  }
+}
+
+function mode() {
+  return document.querySelector('input[name="mode"]:checked').value;
+}
+
+function syncMode() {
+  const direct = mode() === "tool";
+  $("prompt-fields").hidden = direct;
+  $("tool-fields").hidden = !direct;
+  $("skill").disabled = direct;
+  $("max-rounds").disabled = direct;
+}
+
+async function submitRun(event) {
+  event.preventDefault();
+  const output = $("playground-output");
+  const button = $("run-button");
+  let url;
+  let body;
+  if (mode() === "tool") {
+    let args;
+    try {
+      args = JSON.parse($("arguments").value || "{}");
+    } catch {
+      showError(output, "The arguments are not valid JSON.");
+      return;
+    }
+    if (typeof args !== "object" || args === null || Array.isArray(args)) {
+      showError(output, "The arguments must be a JSON object.");
+      return;
+    }
+    url = "api/invoke";
+    body = { tool: $("tool").value, arguments: args, provider: $("provider").value || null };
+  } else {
+    const prompt = $("prompt").value.trim();
+    if (!prompt) {
+      showError(output, "Type a prompt first.");
+      return;
+    }
+    const rounds = $("max-rounds").value;
+    url = "api/run";
+    body = {
+      prompt,
+      provider: $("provider").value || null,
+      skill: $("skill").value || null,
+      max_rounds: rounds ? Number(rounds) : null,
+    };
+  }
+  button.disabled = true;
+  try {
+    await streamRun(url, body, output, { running: $("running") });
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// -- runs (the audit view) ----------------------------------------------------------------
+
+async function loadRuns() {
+  const list = $("runs-list");
+  try {
+    const data = await getJson("api/runs");
+    clear(list);
+    if (data.runs.length === 0) {
+      list.append(el("p", { class: "muted", text: "No runs are stored yet." }));
+      return;
+    }
+    const columns = ["started_at", "run_id", "kind", "status", "provider", "zone", "skill", "steps"];
+    list.append(
+      el(
+        "table",
+        { class: "table runs" },
+        el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", text: c.replace("_", " ") })))),
+        el(
+          "tbody",
+          {},
+          data.runs.map((run) =>
+            el(
+              "tr",
+              {},
+              columns.map((c) =>
+                c === "run_id"
+                  ? el("td", {}, el("button", { type: "button", class: "link", text: run.run_id, onclick: () => loadRun(run.run_id) }))
+                  : el("td", { text: String(run[c] ?? "") }),
+              ),
+            ),
+          ),
+        ),
+      ),
+    );
+  } catch (error) {
+    showError(list, `The runs could not be read: ${error.message}`);
+  }
+}
+
+async function loadRun(runId) {
+  const detail = $("run-detail");
+  try {
+    const data = await getJson(`api/runs/${encodeURIComponent(runId)}`);
+    clear(detail);
+    detail.append(
+      el("h3", { text: `Run ${data.run.run_id}` }),
+      el("p", {
+        class: "note audit",
+        text: `Audit view: the persisted timeline, filtered at privacy level "${data.privacy_level}". Content the level does not keep is absent.`,
+      }),
+      el("pre", { class: "pre", text: pretty(data.run) }),
+      el("ol", { class: "steps", "aria-label": "Stored steps" }, data.steps.map(stepCard)),
+    );
+    detail.querySelector("h3").scrollIntoView({ block: "nearest" });
+  } catch (error) {
+    showError(detail, `The run could not be read: ${error.message}`);
+  }
+}
+
+// -- approvals inbox ----------------------------------------------------------------------
+
+async function loadApprovals() {
+  const list = $("approvals-list");
+  try {
+    const data = await getJson("api/approvals");
+    clear(list);
+    if (data.approvals.length === 0) {
+      list.append(el("p", { class: "muted", text: "No run is waiting for approval." }));
+      return;
+    }
+    list.append(el("ul", { class: "inbox" }, data.approvals.map(inboxEntry)));
+  } catch (error) {
+    showError(list, `The inbox could not be read: ${error.message}`);
+  }
+}
+
+function inboxEntry(entry) {
+  const run = entry.run;
+  const heading = el("h3", { text: `Run ${run.run_id}` });
+  const meta = el("p", {
+    class: "muted",
+    text: `provider ${run.provider ?? "—"}, skill ${run.skill ?? "—"}, started by ${run.actor ?? "?"} at ${run.started_at}`,
+  });
+  if (typeof entry.error === "string") {
+    return el("li", { class: "entry" }, heading, meta, el("p", { class: "error", role: "alert", text: entry.error }));
+  }
+  const decide = (approve) => async () => {
+    for (const button of document.querySelectorAll(".decide")) button.disabled = true;
+    try {
+      await streamRun(
+        `api/approvals/${encodeURIComponent(run.run_id)}`,
+        { approve, turn_digest: entry.turn_digest },
+        $("approval-output"),
+        { running: $("approval-running") },
+      );
+    } finally {
+      await loadApprovals();
+    }
+  };
+  return el(
+    "li",
+    { class: "entry", "data-run": run.run_id },
+    heading,
+    meta,
+    pendingList(entry.pending),
+    el("p", { class: "digest", text: `Turn digest: ${entry.turn_digest}` }),
+    el(
+      "div",
+      { class: "row" },
+      el("button", { type: "button", class: "decide approve", text: "Approve", onclick: decide(true) }),
+      el("button", { type: "button", class: "decide deny", text: "Deny", onclick: decide(false) }),
+    ),
+  );
+}
+
+// -- start --------------------------------------------------------------------------------
+
+function start() {
+  $("run-form").addEventListener("submit", submitRun);
+  for (const radio of document.querySelectorAll('input[name="mode"]')) radio.addEventListener("change", syncMode);
+  $("runs-refresh").addEventListener("click", loadRuns);
+  $("approvals-refresh").addEventListener("click", loadApprovals);
+  window.addEventListener("hashchange", () => show(location.hash.slice(1)));
+  syncMode();
+  loadConfig();
+  show(location.hash.slice(1));
+}
+
+start();

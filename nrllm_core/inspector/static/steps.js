@@ -1,0 +1,118 @@
+// The step inspector: one card per run step, with Result, Arguments and (when there are
+// any) Artifacts tabs. Artifacts are attacker-influenceable: they only ever become text nodes.
+
+import { el, pretty } from "./dom.js";
+import { tabSet } from "./tabs.js";
+
+export function stepCard(step) {
+  const header = el(
+    "div",
+    { class: "step-head" },
+    el("span", { class: `kind kind-${safeClass(step.kind)}`, text: String(step.kind ?? "step") }),
+    el("span", { class: "seq", text: `#${step.sequence ?? "?"}` }),
+    el("span", { class: "round", text: `round ${step.round ?? "?"}` }),
+    el("span", { class: "summary", text: summary(step) }),
+  );
+  const tabs = [
+    { name: "Result", render: () => resultView(step) },
+    { name: "Arguments", render: () => argumentsView(step) },
+  ];
+  if (Array.isArray(step.tool_artifacts) && step.tool_artifacts.length > 0) {
+    tabs.push({ name: "Artifacts", render: () => artifacts(step.tool_artifacts) });
+  }
+  tabs.push({ name: "Step", render: () => el("pre", { class: "pre", text: pretty(step) }) });
+  return el(
+    "li",
+    { class: "step", "data-kind": String(step.kind ?? "") },
+    header,
+    tabSet(`Step ${step.sequence ?? ""} details`, tabs),
+  );
+}
+
+function safeClass(kind) {
+  return typeof kind === "string" && /^[a-z]+$/.test(kind) ? kind : "other";
+}
+
+function summary(step) {
+  if (step.kind === "tool") {
+    const state = step.tool_is_error ? "error" : "ok";
+    return `${step.tool_name ?? "tool"} (${state})`;
+  }
+  if (step.kind === "llm" && Array.isArray(step.requested_tool_calls)) {
+    return `asks for ${step.requested_tool_calls.map((c) => c?.name).join(", ")}`;
+  }
+  if (step.kind === "llm") return String(step.finish_reason ?? "");
+  if (step.kind === "approval") return `${step.decision ?? ""} by ${step.approver ?? "?"}`;
+  if (step.kind === "gate") return `provider ${step.provider ?? "none"}`;
+  if (step.content_redacted) return "content not kept";
+  return "";
+}
+
+function resultView(step) {
+  if (step.kind === "tool") {
+    return el("pre", { class: "pre", text: typeof step.tool_result === "string" ? step.tool_result : "" });
+  }
+  if (typeof step.content === "string") return el("pre", { class: "pre", text: step.content });
+  if (step.kind === "gate" && Array.isArray(step.decisions)) return decisionsTable(step.decisions);
+  return el("p", { class: "muted", text: "No result on this step." });
+}
+
+function argumentsView(step) {
+  if (step.kind === "tool" && step.tool_arguments !== undefined) {
+    return el("pre", { class: "pre", text: pretty(step.tool_arguments) });
+  }
+  if (Array.isArray(step.requested_tool_calls)) {
+    return el("pre", { class: "pre", text: pretty(step.requested_tool_calls) });
+  }
+  if (Array.isArray(step.messages_sent)) {
+    return el("pre", { class: "pre", text: pretty(step.messages_sent) });
+  }
+  return el("p", { class: "muted", text: "No arguments on this step." });
+}
+
+function decisionsTable(decisions) {
+  const columns = ["tool", "offered", "reason", "data_class", "zone", "ceiling"];
+  return table(
+    columns,
+    decisions.map((d) => columns.map((c) => (d && d[c] !== undefined ? d[c] : ""))),
+    "table",
+  );
+}
+
+export function artifacts(list) {
+  return el("div", { class: "artifacts" }, list.map(artifact));
+}
+
+function artifact(a) {
+  const label = a && typeof a.label === "string" && a.label !== "" ? a.label : "Artifact";
+  const data = a && typeof a.data === "object" && a.data !== null ? a.data : {};
+  let body;
+  if (a?.type === "table" && Array.isArray(data.columns) && Array.isArray(data.rows)) {
+    body = table(data.columns, data.rows, "artifact-table");
+  } else if (a?.type === "text") {
+    body = el("pre", { class: "pre", text: typeof data.text === "string" ? data.text : "" });
+  } else {
+    // An unknown or masked shape is shown as data, never interpreted.
+    body = el("pre", { class: "pre", text: a === null || a === undefined ? "" : pretty(a) });
+  }
+  return el("div", { class: "artifact" }, el("div", { class: "artifact-label", text: label }), body);
+}
+
+function cellText(value) {
+  return typeof value === "string" ? value : String(value);
+}
+
+function table(columns, rows, className) {
+  return el(
+    "table",
+    { class: className },
+    el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", text: cellText(c) })))),
+    el(
+      "tbody",
+      {},
+      rows.map((row) =>
+        el("tr", {}, Array.isArray(row) ? row.map((cell) => el("td", { text: cellText(cell) })) : []),
+      ),
+    ),
+  );
+}

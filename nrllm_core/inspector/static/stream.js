@@ -1,0 +1,158 @@
+// The live run stream: POST, read NDJSON line by line, render each event as it arrives.
+
+import { clear, el, pretty } from "./dom.js";
+import { stepCard } from "./steps.js";
+
+export async function postJson(url, body) {
+  return fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
+    body: JSON.stringify(body),
+  });
+}
+
+export async function readError(response) {
+  try {
+    const data = await response.json();
+    if (data && typeof data.error === "string") return data.error;
+  } catch {
+    // Not JSON: fall through to the status line.
+  }
+  return `The server answered ${response.status} ${response.statusText}.`;
+}
+
+// Streams `url` into `container`; `onTerminal(event)` sees the terminal event (or a
+// synthesised error). Resolves when the stream ends.
+export async function streamRun(url, body, container, { onTerminal = () => {}, running } = {}) {
+  clear(container);
+  const view = runView(container);
+  if (running) running.hidden = false;
+  container.setAttribute("aria-busy", "true");
+  let terminal = null;
+  const finish = (event) => {
+    terminal = event;
+    view.terminal(event);
+    onTerminal(event);
+  };
+  try {
+    const response = await postJson(url, body);
+    if (!response.ok || !response.body) {
+      finish({ event: "error", error: await readError(response) });
+      return;
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      const lines = buffer.split("\n");
+      buffer = lines.pop();
+      for (const line of lines) {
+        const event = parse(line);
+        if (!event) continue;
+        if (event.event === "context") view.context(event);
+        else if (event.event === "step") view.step(event.step);
+        else finish(event);
+      }
+    }
+    const last = parse(buffer);
+    if (last && last.event !== "step" && last.event !== "context") finish(last);
+    if (!terminal) finish({ event: "error", error: "The stream ended without an outcome." });
+  } catch {
+    if (!terminal) finish({ event: "error", error: "The connection to the inspector was lost." });
+  } finally {
+    if (running) running.hidden = true;
+    container.removeAttribute("aria-busy");
+  }
+}
+
+function parse(line) {
+  const text = line.trim();
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+function runView(container) {
+  const label = el("p", {
+    class: "note live",
+    text: "Live view: each step as it happens, unfiltered, from memory. The Runs page shows what the audit kept.",
+  });
+  const context = el("dl", { class: "context", hidden: true });
+  const steps = el("ol", { class: "steps", "aria-label": "Run steps" });
+  const outcome = el("div", { class: "outcome", "aria-live": "polite" });
+  container.append(label, context, steps, outcome);
+  return {
+    context(event) {
+      context.hidden = false;
+      const offered = Array.isArray(event.offered) ? event.offered.join(", ") : "";
+      for (const [term, value] of [
+        ["Provider", event.provider ?? (event.direct ? "none: a direct call" : "none")],
+        ["Zone", event.zone ?? "—"],
+        ["Ceiling", event.ceiling ?? "—"],
+        ["Skill", event.skill ?? "—"],
+        ["Offered tools", offered || "none"],
+      ]) {
+        context.append(el("dt", { text: term }), el("dd", { text: String(value) }));
+      }
+    },
+    step(step) {
+      steps.append(stepCard(step));
+    },
+    terminal(event) {
+      clear(outcome);
+      outcome.append(outcomeView(event));
+    },
+  };
+}
+
+function outcomeView(event) {
+  if (event.event === "done") {
+    return el(
+      "div",
+      { class: "done", "data-outcome": "done" },
+      el("h3", { text: "Done" }),
+      el("pre", { class: "pre", text: typeof event.final_content === "string" ? event.final_content : "" }),
+    );
+  }
+  if (event.event === "awaiting_approval") {
+    return el(
+      "div",
+      { class: "waiting", "data-outcome": "awaiting_approval" },
+      el("h3", { text: "Awaiting approval" }),
+      el("p", {}, `Run ${event.run_id} waits for a decision. `, el("a", { href: "#approvals", text: "Open the approvals inbox" }), "."),
+      pendingList(event.pending),
+      el("p", { class: "digest", text: `Turn digest: ${event.turn_digest ?? ""}` }),
+    );
+  }
+  return el(
+    "div",
+    { class: "error", role: "alert", "data-outcome": "error" },
+    el("h3", { text: "Error" }),
+    el("p", { text: typeof event.error === "string" ? event.error : "The run failed." }),
+  );
+}
+
+export function pendingList(pending) {
+  const items = Array.isArray(pending) ? pending : [];
+  return el(
+    "ul",
+    { class: "pending" },
+    items.map((call) =>
+      el(
+        "li",
+        {},
+        el("strong", { text: String(call?.name ?? "") }),
+        el("span", { class: "muted", text: call?.requires_approval ? " needs approval" : " runs with the turn" }),
+        el("pre", { class: "pre", text: pretty(call?.arguments ?? {}) }),
+        Array.isArray(call?.preview) && call.preview.length > 0
+          ? el("pre", { class: "pre preview", text: call.preview.join("\n") })
+          : el("p", { class: "muted", text: call?.preview_failed ? "The preview failed." : "No preview." }),
+      ),
+    ),
+  );
+}

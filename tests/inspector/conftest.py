@@ -1,0 +1,151 @@
+"""A host on scripted providers and in-test tools, for the inspector's API and browser tests."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nrllm_core import DataClass, Tool, ToolArtifact, ToolContext, ToolResult, hookimpl, tool
+from nrllm_core._host import Host
+
+HOSTILE_LABEL = "<img src=x onerror=\"document.title='pwned-label'\">"
+HOSTILE_CELL = "<script>document.title='pwned-cell'</script>"
+HOSTILE_TEXT = "<img src=x onerror=alert(1)><b>bold?</b>"
+
+# Holds the `wait` tool until a test lets it go, so a run can be watched mid-flight.
+RELEASE = threading.Event()
+
+
+@tool(group="inspector", data_class=DataClass.PUBLIC_CONTENT)
+def table_tool(city: str) -> ToolResult:
+    """A table of one city."""
+    return ToolResult.text(
+        f"{city}: 2 rows",
+        ToolArtifact.table(["city", "people"], [[city, "1000"], ["Other", "7"]], label="Cities"),
+    )
+
+
+@tool(group="inspector", data_class=DataClass.PUBLIC_CONTENT)
+def plain_tool() -> ToolResult:
+    """No artifacts at all."""
+    return ToolResult.text("plain answer")
+
+
+@tool(group="inspector", data_class=DataClass.PUBLIC_CONTENT)
+def hostile_tool() -> ToolResult:
+    """Artifacts holding markup, as an attacker-influenced source could."""
+    return ToolResult.text(
+        "hostile",
+        ToolArtifact.table(["name", HOSTILE_CELL], [[HOSTILE_CELL, "x"]], label=HOSTILE_LABEL),
+        ToolArtifact.text(HOSTILE_TEXT),
+    )
+
+
+@tool(group="inspector", data_class=DataClass.PUBLIC_CONTENT)
+def wait_tool() -> ToolResult:
+    """Blocks until the test releases it."""
+    RELEASE.wait(timeout=30)
+    return ToolResult.text("released")
+
+
+class SendTool(Tool):
+    name = "send_mail"
+    description = "Sends a mail; a person approves first."
+    group = "inspector"
+    data_class = DataClass.PUBLIC_CONTENT
+    requires_approval = True
+    parameters = {  # noqa: RUF012 - the Tool base class declares it as a class attribute
+        "type": "object",
+        "properties": {"to": {"type": "string"}},
+        "required": ["to"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        return ToolResult.text(f"sent to {arguments['to']}")
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str]:
+        return [f"To: {arguments['to']}", "Subject: hello"]
+
+
+class InspectorTools:
+    @hookimpl
+    def nrllm_register_tools(self, registry: Any) -> None:
+        for t in (table_tool, plain_tool, hostile_tool, wait_tool, SendTool()):
+            registry.register(t)
+
+
+def _calls(*names_and_args: tuple[str, dict[str, Any]]) -> str:
+    calls = ", ".join(
+        f'{{ name = "{name}", id = "c{i}", arguments = {_toml(args)} }}'
+        for i, (name, args) in enumerate(names_and_args)
+    )
+    return f'[[turns]]\ncontent = "Calling."\ntool_calls = [{calls}]\n'
+
+
+def _toml(args: dict[str, Any]) -> str:
+    return "{ " + ", ".join(f'{k} = "{v}"' for k, v in args.items()) + " }"
+
+
+def _final(text: str) -> str:
+    return f'[[turns]]\ncontent = "{text}"\n'
+
+
+SCRIPTS = {
+    "demo": _calls(("table_tool", {"city": "Oslo"}), ("plain_tool", {})) + _final("Oslo it is."),
+    "hostile": _calls(("hostile_tool", {})) + _final("Shown as text."),
+    "mail": _calls(("send_mail", {"to": "ops@example.org"})) + _final("Mail sent."),
+    "slow": _calls(("wait_tool", {})) + _final("Waited."),
+    "empty": "turns = []\n",
+}
+
+
+def write_config(folder: Path) -> Path:
+    sections = []
+    for name, script in SCRIPTS.items():
+        (folder / f"{name}.toml").write_text(script, encoding="utf-8")
+        sections.append(
+            f'[providers.{name}]\nkind = "scripted"\nscript = "{name}.toml"\ntrust_zone = "local"\n'
+        )
+    sections.append('[defaults]\nprovider = "demo"\n')
+    sections.append('[skills.tables]\nallowed_tools = ["table_tool"]\n')
+    sections.append('[actor]\nid = "operator"\n')
+    path = folder / "nrllm.toml"
+    path.write_text("\n".join(sections), encoding="utf-8")
+    return path
+
+
+def make_host(folder: Path, environ: dict[str, str] | None = None) -> Host:
+    return Host.from_config(
+        write_config(folder),
+        plugins=[InspectorTools()],
+        load_entry_points=False,
+        data_dir=folder / "data",
+        environ=environ or {},
+    )
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return make_host(tmp_path)
+
+
+@pytest.fixture
+def host_factory() -> Any:
+    return make_host
+
+
+@pytest.fixture
+def hostile() -> dict[str, str]:
+    return {"label": HOSTILE_LABEL, "cell": HOSTILE_CELL, "text": HOSTILE_TEXT}
+
+
+@pytest.fixture
+def release() -> Any:
+    """The event the `wait` tool blocks on; cleared before and set after each test."""
+    RELEASE.clear()
+    yield RELEASE
+    RELEASE.set()

@@ -1,0 +1,498 @@
+"""The inspector's ASGI app through Starlette's TestClient: the gate, the API and the stream."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+from structlog.testing import capture_logs
+
+from nrllm_core import _json
+from nrllm_core._host import ApprovalRefused
+from nrllm_core.inspector import create_app
+
+TOKEN = "test-token-123"
+ORIGIN = "http://127.0.0.1:8765"
+STATIC = Path(__file__).resolve().parents[2] / "nrllm_core" / "inspector" / "static"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+@pytest.fixture
+def anonymous(host):
+    with TestClient(create_app(host, token=TOKEN), base_url=ORIGIN) as client:
+        yield client
+
+
+@pytest.fixture
+def client(anonymous):
+    assert anonymous.get(f"/?token={TOKEN}", follow_redirects=False).status_code == 303
+    return anonymous
+
+
+def post(client, path, body, **headers):
+    return client.post(path, json=body, headers={"Origin": ORIGIN, **headers})
+
+
+def events(response):
+    """Each NDJSON line, checked to be the canonical encoding of its object."""
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/x-ndjson"
+    lines = response.content.split(b"\n")
+    assert lines[-1] == b""
+    parsed = [json.loads(line) for line in lines[:-1]]
+    assert [_json.dumps(p) for p in parsed] == lines[:-1]
+    return parsed
+
+
+def assert_secured(response):
+    assert response.headers["content-security-policy"] == CSP
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "no-referrer"
+
+
+# -- the gate ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/config", "/api/runs"])
+def test_every_page_needs_the_token(anonymous, path):
+    response = anonymous.get(path)
+    assert response.status_code == 401
+    assert "token" in response.text
+    assert_secured(response)
+
+
+def test_a_post_without_the_cookie_is_refused_before_the_origin_check(anonymous):
+    assert post(anonymous, "/api/run", {"prompt": "hi"}).status_code == 401
+
+
+def test_the_token_is_swapped_for_a_strict_httponly_cookie_and_a_redirect(anonymous):
+    response = anonymous.get(f"/api/runs?limit=3&token={TOKEN}", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/api/runs?limit=3"
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith(f"nrllm_inspector={TOKEN};")
+    attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert attributes == {"httponly", "path=/", "samesite=strict"}
+    assert_secured(response)
+    assert anonymous.get("/api/runs").status_code == 200
+
+
+@pytest.mark.parametrize("offered", ["wrong", TOKEN + "x", "", TOKEN[:-1]])
+def test_a_wrong_token_gets_401_and_no_cookie(anonymous, offered):
+    response = anonymous.get(f"/?token={offered}", follow_redirects=False)
+    assert response.status_code == 401
+    assert "set-cookie" not in response.headers
+    assert anonymous.get("/").status_code == 401
+
+
+def test_a_forged_cookie_gets_401(anonymous):
+    anonymous.cookies.set("nrllm_inspector", "guess")
+    assert anonymous.get("/").status_code == 401
+
+
+def test_the_token_is_not_accepted_on_a_post(client):
+    response = client.post(f"/api/run?token={TOKEN}", json={"prompt": "hi"})
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:9999"},
+        {"Origin": "null"},
+        {"Referer": "http://evil.example/page"},
+    ],
+)
+def test_a_post_from_another_origin_gets_403(client, headers):
+    response = client.post("/api/run", json={"prompt": "hi"}, headers=headers)
+    assert response.status_code == 403
+    assert_secured(response)
+    assert client.get("/api/runs").json() == {"runs": []}
+
+
+def test_a_matching_referer_stands_in_for_a_missing_origin(client):
+    response = client.post(
+        "/api/run", json={"prompt": "hi"}, headers={"Referer": f"{ORIGIN}/#playground"}
+    )
+    assert events(response)[-1]["event"] == "done"
+
+
+def test_state_changing_routes_refuse_get(client):
+    assert client.get("/api/run").status_code == 405
+    assert client.get("/api/approvals/some-run").status_code == 405
+
+
+def test_the_page_and_assets_carry_the_security_headers(client):
+    page = client.get("/")
+    assert page.status_code == 200
+    assert_secured(page)
+    assert '<script type="module" src="static/app.js"></script>' in page.text
+    script = client.get("/static/app.js")
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert_secured(script)
+
+
+def test_create_app_refuses_an_empty_token(host):
+    with pytest.raises(ValueError, match="non-empty token"):
+        TestClient(create_app(host, token="")).get("/")
+
+
+def test_the_app_mounts_inside_a_hosts_own_app(host):
+    outer = Starlette(routes=[Mount("/inspector", app=create_app(host, token=TOKEN))])
+    with TestClient(outer, base_url=ORIGIN) as client:
+        assert client.get("/inspector/").status_code == 401
+        swap = client.get(f"/inspector/?token={TOKEN}", follow_redirects=False)
+        assert swap.headers["location"] == "/inspector/"
+        assert client.get("/inspector/api/config").json()["default_provider"] == "demo"
+        stream = post(client, "/inspector/api/run", {"prompt": "hi"})
+        assert events(stream)[-1]["final_content"] == "Oslo it is."
+
+
+# -- the shipped sources -------------------------------------------------------------------------
+
+FORBIDDEN = re.compile(
+    r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\b|new\s+Function|srcdoc"
+)
+
+
+def test_the_shipped_javascript_never_parses_markup_or_code():
+    sources = sorted(STATIC.glob("*.js"))
+    assert {p.name for p in sources} >= {"app.js", "dom.js", "steps.js", "stream.js", "tabs.js"}
+    offenders = {
+        p.name: FORBIDDEN.findall(p.read_text(encoding="utf-8"))
+        for p in sources
+        if FORBIDDEN.search(p.read_text(encoding="utf-8"))
+    }
+    assert offenders == {}
+
+
+def test_the_scan_would_catch_each_forbidden_call():
+    for call in ["x.innerHTML = s", "x.outerHTML=s", "insertAdjacentHTML(", "document.write(s)"]:
+        assert FORBIDDEN.search(call)
+    assert FORBIDDEN.search("eval(code)")
+    assert FORBIDDEN.search("new Function('return 1')")
+
+
+def test_no_asset_comes_from_another_site_and_no_script_is_inline():
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r"<script(?![^>]*\bsrc=)", page) == []
+    assert re.findall(r"\son[a-z]+\s*=", page) == []
+    for path in STATIC.iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert re.findall(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text) == [], path.name
+        assert "@import" not in text
+
+
+# -- the API -------------------------------------------------------------------------------------
+
+
+def test_config_lists_providers_skills_and_tools(client):
+    config = client.get("/api/config").json()
+    assert config["providers"] == ["demo", "empty", "hostile", "mail", "slow"]
+    assert config["default_provider"] == "demo"
+    assert config["skills"] == ["tables"]
+    assert "table_tool" in config["tools"]
+    assert "send_mail" in config["tools"]
+    assert config["actor"] == "operator"
+    assert config["privacy_level"] == "metadata"
+
+
+def test_a_run_streams_context_then_each_step_then_one_terminal(client):
+    stream = events(post(client, "/api/run", {"prompt": "Where?", "provider": "demo"}))
+    context, *steps, terminal = stream
+    assert context == {
+        "event": "context",
+        "provider": "demo",
+        "zone": "local",
+        "ceiling": "secretAdjacent",
+        "skill": None,
+        "offered": ["hostile_tool", "plain_tool", "send_mail", "table_tool", "wait_tool"],
+    }
+    assert all(e["event"] == "step" for e in steps)
+    kinds = [e["step"]["kind"] for e in steps]
+    assert kinds == ["gate", "request", "llm", "tool", "tool", "request", "llm"]
+    assert [e["step"]["sequence"] for e in steps] == list(range(1, 8))
+    table_step, plain_step = steps[3]["step"], steps[4]["step"]
+    assert table_step["tool_name"] == "table_tool"
+    assert table_step["tool_artifacts"] == [
+        {
+            "type": "table",
+            "label": "Cities",
+            "data": {"columns": ["city", "people"], "rows": [["Oslo", "1000"], ["Other", "7"]]},
+        }
+    ]
+    assert "tool_artifacts" not in plain_step
+    run_id = terminal["run_id"]
+    assert terminal == {
+        "event": "done",
+        "run_id": run_id,
+        "status": "completed",
+        "termination_reason": "completed",
+        "final_content": "Oslo it is.",
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+    }
+    assert {s["step"]["run_id"] for s in steps} == {run_id}
+
+
+def test_a_skill_narrows_the_offered_tools_in_the_context(client):
+    context = events(post(client, "/api/run", {"prompt": "x", "skill": "tables"}))[0]
+    assert context["skill"] == "tables"
+    assert context["offered"] == ["table_tool"]
+
+
+def test_the_runs_page_is_the_filtered_audit_view(client):
+    run_id = events(post(client, "/api/run", {"prompt": "Where?"}))[-1]["run_id"]
+    runs = client.get("/api/runs").json()["runs"]
+    assert [(r["run_id"], r["status"], r["steps"]) for r in runs] == [(run_id, "completed", 7)]
+    detail = client.get(f"/api/runs/{run_id}").json()
+    assert detail["privacy_level"] == "metadata"
+    assert detail["run"]["run_id"] == run_id
+    tool_step = detail["steps"][3]
+    assert tool_step["sequence"] == 4
+    assert tool_step["tool_name"] == "table_tool"
+    # The live stream showed these; the stored copy at "metadata" keeps only their shape.
+    assert "tool_result" not in tool_step
+    assert "tool_artifacts" not in tool_step
+    assert tool_step["tool_artifact_types"] == ["table"]
+    assert client.get("/api/runs/unknown").status_code == 404
+
+
+def test_a_direct_tool_call_streams_its_one_step_and_the_wire(client):
+    stream = events(
+        post(client, "/api/invoke", {"tool": "table_tool", "arguments": {"city": "Rome"}})
+    )
+    context, step, done = stream
+    assert context["direct"] is True
+    assert context["offered"] == ["table_tool"]
+    assert step["step"]["tool_arguments"] == {"city": "Rome"}
+    assert step["step"]["tool_artifacts"][0]["data"]["rows"][0] == ["Rome", "1000"]
+    assert done["event"] == "done"
+    assert done["run_id"] == step["step"]["run_id"]
+    assert done["wire"]["content"] == "Rome: 2 rows"
+    assert "tool_artifacts" not in done["wire"]
+
+
+def test_a_direct_call_through_a_provider_gets_that_providers_context(client):
+    context = events(post(client, "/api/invoke", {"tool": "plain_tool", "provider": "mail"}))[0]
+    assert context["provider"] == "mail"
+    assert context["zone"] == "local"
+
+
+def test_a_provider_failure_ends_with_its_readable_error(client):
+    *_, terminal = events(post(client, "/api/run", {"prompt": "x", "provider": "empty"}))
+    assert terminal["event"] == "error"
+    assert "ran out after 0 turns" in terminal["error"]
+
+
+def test_an_unexpected_exception_never_reaches_the_page(client, host, monkeypatch):
+    def explode(*args, **kwargs):
+        raise RuntimeError("sk-secret-value in a traceback")
+
+    monkeypatch.setattr(host, "run", explode)
+    with capture_logs() as logs:
+        stream = events(post(client, "/api/run", {"prompt": "x"}))
+    assert [e["event"] for e in stream] == ["context", "error"]
+    assert "sk-secret" not in json.dumps(stream)
+    assert "unexpected error" in stream[-1]["error"]
+    assert [log["event"] for log in logs if log["log_level"] == "error"] == [
+        "nrllm.inspector.stream_failed"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/api/run", {}, '"prompt" is required.'),
+        ("/api/run", {"prompt": "   "}, '"prompt" is required.'),
+        ("/api/run", {"prompt": 3}, '"prompt" must be a string.'),
+        ("/api/run", {"prompt": "x", "provider": "nope"}, 'No provider named "nope"'),
+        ("/api/run", {"prompt": "x", "skill": "nope"}, 'No skill named "nope"'),
+        ("/api/run", {"prompt": "x", "max_rounds": 0}, '"max_rounds" must be'),
+        ("/api/run", {"prompt": "x", "max_rounds": True}, '"max_rounds" must be'),
+        ("/api/run", ["x"], "must be a JSON object"),
+        ("/api/invoke", {"tool": "plain_tool", "arguments": [1]}, "must be a JSON object"),
+        ("/api/invoke", {"arguments": {}}, '"tool" is required.'),
+        ("/api/invoke", {"tool": "plain_tool", "provider": "nope"}, 'No provider named "nope"'),
+        ("/api/approvals/r1", {"approve": "yes", "turn_digest": "d"}, '"approve" must be'),
+        ("/api/approvals/r1", {"approve": True}, '"turn_digest" is required.'),
+    ],
+)
+def test_bad_requests_get_400_with_a_readable_message(client, path, body, message):
+    response = post(client, path, body)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_a_body_that_is_not_json_is_refused(client):
+    response = client.post(
+        "/api/run", content=b"prompt=hi", headers={"Origin": ORIGIN, "Content-Type": "text/plain"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "Send the request as application/json."
+    broken = client.post(
+        "/api/run",
+        content=b"{",
+        headers={"Origin": ORIGIN, "Content-Type": "application/json"},
+    )
+    assert broken.json()["error"] == "The request is not valid JSON."
+
+
+# -- approvals -----------------------------------------------------------------------------------
+
+
+def suspend(client):
+    stream = events(post(client, "/api/run", {"prompt": "Mail ops", "provider": "mail"}))
+    terminal = stream[-1]
+    assert terminal["event"] == "awaiting_approval"
+    return terminal
+
+
+def test_a_suspended_run_ends_its_stream_awaiting_approval(client):
+    terminal = suspend(client)
+    assert terminal["pending"] == [
+        {
+            "call_id": "c0",
+            "name": "send_mail",
+            "arguments": {"to": "ops@example.org"},
+            "requires_approval": True,
+            "preview": ["To: ops@example.org", "Subject: hello"],
+            "preview_failed": False,
+        }
+    ]
+    assert re.fullmatch(r"[0-9a-f]{16,}", terminal["turn_digest"])
+
+
+def test_the_inbox_lists_the_suspended_run_and_approve_streams_the_rest(client):
+    waiting = suspend(client)
+    inbox = client.get("/api/approvals").json()["approvals"]
+    assert len(inbox) == 1
+    entry = inbox[0]
+    assert entry["run"]["run_id"] == waiting["run_id"]
+    assert entry["run"]["status"] == "awaiting_approval"
+    assert entry["pending"] == waiting["pending"]
+    assert entry["turn_digest"] == waiting["turn_digest"]
+
+    stream = events(
+        post(
+            client,
+            f"/api/approvals/{waiting['run_id']}",
+            {"approve": True, "turn_digest": waiting["turn_digest"]},
+        )
+    )
+    assert stream[0]["event"] == "context"
+    assert stream[0]["provider"] == "mail"
+    steps = [e["step"] for e in stream[1:-1]]
+    assert [s["kind"] for s in steps] == ["approval", "tool", "request", "llm"]
+    assert steps[0]["decision"] == "approved"
+    assert steps[0]["approver"] == "operator"
+    assert steps[1]["tool_result"] == "sent to ops@example.org"
+    assert stream[-1]["event"] == "done"
+    assert stream[-1]["final_content"] == "Mail sent."
+    assert client.get("/api/approvals").json() == {"approvals": []}
+
+
+def test_deny_resumes_without_running_the_call(client):
+    waiting = suspend(client)
+    stream = events(
+        post(
+            client,
+            f"/api/approvals/{waiting['run_id']}",
+            {"approve": False, "turn_digest": waiting["turn_digest"]},
+        )
+    )
+    steps = [e["step"] for e in stream if e["event"] == "step"]
+    assert steps[0]["decision"] == "denied"
+    assert all(s.get("tool_result") != "sent to ops@example.org" for s in steps)
+    assert stream[-1]["event"] == "done"
+
+
+def test_a_stale_digest_and_a_second_decision_end_with_readable_errors(client):
+    waiting = suspend(client)
+    url = f"/api/approvals/{waiting['run_id']}"
+    stale = events(post(client, url, {"approve": True, "turn_digest": "0" * 64}))
+    assert stale[-1] == {
+        "event": "error",
+        "run_id": waiting["run_id"],
+        "error": "the digest does not match the pending turn; it may be stale",
+    }
+    assert (
+        events(post(client, url, {"approve": True, "turn_digest": waiting["turn_digest"]}))[-1][
+            "event"
+        ]
+        == "done"
+    )
+    again = events(post(client, url, {"approve": True, "turn_digest": waiting["turn_digest"]}))
+    assert again[-1]["event"] == "error"
+    assert "not awaiting approval" in again[-1]["error"]
+
+
+def test_approving_an_unknown_run_is_an_error_event(client):
+    stream = events(post(client, "/api/approvals/nope", {"approve": True, "turn_digest": "d"}))
+    assert stream == [{"event": "error", "run_id": "nope", "error": "No run with this id."}]
+
+
+def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(client, host, tmp_path):
+    waiting = suspend(client)
+    other_key = base64.urlsafe_b64encode(b"k" * 32).decode()
+    stranger = type(host).from_config(
+        tmp_path / "nrllm.toml",
+        load_entry_points=False,
+        data_dir=tmp_path / "data",
+        environ={"NRLLM_STATE_KEY": other_key},
+    )
+    with TestClient(create_app(stranger, token=TOKEN), base_url=ORIGIN) as other:
+        other.get(f"/?token={TOKEN}")
+        inbox = other.get("/api/approvals").json()["approvals"]
+        assert inbox == [
+            {
+                "run": client.get("/api/approvals").json()["approvals"][0]["run"],
+                "error": "the suspended state cannot be opened.",
+            }
+        ]
+        denied = events(
+            post(
+                other,
+                f"/api/approvals/{waiting['run_id']}",
+                {"approve": True, "turn_digest": waiting["turn_digest"]},
+            )
+        )
+    assert denied[-1]["error"] == "the suspended state cannot be opened."
+
+
+# -- Host.pending --------------------------------------------------------------------------------
+
+
+def test_host_pending_returns_the_turn_of_a_suspended_run_only(client, host):
+    assert host.pending("unknown") is None
+    done = events(post(client, "/api/run", {"prompt": "x"}))[-1]
+    assert host.pending(done["run_id"]) is None
+    waiting = suspend(client)
+    pending = host.pending(waiting["run_id"])
+    assert pending is not None
+    assert pending.status == "awaiting_approval"
+    assert pending.turn_digest == waiting["turn_digest"]
+    assert [p.name for p in pending.pending] == ["send_mail"]
+    assert pending.pending[0].preview == ("To: ops@example.org", "Subject: hello")
+
+
+def test_host_pending_refuses_a_state_it_cannot_open(client, host, tmp_path):
+    waiting = suspend(client)
+    stranger = type(host).from_config(
+        tmp_path / "nrllm.toml",
+        load_entry_points=False,
+        data_dir=tmp_path / "data",
+        environ={"NRLLM_STATE_KEY": base64.urlsafe_b64encode(b"z" * 32).decode()},
+    )
+    with pytest.raises(ApprovalRefused, match=r"^the suspended state cannot be opened$"):
+        stranger.pending(waiting["run_id"])

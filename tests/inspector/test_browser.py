@@ -1,0 +1,277 @@
+"""The inspector in Debian's Chromium, driven by Playwright: nothing downloads a browser.
+
+Set NRLLM_UPDATE_SCREENSHOTS=1 to refresh docs/images/playground.png and inbox.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nrllm_core.inspector import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "browser-token"
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        message = f"no browser at {CHROMIUM}: install the Debian package chromium"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return CHROMIUM
+
+
+@pytest.fixture
+def server(host_factory: Any, tmp_path: Path) -> Iterator[str]:
+    import uvicorn
+
+    host = host_factory(tmp_path)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(host, token=TOKEN), log_level="warning", access_log=False, lifespan="off"
+    )
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not uv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
+        host.store.close()
+
+
+@pytest.fixture
+def browser(chromium: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), args=ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Watched:
+    """A page with every dialog, console error and page error it raised."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.dialogs: list[str] = []
+        self.problems: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.problems.append(f"pageerror: {error}"))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def _console(self, message: Any) -> None:
+        if message.type in ("error", "warning"):
+            self.problems.append(f"{message.type}: {message.text}")
+
+
+@pytest.fixture
+def page(browser: Any, server: str) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    watched = Watched(context.new_page())
+    response = watched.page.goto(f"{server}/?token={TOKEN}")
+    assert response is not None
+    assert response.status == 200
+    assert watched.page.url == f"{server}/"
+    watched.page.wait_for_selector("#provider option[value=demo]", state="attached")
+    try:
+        yield watched
+    finally:
+        context.close()
+    assert watched.dialogs == []
+    assert watched.problems == []
+
+
+def run_prompt(page: Any, prompt: str, provider: str) -> None:
+    page.select_option("#provider", provider)
+    page.fill("#prompt", prompt)
+    page.click("#run-button")
+
+
+def tool_step(page: Any, name: str) -> Any:
+    return page.locator(".step[data-kind=tool]").filter(has_text=name).first
+
+
+def tab_names(step: Any) -> list[str]:
+    return [t.strip() for t in step.get_by_role("tab").all_inner_texts()]
+
+
+def screenshot(page: Any, name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    assert path.read_bytes().startswith(b"\x89PNG")
+    if os.environ.get("NRLLM_UPDATE_SCREENSHOTS"):
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, IMAGES / name)
+
+
+def test_a_request_without_the_token_gets_401(browser, server):
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        for path in ["/", "/static/app.js", "/api/runs"]:
+            response = page.goto(f"{server}{path}")
+            assert response is not None
+            assert response.status == 401
+        assert page.locator("body").inner_text().startswith("A token is required")
+    finally:
+        context.close()
+
+
+def test_steps_arrive_while_the_run_streams(page, release):
+    p = page.page
+    run_prompt(p, "Wait for me", "slow")
+    # The tool blocks: the first steps are on the page while the run is still going.
+    p.wait_for_selector(".step[data-kind=llm]")
+    assert p.locator("#running").is_visible()
+    assert p.locator(".steps > li").count() == 3
+    assert p.locator(".context dd").first.inner_text() == "slow"
+    assert p.locator("[data-outcome]").count() == 0
+    assert p.locator(".note.live").inner_text().startswith("Live view:")
+    release.set()
+    p.wait_for_selector("[data-outcome=done]")
+    assert p.locator("#running").is_hidden()
+    assert p.locator(".steps > li").count() == 6
+    assert p.locator("[data-outcome=done] pre").inner_text() == "Waited."
+
+
+def test_the_artifacts_tab_renders_the_table(page, tmp_path):
+    p = page.page
+    run_prompt(p, "Which city?", "demo")
+    p.wait_for_selector("[data-outcome=done]")
+    step = tool_step(p, "table_tool")
+    assert tab_names(step) == ["Result", "Arguments", "Artifacts", "Step"]
+    step.get_by_role("tab", name="Artifacts").click()
+    panel = step.get_by_role("tabpanel").filter(has=p.locator("table"))
+    assert panel.locator(".artifact-label").inner_text() == "Cities"
+    assert panel.locator("th").all_inner_texts() == ["city", "people"]
+    assert panel.locator("tbody tr").nth(0).locator("td").all_inner_texts() == ["Oslo", "1000"]
+    assert panel.locator("tbody tr").nth(1).locator("td").all_inner_texts() == ["Other", "7"]
+    screenshot(p, "playground.png", tmp_path)
+
+
+def test_a_step_without_artifacts_has_no_artifacts_tab(page):
+    p = page.page
+    run_prompt(p, "Which city?", "demo")
+    p.wait_for_selector("[data-outcome=done]")
+    plain = tool_step(p, "plain_tool")
+    assert tab_names(plain) == ["Result", "Arguments", "Step"]
+    assert plain.get_by_role("tabpanel").first.inner_text().strip() == "plain answer"
+    for index in range(p.locator(".step[data-kind=llm]").count()):
+        assert "Artifacts" not in tab_names(p.locator(".step[data-kind=llm]").nth(index))
+
+
+def test_tabs_follow_the_arrow_keys_with_aria_state(page):
+    p = page.page
+    run_prompt(p, "Which city?", "demo")
+    p.wait_for_selector("[data-outcome=done]")
+    step = tool_step(p, "table_tool")
+    tabs = step.get_by_role("tab")
+    assert step.get_by_role("tablist").count() == 1
+    tabs.nth(0).focus()
+    p.keyboard.press("ArrowRight")
+    assert tabs.nth(1).get_attribute("aria-selected") == "true"
+    assert tabs.nth(0).get_attribute("aria-selected") == "false"
+    assert tabs.nth(1).evaluate("node => node === document.activeElement")
+    panel_id = tabs.nth(1).get_attribute("aria-controls")
+    assert p.locator(f"#{panel_id}").is_visible()
+    assert '"city": "Oslo"' in p.locator(f"#{panel_id}").inner_text()
+    p.keyboard.press("End")
+    assert tabs.nth(3).get_attribute("aria-selected") == "true"
+    p.keyboard.press("ArrowRight")
+    assert tabs.nth(0).get_attribute("aria-selected") == "true"
+    p.keyboard.press("ArrowLeft")
+    assert tabs.nth(3).get_attribute("aria-selected") == "true"
+    assert [t.get_attribute("tabindex") for t in tabs.all()] == ["-1", "-1", "-1", "0"]
+
+
+def test_hostile_artifacts_show_as_literal_text_and_run_nothing(page, hostile):
+    p = page.page
+    title = p.title()
+    run_prompt(p, "Show me", "hostile")
+    p.wait_for_selector("[data-outcome=done]")
+    step = tool_step(p, "hostile_tool")
+    step.get_by_role("tab", name="Artifacts").click()
+    panel = step.locator(".artifacts")
+    assert panel.locator(".artifact-label").all_inner_texts() == [hostile["label"], "Artifact"]
+    assert panel.locator("th").all_inner_texts() == ["name", hostile["cell"]]
+    assert panel.locator("td").all_inner_texts() == [hostile["cell"], "x"]
+    assert panel.locator("pre").inner_text() == hostile["text"]
+    # Nothing was injected: the page has no image, no bold, only its own module script.
+    assert p.locator("img").count() == 0
+    assert p.locator(".artifacts b").count() == 0
+    assert p.locator("script").count() == 1
+    assert p.title() == title
+    p.wait_for_timeout(200)
+
+
+def test_approve_a_suspended_run_from_the_inbox(page, tmp_path):
+    p = page.page
+    run_prompt(p, "Mail ops", "mail")
+    p.wait_for_selector("[data-outcome=awaiting_approval]")
+    assert "To: ops@example.org" in p.locator(".outcome .preview").inner_text()
+    p.click("text=Open the approvals inbox")
+    entry = p.locator(".inbox .entry")
+    entry.wait_for()
+    assert entry.count() == 1
+    assert entry.locator(".preview").inner_text() == "To: ops@example.org\nSubject: hello"
+    assert entry.locator(".digest").inner_text().startswith("Turn digest: ")
+    screenshot(p, "inbox.png", tmp_path)
+    entry.get_by_role("button", name="Approve").click()
+    p.wait_for_selector("#approval-output [data-outcome=done]")
+    assert p.locator("#approval-output [data-outcome=done] pre").inner_text() == "Mail sent."
+    kinds = p.locator("#approval-output .step").evaluate_all(
+        "nodes => nodes.map(n => n.dataset.kind)"
+    )
+    assert kinds == ["approval", "tool", "request", "llm"]
+    p.wait_for_selector("text=No run is waiting for approval.")
+
+
+def test_the_runs_view_shows_the_filtered_timeline(page):
+    p = page.page
+    run_prompt(p, "Which city?", "demo")
+    p.wait_for_selector("[data-outcome=done]")
+    p.click("nav a[data-view=runs]")
+    p.locator("#runs-list button.link").first.click()
+    p.wait_for_selector("#run-detail .step")
+    assert p.locator("#run-detail .note.audit").inner_text().startswith("Audit view:")
+    stored = tool_step(p.locator("#run-detail"), "table_tool")
+    assert "Artifacts" not in tab_names(stored)
+    assert '"tool_artifact_types"' in stored.locator(".tabpanel").last.inner_text()

@@ -1,0 +1,421 @@
+"""``nrllm run`` and ``nrllm approve``: the JSON shape, exit statuses, the printed commands.
+
+The tools come from an in-test plugin that the command loads through its entry point: a module
+and its ``.dist-info`` on ``sys.path``, nothing pip-installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shlex
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+import pytest
+from click.testing import CliRunner, Result
+from structlog.testing import capture_logs
+
+from nrllm_core.cli import cli
+from nrllm_core.store import Store
+
+RUN_KEYS = {
+    "run_id",
+    "status",
+    "termination_reason",
+    "final_content",
+    "pending",
+    "turn_digest",
+    "error",
+}
+PENDING_KEYS = {"call_id", "name", "arguments", "requires_approval", "preview"}
+
+PLUGIN_MODULE = '''
+"""Tools for the CLI tests; every execution is counted in CALLS."""
+
+from nrllm_core import DataClass, Effect, ToolRegistry, ToolResult, Tool, hookimpl, tool
+
+CALLS = []
+
+
+class WriteNote(Tool):
+    name = "write_note"
+    description = "Write a note."
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+    effect = Effect.NON_IDEMPOTENT_WRITE
+    parameters = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, arguments, context):
+        CALLS.append(("write_note", arguments["text"]))
+        return ToolResult.text("written")
+
+    def preview(self, arguments, context):
+        return [f"would write: {arguments['text']}"]
+
+
+@tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+def read_notes() -> ToolResult:
+    """Read the notes."""
+    CALLS.append(("read_notes", None))
+    return ToolResult.text("no notes yet")
+
+
+@hookimpl
+def nrllm_register_tools(registry: ToolRegistry) -> None:
+    registry.register(WriteNote())
+    registry.register(read_notes)
+'''
+
+WRITE_TURN = {
+    "tool_calls": [
+        {"name": "write_note", "arguments": {"text": "hello"}},
+        {"name": "read_notes", "arguments": {}},
+    ]
+}
+
+
+@attrs.define
+class Env:
+    config: Path
+    home: Path
+    script: Path
+    plugin: ModuleType
+
+    def turns(self, *turns: dict[str, Any]) -> None:
+        self.script.write_text(json.dumps({"turns": list(turns)}), encoding="utf-8")
+
+    @property
+    def calls(self) -> list[tuple[str, Any]]:
+        calls: list[tuple[str, Any]] = self.plugin.CALLS
+        return calls
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    name = f"nrllm_cli_{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / f"{name}.py").write_text(PLUGIN_MODULE, encoding="utf-8")
+    info = site / f"{name}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(f"[nrllm]\n{name} = {name}\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    home = tmp_path / "home"
+    monkeypatch.setenv("NRLLM_HOME", str(home))
+    monkeypatch.setenv("NRLLM_LOAD_PLUGINS", name)
+    monkeypatch.delenv("NRLLM_STATE_KEY", raising=False)
+    monkeypatch.delenv("NRLLM_CONFIG", raising=False)
+    config = tmp_path / "conf dir" / "nrllm.toml"
+    config.parent.mkdir()
+    config.write_text(
+        textwrap.dedent(
+            """
+            [actor]
+            id = "alice"
+            [defaults]
+            provider = "model"
+            [providers.model]
+            kind = "scripted"
+            script = "turns.json"
+            trust_zone = "local"
+            [providers.guarded]
+            kind = "scripted"
+            script = "turns.json"
+            trust_zone = "local"
+            four_eyes = true
+            [skills.notes]
+            allowed_tools = ["write_note"]
+            """
+        ),
+        encoding="utf-8",
+    )
+    plugin = importlib.import_module(name)
+    return Env(config=config, home=home, script=config.parent / "turns.json", plugin=plugin)
+
+
+def nrllm(env: Env, *args: str) -> Result:
+    # Log lines are captured, so that stdout carries only the command's output.
+    with capture_logs():
+        return CliRunner().invoke(cli, ["--config", str(env.config), *args])
+
+
+def as_json(result: Result) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(result.stdout)
+    assert set(data) == RUN_KEYS
+    return data
+
+
+# -- nrllm run -----------------------------------------------------------------------------------
+
+
+def test_run_json_completed(env):
+    env.turns({"content": "hello there"})
+
+    result = nrllm(env, "run", "--json", "hi")
+
+    assert result.exit_code == 0, result.output
+    data = as_json(result)
+    assert re.fullmatch(r"[0-9a-f]{32}", data["run_id"])
+    assert {k: v for k, v in data.items() if k != "run_id"} == {
+        "status": "completed",
+        "termination_reason": "completed",
+        "final_content": "hello there",
+        "pending": [],
+        "turn_digest": None,
+        "error": None,
+    }
+
+
+def test_run_json_awaiting_approval_lists_the_whole_turn(env):
+    env.turns(WRITE_TURN, {"content": "done"})
+
+    result = nrllm(env, "run", "--json", "write hello")
+
+    assert result.exit_code == 0, result.output
+    data = as_json(result)
+    assert data["status"] == "awaiting_approval"
+    assert data["error"] is None
+    assert data["final_content"] == ""
+    assert re.fullmatch(r"[0-9a-f]{64}", data["turn_digest"])
+    assert [set(p) for p in data["pending"]] == [PENDING_KEYS, PENDING_KEYS]
+    assert data["pending"] == [
+        {
+            "call_id": "call_0_0",
+            "name": "write_note",
+            "arguments": {"text": "hello"},
+            "requires_approval": True,
+            "preview": ["would write: hello"],
+        },
+        {
+            "call_id": "call_0_1",
+            "name": "read_notes",
+            "arguments": {},
+            "requires_approval": False,
+            "preview": [],
+        },
+    ]
+    assert env.calls == []
+
+
+def test_run_json_failed_exits_1_with_the_error(env):
+    env.turns({"tool_calls": [{"name": "read_notes", "arguments": {}}]})
+
+    result = nrllm(env, "run", "--json", "hi")
+
+    assert result.exit_code == 1
+    data = as_json(result)
+    assert (data["status"], data["termination_reason"]) == ("failed", "provider_failed")
+    assert "ran out" in data["error"]
+
+
+def test_run_readable_failure_goes_to_stderr_and_exits_1(env):
+    env.turns()
+
+    result = nrllm(env, "run", "hi")
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "failed: the model provider failed" in result.stderr
+
+
+def test_run_readable_prints_the_answer(env):
+    env.turns({"content": "hello there"})
+
+    result = nrllm(env, "run", "hi")
+
+    assert (result.exit_code, result.stdout) == (0, "hello there\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--provider", "nope"], 'provider named "nope"'),
+        (["--skill", "nope"], 'skill named "nope"'),
+    ],
+    ids=["provider", "skill"],
+)
+def test_run_with_an_unknown_name_exits_2(env, args, message):
+    env.turns({"content": "x"})
+
+    result = nrllm(env, "run", *args, "hi")
+
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text", ["[actor\nid = 1", "[surprise]\nkey = 1\n", "[providers.model]\nkind = 3\n"]
+)
+def test_run_with_a_bad_configuration_exits_2(env, text):
+    env.config.write_text(text, encoding="utf-8")
+
+    result = nrllm(env, "run", "hi")
+
+    assert result.exit_code == 2
+    assert "invalid configuration" in result.stderr
+
+
+def test_run_clamps_max_rounds_with_a_warning(env):
+    env.turns(*[{"tool_calls": [{"name": "read_notes", "arguments": {}}]}] * 22)
+
+    with capture_logs() as logs:
+        result = CliRunner().invoke(
+            cli, ["--config", str(env.config), "run", "--max-rounds", "50", "--json", "hi"]
+        )
+
+    data = as_json(result)
+    assert (data["status"], data["termination_reason"]) == ("completed", "max_iterations")
+    assert env.calls.count(("read_notes", None)) == 20
+    assert any(e["event"] == "nrllm.loop.rounds_clamped" for e in logs)
+
+
+def test_run_readable_prints_the_exact_approve_and_deny_commands(env):
+    env.turns(WRITE_TURN, {"content": "done"})
+
+    result = nrllm(env, "run", "write hello")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    run_id = lines[0].split()[1]
+    digest = lines[-3].removeprefix("turn digest: ")
+    base = f"nrllm --config {shlex.quote(str(env.config))}"
+    assert lines == [
+        f"run {run_id} is waiting for approval of this turn:",
+        '  write_note (needs approval) {"text":"hello"}',
+        "    | would write: hello",
+        "  read_notes (runs with the turn) {}",
+        f"turn digest: {digest}",
+        f"approve: {base} approve {run_id} --digest {digest}",
+        f"deny:    {base} approve {run_id} --deny --digest {digest}",
+    ]
+
+    # The printed command, run as printed, approves the turn.
+    approve = shlex.split(lines[-2].removeprefix("approve: "))
+    assert approve[0] == "nrllm"
+    with capture_logs():
+        done = CliRunner().invoke(cli, approve[1:])
+    assert (done.exit_code, done.stdout) == (0, "done\n")
+    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+
+
+def test_the_printed_deny_command_denies(env):
+    env.turns(WRITE_TURN, {"content": "understood"})
+    lines = nrllm(env, "run", "write hello").stdout.splitlines()
+
+    deny = shlex.split(lines[-1].removeprefix("deny:    "))
+    with capture_logs():
+        done = CliRunner().invoke(cli, deny[1:])
+
+    assert (done.exit_code, done.stdout) == (0, "understood\n")
+    assert env.calls == []
+
+
+# -- nrllm approve -------------------------------------------------------------------------------
+
+
+def suspend(env: Env, *args: str) -> dict[str, Any]:
+    env.turns(WRITE_TURN, {"content": "done"})
+    data = as_json(nrllm(env, "run", "--json", *args, "write hello"))
+    assert data["status"] == "awaiting_approval"
+    return data
+
+
+def test_approve_without_a_digest_approves_the_stored_one_and_shows_it(env):
+    pending = suspend(env)
+
+    result = nrllm(env, "approve", pending["run_id"])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"turn digest: {pending['turn_digest']}\ndone\n"
+    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+
+
+def test_approve_json_prints_the_outcome(env):
+    pending = suspend(env)
+
+    result = nrllm(env, "approve", pending["run_id"], "--json")
+
+    assert result.exit_code == 0, result.output
+    data = as_json(result)
+    assert (data["run_id"], data["status"], data["final_content"]) == (
+        pending["run_id"],
+        "completed",
+        "done",
+    )
+
+
+def test_approve_deny_executes_nothing(env):
+    pending = suspend(env)
+
+    result = nrllm(env, "approve", pending["run_id"], "--deny", "--json")
+
+    assert as_json(result)["status"] == "completed"
+    assert env.calls == []
+
+
+@pytest.mark.parametrize("case", ["unknown-run", "stale-digest", "replayed"])
+def test_a_refused_approval_exits_1_with_the_reason(env, case):
+    pending = suspend(env)
+    run_id, digest = pending["run_id"], pending["turn_digest"]
+    if case == "unknown-run":
+        run_id = "f" * 32
+    elif case == "stale-digest":
+        digest = "0" * 64
+    else:
+        assert nrllm(env, "approve", run_id, "--digest", digest).exit_code == 0
+    calls_before = list(env.calls)
+
+    result = nrllm(env, "approve", run_id, "--digest", digest, "--json")
+
+    assert result.exit_code == 1
+    data = as_json(result)
+    assert data["status"] == "refused"
+    assert data["run_id"] == run_id
+    expected = {"unknown-run": "not awaiting approval", "stale-digest": "stale"}
+    assert expected.get(case, "not awaiting approval") in data["error"]
+    assert env.calls == calls_before
+
+
+def test_a_refused_approval_is_readable_on_stderr(env):
+    result = nrllm(env, "approve", "f" * 32)
+
+    assert result.exit_code == 1
+    assert "approval refused:" in result.stderr
+
+
+def test_approve_as_names_the_approver_and_four_eyes_applies(env):
+    pending = suspend(env, "--provider", "guarded")
+
+    refused = nrllm(env, "approve", pending["run_id"], "--as", "alice", "--json")
+    assert refused.exit_code == 1
+    assert "four-eyes" in as_json(refused)["error"]
+    refused_default = nrllm(env, "approve", pending["run_id"], "--json")
+    assert refused_default.exit_code == 1
+    assert env.calls == []
+
+    done = nrllm(env, "approve", pending["run_id"], "--as", "bob", "--json")
+
+    assert done.exit_code == 0, done.output
+    assert as_json(done)["status"] == "completed"
+    store = Store.open(None, data_dir=env.home)
+    try:
+        steps = store.get_run(pending["run_id"]).steps
+    finally:
+        store.close()
+    (approval,) = [s for s in steps if s.kind == "approval"]
+    assert approval.payload["approver"] == "bob"

@@ -1,0 +1,786 @@
+"""Approval through ``Host``: suspension before any call, previews, decisions bound to a digest,
+four-eyes, live re-gating, the audit first, resume in a second process, and concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nrllm_core import (
+    AuditRecord,
+    ChatMessage,
+    DataClass,
+    Effect,
+    ProviderRegistry,
+    StepKind,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    hookimpl,
+)
+from nrllm_core._host import ApprovalRefused, Host
+from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES, turn_digest
+from nrllm_core.providers._scripted import scripted_factory
+from nrllm_core.store import Store
+
+SECRET = "sk-live-PREVIEW-SECRET-0123456789"
+
+
+class Counting(Tool):
+    """A tool that counts its executions, with an optional preview."""
+
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+    parameters = {  # noqa: RUF012 - read once by the catalog
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "additionalProperties": False,
+    }
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        effect: Effect = Effect.READ_ONLY,
+        requires_approval: bool = False,
+        previewer: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.description = f"The {name} tool."
+        self.effect = effect
+        self.requires_approval = requires_approval
+        self.previewer = previewer
+        self.calls: list[dict[str, Any]] = []
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        return ToolResult.text(f"{self.name} done")
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
+        if self.previewer is None:
+            return None
+        lines: list[str] | None = self.previewer(arguments)
+        return lines
+
+
+class Tools:
+    def __init__(self, *tools: Tool) -> None:
+        self.tools = tools
+
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        for t in self.tools:
+            registry.register(t)
+
+
+class _Wrapped:
+    def __init__(self, inner: Any, transcripts: list[list[dict[str, Any]]]) -> None:
+        self._inner = inner
+        self._transcripts = transcripts
+
+    def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
+        self._transcripts.append([m.to_dict() for m in messages])
+        return self._inner.complete(messages, tools)
+
+
+class Recording:
+    """The provider kind ``recording``: the scripted provider, keeping every transcript."""
+
+    def __init__(self) -> None:
+        self.transcripts: list[list[dict[str, Any]]] = []
+
+    @hookimpl
+    def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
+        def factory(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
+            inner = scripted_factory(name, settings, config_dir=config_dir, environ=environ)
+            return _Wrapped(inner, self.transcripts)
+
+        registry.register("recording", factory)
+
+    def tool_messages(self, index: int = -1) -> list[tuple[str, str]]:
+        return [
+            (m["tool_call_id"], m["content"])
+            for m in self.transcripts[index]
+            if m["role"] == "tool"
+        ]
+
+
+class FailingAudit:
+    """An audit sink that fails for steps of one kind (and, optionally, one tool only)."""
+
+    def __init__(self, kind: StepKind, tool: str | None = None) -> None:
+        self.kind = kind
+        self.tool = tool
+
+    @hookimpl
+    def nrllm_audit(self, record: AuditRecord) -> None:
+        if record.kind is self.kind and self.tool in (None, record.payload.get("tool_name")):
+            raise RuntimeError("audit storage is down")
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def config_data(script: Path, **provider: Any) -> dict[str, Any]:
+    return {
+        "providers": {
+            "model": {"kind": "recording", "script": str(script), "trust_zone": "local", **provider}
+        },
+        "defaults": {"provider": "model"},
+        "actor": {"id": "alice"},
+    }
+
+
+@pytest.fixture
+def recording() -> Recording:
+    return Recording()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def make_host(tmp_path: Path, home: Path, recording: Recording) -> Iterator[Callable[..., Host]]:
+    hosts: list[Host] = []
+
+    def build(
+        turns: list[dict[str, Any]],
+        *tools: Tool,
+        plugins: Sequence[object] = (),
+        data: dict[str, Any] | None = None,
+        path: Path | None = None,
+        **provider: Any,
+    ) -> Host:
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+        if path is None and data is None:
+            data = config_data(script, **provider)
+        host = Host.from_config(
+            path,
+            data=data,
+            plugins=[Tools(*tools), recording, *plugins],
+            load_entry_points=False,
+            data_dir=home,
+            environ={},
+        )
+        hosts.append(host)
+        return host
+
+    yield build
+    for host in hosts:
+        host.store.close()
+
+
+def write_turn(*names: str) -> dict[str, Any]:
+    return {"tool_calls": [call(n, text=f"{n} arg") for n in names], "content": "working"}
+
+
+# -- suspension ----------------------------------------------------------------------------------
+
+
+def test_a_turn_with_a_write_suspends_before_any_of_its_calls_runs(make_host):
+    read = Counting("read_notes")
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    flagged = Counting("send_mail", requires_approval=True)
+    host = make_host(
+        [write_turn("read_notes", "write_note", "send_mail", "read_notes")], read, write, flagged
+    )
+
+    outcome = host.run("go")
+
+    assert outcome.status == "awaiting_approval"
+    assert outcome.termination_reason == "awaiting_approval"
+    assert (len(read.calls), len(write.calls), len(flagged.calls)) == (0, 0, 0)
+    assert [(p.name, p.requires_approval) for p in outcome.pending] == [
+        ("read_notes", False),
+        ("write_note", True),
+        ("send_mail", True),
+        ("read_notes", False),
+    ]
+    assert [p.call_id for p in outcome.pending] == [f"call_0_{i}" for i in range(4)]
+    assert outcome.turn_digest == turn_digest(outcome.pending)
+    assert len(outcome.turn_digest) == 64
+    assert [r.status for r in host.runs()] == ["awaiting_approval"]
+    assert host.store.suspension(outcome.run_id).turn_digest == outcome.turn_digest
+
+
+def test_an_idempotent_write_and_a_declared_approval_each_suspend(make_host):
+    for tool in (
+        Counting("put_note", effect=Effect.IDEMPOTENT_WRITE),
+        Counting("ask_first", requires_approval=True),
+    ):
+        host = make_host([write_turn(tool.name)], tool)
+        assert host.run("go").status == "awaiting_approval"
+        assert tool.calls == []
+
+
+def test_previews_are_shown_and_bounded(make_host):
+    long_lines = [f"line  {i}\n\twith   spaces" for i in range(25)]
+    tools = [
+        Counting("many", effect=Effect.IDEMPOTENT_WRITE, previewer=lambda a: long_lines),
+        Counting("wide", requires_approval=True, previewer=lambda a: ["x" * 900]),
+        Counting("plain", requires_approval=True),
+        Counting("echo", requires_approval=True, previewer=lambda a: [f"will write {a['text']}"]),
+    ]
+    host = make_host([write_turn("many", "wide", "plain", "echo")], *tools)
+
+    previews = {p.name: p.preview for p in host.run("go").pending}
+
+    assert len(previews["many"]) == PREVIEW_MAX_LINES + 1
+    assert previews["many"][0] == "line 0 with spaces"
+    assert previews["many"][-1] == "… and 5 more line(s), not shown."
+    assert previews["wide"] == ("x" * PREVIEW_MAX_LINE_CHARS,)
+    assert previews["plain"] == ()
+    assert previews["echo"] == ("will write echo arg",)
+
+
+def _raise(arguments: dict[str, Any]) -> list[str]:
+    raise RuntimeError(f"cannot connect with {SECRET}")
+
+
+@pytest.mark.parametrize(
+    ("previewer", "expected"),
+    [
+        (
+            _raise,
+            "The preview for this call failed (RuntimeError), so it shows nothing about what "
+            "the call would do.",
+        ),
+        (lambda a: [], "The tool produced no usable preview for this call."),
+        (lambda a: "not a list", "The tool produced no usable preview for this call."),
+        (lambda a: ["ok", 3], "The tool produced no usable preview for this call."),
+    ],
+    ids=["raises", "empty", "not-a-list", "not-strings"],
+)
+def test_a_failing_preview_shows_a_fixed_message(make_host, previewer, expected):
+    tool = Counting("risky", effect=Effect.NON_IDEMPOTENT_WRITE, previewer=previewer)
+    host = make_host([write_turn("risky")], tool)
+
+    (pending,) = host.run("go").pending
+
+    assert pending.preview == (expected,)
+    assert pending.preview_failed is True
+    assert SECRET not in json.dumps(list(pending.preview))
+
+
+# -- decisions -----------------------------------------------------------------------------------
+
+
+def test_approval_resumes_the_run_to_completion(make_host, recording):
+    read = Counting("read_notes")
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    usage = {"prompt_tokens": 7, "completion_tokens": 2}
+    turns = [
+        {**write_turn("read_notes", "write_note"), "usage": usage},
+        {"content": "saved", "usage": usage},
+    ]
+    host = make_host(turns, read, write)
+    suspended = host.run("go")
+    assert suspended.usage == Usage(prompt_tokens=7, completion_tokens=2)
+
+    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    assert (done.status, done.termination_reason, done.final_content) == (
+        "completed",
+        "completed",
+        "saved",
+    )
+    assert (len(read.calls), len(write.calls)) == (1, 1)
+    assert write.calls == [{"text": "write_note arg"}]
+    assert done.usage == Usage(prompt_tokens=14, completion_tokens=4)
+    assert recording.tool_messages() == [
+        ("call_0_0", "read_notes done"),
+        ("call_0_1", "write_note done"),
+    ]
+    assert [r.status for r in host.runs()] == ["completed"]
+    assert host.store.suspension(suspended.run_id) is None
+
+
+def test_denial_tells_the_model_and_executes_nothing(make_host, recording):
+    read = Counting("read_notes")
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host(
+        [write_turn("write_note", "read_notes"), {"content": "understood"}], read, write
+    )
+    suspended = host.run("go")
+
+    done = host.approve(
+        suspended.run_id, approve=False, approver="bob", turn_digest=suspended.turn_digest
+    )
+
+    assert (done.status, done.final_content) == ("completed", "understood")
+    assert (read.calls, write.calls) == ([], [])
+    assert recording.tool_messages() == [
+        ("call_0_0", 'Error: tool "write_note" was denied by the operator.'),
+        ("call_0_1", 'Error: tool "read_notes" was denied by the operator.'),
+    ]
+
+
+@pytest.mark.parametrize("digest", [None, "", "0" * 64], ids=["missing", "empty", "forged"])
+def test_a_missing_or_forged_digest_is_refused_and_nothing_runs(make_host, digest):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+    suspended = host.run("go")
+
+    with pytest.raises(ApprovalRefused):
+        host.approve(suspended.run_id, approver="bob", turn_digest=digest)
+
+    assert write.calls == []
+    assert [r.status for r in host.runs()] == ["awaiting_approval"]
+    # The refusal consumed nothing: the right digest still works.
+    assert (
+        host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest).status
+        == "completed"
+    )
+    assert len(write.calls) == 1
+
+
+def test_a_stale_digest_from_an_earlier_suspension_is_refused(make_host):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), write_turn("write_note"), {"content": "ok"}], write)
+    first = host.run("go")
+    second = host.approve(first.run_id, approver="bob", turn_digest=first.turn_digest)
+    assert second.status == "awaiting_approval"
+    assert second.turn_digest != first.turn_digest
+    assert len(write.calls) == 1
+
+    with pytest.raises(ApprovalRefused, match="stale"):
+        host.approve(first.run_id, approver="bob", turn_digest=first.turn_digest)
+
+    assert len(write.calls) == 1
+    done = host.approve(first.run_id, approver="bob", turn_digest=second.turn_digest)
+    assert done.status == "completed"
+    assert len(write.calls) == 2
+
+
+def test_a_replayed_approval_is_refused(make_host):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+    suspended = host.run("go")
+    host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    with pytest.raises(ApprovalRefused, match="not awaiting approval"):
+        host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    assert len(write.calls) == 1
+
+
+def test_concurrent_approvals_of_one_turn_apply_exactly_once(make_host):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+    suspended = host.run("go")
+    barrier = threading.Barrier(8)
+    results: list[str] = []
+
+    def approve() -> None:
+        barrier.wait()
+        try:
+            results.append(
+                host.approve(
+                    suspended.run_id, approver="bob", turn_digest=suspended.turn_digest
+                ).status
+            )
+        except ApprovalRefused:
+            results.append("refused")
+
+    threads = [threading.Thread(target=approve) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(results) == ["completed"] + ["refused"] * 7
+    assert len(write.calls) == 1
+
+
+def test_an_unknown_run_is_refused(make_host):
+    host = make_host([{"content": "x"}])
+    with pytest.raises(ApprovalRefused, match="not awaiting approval"):
+        host.approve("no-such-run", approver="bob", turn_digest="0" * 64)
+
+
+@pytest.mark.parametrize("where", ["provider", "skill"])
+def test_four_eyes_refuses_the_initiator_and_accepts_another_approver(make_host, tmp_path, where):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    script = tmp_path / "four-eyes.json"
+    script.write_text(
+        json.dumps({"turns": [write_turn("write_note"), {"content": "done"}]}), encoding="utf-8"
+    )
+    data = config_data(script, four_eyes=where == "provider")
+    data["skills"] = {"notes": {"allowed_tools": ["write_note"], "four_eyes": where == "skill"}}
+    host = make_host([], write, data=data)
+    suspended = host.run("go", skill="notes")
+
+    with pytest.raises(ApprovalRefused, match="four-eyes"):
+        host.approve(suspended.run_id, approver="alice", turn_digest=suspended.turn_digest)
+    assert write.calls == []
+
+    done = host.approve(suspended.run_id, approver="carol", turn_digest=suspended.turn_digest)
+    assert done.status == "completed"
+    assert len(write.calls) == 1
+
+
+def test_without_four_eyes_the_initiator_may_approve(make_host):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+    suspended = host.run("go")
+
+    done = host.approve(suspended.run_id, approver="alice", turn_digest=suspended.turn_digest)
+
+    assert done.status == "completed"
+
+
+def test_a_tool_disabled_in_the_file_between_suspend_and_resume_is_not_executed(
+    make_host, tmp_path, recording
+):
+    read = Counting("read_notes")
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    script = tmp_path / "turns.json"
+    script.write_text(
+        json.dumps({"turns": [write_turn("write_note", "read_notes"), {"content": "ok"}]}),
+        encoding="utf-8",
+    )
+    config = tmp_path / "nrllm.toml"
+    base = textwrap.dedent(
+        f"""
+        [actor]
+        id = "alice"
+        [defaults]
+        provider = "model"
+        [providers.model]
+        kind = "recording"
+        script = "{script.name}"
+        trust_zone = "local"
+        """
+    )
+    config.write_text(base, encoding="utf-8")
+    host = make_host([], read, write, path=config)
+    suspended = host.run("go")
+    config.write_text(base + '[tools]\ndisabled = ["write_note"]\n', encoding="utf-8")
+
+    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    assert done.status == "completed"
+    assert write.calls == []
+    assert len(read.calls) == 1
+    assert recording.tool_messages() == [
+        ("call_0_0", 'Error: tool "write_note" is no longer permitted and was not executed.'),
+        ("call_0_1", "read_notes done"),
+    ]
+
+
+# -- the audit comes first -----------------------------------------------------------------------
+
+
+def test_the_approval_is_audited_before_the_write_executes(make_host):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+    suspended = host.run("go")
+    host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    steps = host.store.get_run(suspended.run_id).steps
+
+    (approval,) = [s for s in steps if s.kind == "approval"]
+    (tool_step,) = [s for s in steps if s.kind == "tool"]
+    assert approval.sequence < tool_step.sequence
+    assert approval.payload["decision"] == "approved"
+    assert approval.payload["approver"] == "bob"
+    assert approval.payload["turn_digest"] == suspended.turn_digest
+    assert [s.sequence for s in steps] == list(range(1, len(steps) + 1))
+
+
+def test_when_the_approval_cannot_be_audited_nothing_executes(make_host):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host(
+        [write_turn("write_note"), {"content": "done"}],
+        write,
+        plugins=[FailingAudit(StepKind.APPROVAL)],
+    )
+    suspended = host.run("go")
+
+    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    assert (done.status, done.termination_reason) == ("failed", "audit_unavailable")
+    assert done.error == "the approval could not be written to the audit; nothing was executed"
+    assert write.calls == []
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == ("failed", "audit_unavailable")
+
+
+def test_a_write_whose_tool_step_cannot_be_audited_stops_the_run(make_host, recording):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host(
+        [write_turn("write_note"), {"content": "never asked"}],
+        write,
+        plugins=[FailingAudit(StepKind.TOOL, tool="write_note")],
+    )
+    suspended = host.run("go")
+    asked_before = len(recording.transcripts)
+
+    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    assert (done.status, done.termination_reason) == ("failed", "audit_unavailable")
+    assert "write_note" in (done.error or "")
+    assert len(recording.transcripts) == asked_before
+    assert [r.status for r in host.runs()] == ["failed"]
+
+
+def test_a_read_whose_tool_step_cannot_be_audited_does_not_stop_the_run(make_host):
+    read = Counting("read_notes")
+    host = make_host(
+        [write_turn("read_notes"), {"content": "fine"}],
+        read,
+        plugins=[FailingAudit(StepKind.TOOL)],
+    )
+
+    outcome = host.run("go")
+
+    assert (outcome.status, outcome.final_content) == ("completed", "fine")
+
+
+# -- the state store at suspension ----------------------------------------------------------------
+
+
+def test_a_state_store_failure_at_suspension_fails_the_run(make_host, monkeypatch):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+
+    def broken(self: Store, run_id: str, *, sealed: bytes, turn_digest: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Store, "suspend_run", broken)
+    outcome = host.run("go")
+
+    assert (outcome.status, outcome.termination_reason) == ("failed", "suspend_failed")
+    assert outcome.pending == ()
+    assert outcome.turn_digest is None
+    assert outcome.error == "the run could not be suspended: its state could not be stored"
+    assert write.calls == []
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == ("failed", "suspend_failed")
+    assert host.store.suspension(outcome.run_id) is None
+
+
+def test_an_unusable_state_key_at_suspension_fails_the_run(make_host, tmp_path, home):
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    script = tmp_path / "k.json"
+    script.write_text(json.dumps({"turns": [write_turn("write_note")]}), encoding="utf-8")
+    host = Host.from_config(
+        data=config_data(script),
+        plugins=[Tools(write), Recording()],
+        load_entry_points=False,
+        data_dir=home,
+        environ={"NRLLM_STATE_KEY": "too-short"},
+    )
+    try:
+        outcome = host.run("go")
+    finally:
+        host.store.close()
+
+    assert (outcome.status, outcome.termination_reason) == ("failed", "suspend_failed")
+    assert write.calls == []
+
+
+# -- a second OS process -------------------------------------------------------------------------
+
+PLUGIN_MODULE = '''
+"""An in-test plugin with a writing tool that appends a line to a file."""
+
+from pathlib import Path
+
+from nrllm_core import DataClass, Effect, ToolRegistry, ToolResult, hookimpl, tool
+
+
+@tool(group="content", effect=Effect.NON_IDEMPOTENT_WRITE, data_class=DataClass.PUBLIC_CONTENT)
+def append_line(path: str, text: str) -> ToolResult:
+    """Append a line of text to a file."""
+    with Path(path).open("a", encoding="utf-8") as handle:
+        handle.write(text + "\\n")
+    return ToolResult.text("appended")
+
+
+@hookimpl
+def nrllm_register_tools(registry: ToolRegistry) -> None:
+    registry.register(append_line)
+'''
+
+
+def install_plugin(site: Path, name: str) -> None:
+    """A distribution on ``sys.path`` without pip: a module and its ``.dist-info``."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{name}.py").write_text(PLUGIN_MODULE, encoding="utf-8")
+    info = site / f"{name}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(f"[nrllm]\n{name} = {name}\n", encoding="utf-8")
+
+
+def test_a_run_suspended_here_is_approved_and_completed_by_another_process(
+    tmp_path, home, monkeypatch
+):
+    name = f"nrllm_e2e_{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    install_plugin(site, name)
+    monkeypatch.syspath_prepend(str(site))
+    import importlib
+
+    plugin = importlib.import_module(name)
+    target = tmp_path / "written.txt"
+    script = tmp_path / "turns.toml"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            [[turns]]
+            content = "appending"
+            tool_calls = [
+                {{name = "append_line", arguments = {{path = "{target}", text = "hello"}}}},
+            ]
+            [[turns]]
+            content = "the line is written"
+            """
+        ),
+        encoding="utf-8",
+    )
+    config = tmp_path / "nrllm.toml"
+    config.write_text(
+        textwrap.dedent(
+            """
+            [actor]
+            id = "alice"
+            [defaults]
+            provider = "model"
+            [providers.model]
+            kind = "scripted"
+            script = "turns.toml"
+            trust_zone = "local"
+            """
+        ),
+        encoding="utf-8",
+    )
+    host = Host.from_config(
+        config, plugins=[plugin], load_entry_points=False, data_dir=home, environ={}
+    )
+    try:
+        suspended = host.run("write it")
+        assert suspended.status == "awaiting_approval"
+        assert not target.exists()
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NRLLM_")}
+        env.update(NRLLM_HOME=str(home), NRLLM_LOAD_PLUGINS=name, PYTHONPATH=str(site))
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nrllm_core",
+                "--config",
+                str(config),
+                "approve",
+                suspended.run_id,
+                "--as",
+                "bob",
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["status"] == "completed"
+        assert report["final_content"] == "the line is written"
+        assert report["run_id"] == suspended.run_id
+        assert target.read_text(encoding="utf-8") == "hello\n"
+        (info,) = host.runs()
+        assert info.status == "completed"
+        steps = host.store.get_run(suspended.run_id).steps
+        assert [s.kind for s in steps] == [
+            "gate",
+            "request",
+            "llm",
+            "approval",
+            "tool",
+            "request",
+            "llm",
+        ]
+        assert [s.sequence for s in steps] == list(range(1, 8))
+    finally:
+        host.store.close()
+
+
+# -- concurrency ---------------------------------------------------------------------------------
+
+
+def test_twenty_runs_at_once_against_one_store_all_complete_gap_free(backend, tmp_path):
+    read = Counting("read_notes")
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+    script = tmp_path / "many.json"
+    script.write_text(
+        json.dumps(
+            {"turns": [write_turn("read_notes"), write_turn("write_note"), {"content": "done"}]}
+        ),
+        encoding="utf-8",
+    )
+    data = config_data(script)
+    data["store"] = {"url": backend.url} if backend.url else {}
+    host = Host.from_config(
+        data=data,
+        plugins=[Tools(read, write), Recording()],
+        load_entry_points=False,
+        data_dir=backend.data_dir,
+        environ={},
+    )
+    barrier = threading.Barrier(20)
+    outcomes: list[Any] = []
+    errors: list[BaseException] = []
+
+    def one_run() -> None:
+        try:
+            barrier.wait()
+            suspended = host.run("go")
+            outcomes.append(
+                host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one_run) for _ in range(20)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        assert errors == []
+        assert [o.status for o in outcomes] == ["completed"] * 20
+        assert (len(read.calls), len(write.calls)) == (20, 20)
+        runs = host.runs()
+        assert len(runs) == 20
+        for info in runs:
+            assert info.status == "completed"
+            steps = host.store.get_run(info.run_id).steps
+            assert [s.sequence for s in steps] == list(range(1, len(steps) + 1))
+            assert [s.kind for s in steps].count("approval") == 1
+            assert info.steps == len(steps) == 10
+    finally:
+        host.store.close()

@@ -1,0 +1,440 @@
+"""The loop rules: rounds and the cap, step order, plain completions, synthesis, usage, failures.
+
+Runs go through ``Host`` with the real ``scripted`` provider; a ``recording`` provider kind wraps
+it to keep what each model call was handed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from structlog.testing import capture_logs
+
+from nrllm_core import (
+    Actor,
+    ChatMessage,
+    DataClass,
+    Effect,
+    ProviderError,
+    ProviderRegistry,
+    RunRecorder,
+    StepKind,
+    Tool,
+    ToolArtifact,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolSpec,
+    TraceEvent,
+    Usage,
+    hookimpl,
+    make_plugin_manager,
+)
+from nrllm_core._host import Host
+from nrllm_core._loop import (
+    MAX_ROUNDS_CAP,
+    MAX_ROUNDS_DEFAULT,
+    PendingCall,
+    SuspendedRunState,
+    TerminationReason,
+    ToolInvocation,
+    ToolLoopResult,
+    clamp_rounds,
+    run_loop,
+)
+from nrllm_core._sealing import load_state_key, open_sealed
+from nrllm_core.providers import ScriptedProvider
+from nrllm_core.providers._scripted import scripted_factory
+
+
+class Counting(Tool):
+    """A tool that counts its executions; optionally returns an artifact."""
+
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+    parameters = {  # noqa: RUF012 - read once by the catalog
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "additionalProperties": False,
+    }
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        effect: Effect = Effect.READ_ONLY,
+        content: str | None = None,
+        artifact: ToolArtifact | None = None,
+    ) -> None:
+        self.name = name
+        self.description = f"The {name} tool."
+        self.effect = effect
+        self.content = content or f"{name} done"
+        self.artifact = artifact
+        self.calls: list[dict[str, Any]] = []
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        extra = () if self.artifact is None else (self.artifact,)
+        return ToolResult.text(self.content, *extra)
+
+
+class Tools:
+    def __init__(self, *tools: Tool) -> None:
+        self.tools = tools
+
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        for t in self.tools:
+            registry.register(t)
+
+
+@attrs.define
+class Call:
+    """What one model call was handed, and the last step recorded before it."""
+
+    messages: list[dict[str, Any]]
+    tools: list[str]
+    last_step: tuple[StepKind, int] | None
+
+
+class _Wrapped:
+    def __init__(self, inner: ScriptedProvider, owner: Recording) -> None:
+        self._inner = inner
+        self._owner = owner
+
+    def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
+        events = self._owner.events
+        last = (events[-1].step.kind, events[-1].step.round) if events else None
+        self._owner.calls.append(
+            Call(
+                messages=[m.to_dict() for m in messages],
+                tools=[t.name for t in tools],
+                last_step=last,
+            )
+        )
+        return self._inner.complete(messages, tools)
+
+
+class _Failing:
+    def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
+        raise ProviderError("upstream answered 503", status_code=503)
+
+
+class Recording:
+    """Provider kinds ``recording`` (scripted, remembering each call) and ``failing``."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.events: list[TraceEvent] = []
+
+    @hookimpl
+    def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
+        def recording(
+            name: str, settings: Any, *, config_dir: Path | None, environ: Any
+        ) -> _Wrapped:
+            inner = scripted_factory(name, settings, config_dir=config_dir, environ=environ)
+            return _Wrapped(inner, self)
+
+        def failing(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
+            return _Failing()
+
+        registry.register("recording", recording)
+        registry.register("failing", failing)
+
+
+def write_script(folder: Path, turns: list[dict[str, Any]]) -> Path:
+    path = folder / f"script-{uuid.uuid4().hex[:8]}.json"
+    path.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    return path
+
+
+def calls(name: str, count: int = 1, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}] * count}
+
+
+@pytest.fixture
+def recording() -> Recording:
+    return Recording()
+
+
+@pytest.fixture
+def make_host(tmp_path: Path, recording: Recording) -> Iterator[Callable[..., Host]]:
+    hosts: list[Host] = []
+
+    def build(
+        turns: list[dict[str, Any]],
+        *tools: Tool,
+        kind: str = "recording",
+        extra: dict[str, Any] | None = None,
+    ) -> Host:
+        script = write_script(tmp_path, turns)
+        data: dict[str, Any] = {
+            "providers": {"model": {"kind": kind, "script": str(script), "trust_zone": "local"}},
+            "defaults": {"provider": "model"},
+            "actor": {"id": "alice"},
+            **(extra or {}),
+        }
+        host = Host.from_config(
+            data=data,
+            plugins=[Tools(*tools), recording],
+            load_entry_points=False,
+            data_dir=tmp_path / "home",
+            environ={},
+        )
+        hosts.append(host)
+        return host
+
+    yield build
+    for host in hosts:
+        host.store.close()
+
+
+# -- rounds ---------------------------------------------------------------------------------------
+
+
+def test_clamp_rounds_defaults_to_five_and_keeps_at_least_one():
+    with capture_logs() as logs:
+        assert clamp_rounds(None) == MAX_ROUNDS_DEFAULT == 5
+        assert clamp_rounds(3) == 3
+        assert clamp_rounds(20) == MAX_ROUNDS_CAP == 20
+        assert clamp_rounds(0) == 1
+        assert clamp_rounds(-4) == 1
+    assert logs == []
+
+
+def test_a_larger_limit_is_clamped_to_twenty_with_a_warning():
+    with capture_logs() as logs:
+        assert clamp_rounds(50) == 20
+    assert logs == [
+        {"event": "nrllm.loop.rounds_clamped", "requested": 50, "cap": 20, "log_level": "warning"}
+    ]
+
+
+def test_the_default_run_has_five_rounds_then_one_tool_less_synthesis(make_host, recording):
+    lookup = Counting("lookup")
+    turns = [{**calls("lookup"), "content": f"answer {i}"} for i in range(10)]
+    host = make_host(turns, lookup)
+
+    outcome = host.run("go")
+
+    assert outcome.status == "completed"
+    assert outcome.termination_reason == TerminationReason.MAX_ITERATIONS
+    assert outcome.final_content == "answer 5"
+    assert len(lookup.calls) == 5
+    assert [c.tools for c in recording.calls] == [["lookup"]] * 5 + [[]]
+
+
+def test_max_rounds_fifty_runs_twenty_rounds_and_warns(make_host, recording):
+    lookup = Counting("lookup")
+    host = make_host([{**calls("lookup"), "content": f"t{i}"} for i in range(25)], lookup)
+
+    with capture_logs() as logs:
+        outcome = host.run("go", max_rounds=50)
+
+    assert outcome.termination_reason == "max_iterations"
+    assert outcome.final_content == "t20"
+    assert len(lookup.calls) == 20
+    assert len(recording.calls) == 21
+    assert {"event": "nrllm.loop.rounds_clamped", "requested": 50, "cap": 20} in [
+        {k: v for k, v in entry.items() if k != "log_level"} for entry in logs
+    ]
+
+
+def test_each_round_records_its_request_before_the_provider_call_then_the_answer(
+    make_host, recording
+):
+    lookup = Counting("lookup")
+    host = make_host([calls("lookup", text="x"), {"content": "done"}], lookup)
+
+    outcome = host.run("go", on_event=recording.events.append)
+
+    assert outcome.status == "completed"
+    # At the moment of each model call, the last recorded step is that round's request.
+    assert [c.last_step for c in recording.calls] == [
+        (StepKind.REQUEST, 1),
+        (StepKind.REQUEST, 2),
+    ]
+    steps = [(e.sequence, e.step.kind, e.step.round) for e in recording.events]
+    assert steps == [
+        (1, StepKind.GATE, 0),
+        (2, StepKind.REQUEST, 1),
+        (3, StepKind.LLM, 1),
+        (4, StepKind.TOOL, 1),
+        (5, StepKind.REQUEST, 2),
+        (6, StepKind.LLM, 2),
+    ]
+    stored = host.store.get_run(outcome.run_id)
+    assert [(s.sequence, s.kind, s.round) for s in stored.steps] == steps
+
+
+def test_an_answer_without_tool_calls_completes_the_run(make_host, recording):
+    lookup = Counting("lookup")
+    host = make_host([{"content": "hello"}], lookup)
+
+    outcome = host.run("hi")
+
+    assert (outcome.status, outcome.termination_reason) == ("completed", "completed")
+    assert outcome.final_content == "hello"
+    assert outcome.error is None
+    assert lookup.calls == []
+    assert len(recording.calls) == 1
+    assert recording.calls[0].tools == ["lookup"]
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["none-registered", "all-disabled"])
+def test_no_tools_offered_is_one_plain_completion_with_an_empty_tools_sequence(
+    make_host, recording, disabled
+):
+    lookup = Counting("lookup")
+    turn = {**calls("lookup"), "content": "plain answer"}
+    if disabled:
+        host = make_host([turn], lookup, extra={"tools": {"disabled": ["lookup"]}})
+    else:
+        host = make_host([turn])
+
+    outcome = host.run("hi")
+
+    assert (outcome.status, outcome.termination_reason) == ("completed", "completed")
+    assert outcome.final_content == "plain answer"
+    assert [c.tools for c in recording.calls] == [[]]
+    assert lookup.calls == []
+
+
+def _loop(pm: Any, provider: Any, max_rounds: int) -> Any:
+    return run_loop(
+        pm=pm,
+        provider=provider,
+        provider_name="model",
+        skill=None,
+        messages=[ChatMessage.user("go")],
+        offered=list(pm.catalog().tools.values()),
+        permits=lambda tool: True,
+        recorder=RunRecorder(pm, "run-loop"),
+        context_for=lambda call_id: ToolContext(
+            run_id="run-loop", call_id=call_id, actor=Actor(id="alice")
+        ),
+        initiator="alice",
+        max_rounds=max_rounds,
+    )
+
+
+def test_the_cap_with_calls_pending_ends_in_one_tool_less_synthesis_call(tmp_path, recording):
+    lookup = Counting("lookup")
+    pm = make_plugin_manager(plugins=[Tools(lookup)], load_entry_points=False)
+    script = write_script(tmp_path, [{**calls("lookup"), "content": f"c{i}"} for i in range(5)])
+    provider = _Wrapped(ScriptedProvider.load("model", script), recording)
+
+    outcome = _loop(pm, provider, max_rounds=2)
+
+    result = outcome.result
+    assert outcome.suspended is None
+    assert outcome.error is None
+    assert result.termination_reason is TerminationReason.MAX_ITERATIONS
+    assert result.truncated is True
+    assert result.iterations == 2
+    assert result.final_content == "c2"
+    assert [i.name for i in result.invocations] == ["lookup", "lookup"]
+    assert [c.tools for c in recording.calls] == [["lookup"], ["lookup"], []]
+
+
+def test_a_run_that_finishes_in_time_is_not_truncated(tmp_path):
+    pm = make_plugin_manager(plugins=[Tools(Counting("lookup"))], load_entry_points=False)
+    script = write_script(tmp_path, [calls("lookup"), {"content": "done"}])
+
+    result = _loop(pm, ScriptedProvider.load("model", script), max_rounds=2).result
+
+    assert (result.termination_reason, result.truncated) == (TerminationReason.COMPLETED, False)
+    assert result.iterations == 2
+
+
+def test_usage_sums_every_model_call(make_host):
+    turns = [
+        {**calls("lookup"), "usage": {"prompt_tokens": 10, "completion_tokens": 1}},
+        {**calls("lookup"), "usage": {"prompt_tokens": 20, "completion_tokens": 2}},
+        {"content": "done", "usage": {"prompt_tokens": 30, "completion_tokens": 3}},
+    ]
+    host = make_host(turns, Counting("lookup"))
+
+    outcome = host.run("go")
+
+    assert outcome.usage == Usage(prompt_tokens=60, completion_tokens=6)
+    (info,) = host.runs()
+    assert (info.prompt_tokens, info.completion_tokens) == (60, 6)
+
+
+def test_usage_includes_the_synthesis_call(tmp_path):
+    pm = make_plugin_manager(plugins=[Tools(Counting("lookup"))], load_entry_points=False)
+    usage = {"prompt_tokens": 5, "completion_tokens": 1}
+    script = write_script(tmp_path, [{**calls("lookup"), "usage": usage}] * 3)
+
+    result = _loop(pm, ScriptedProvider.load("model", script), max_rounds=2).result
+
+    assert result.usage == Usage(prompt_tokens=15, completion_tokens=3)
+
+
+def test_a_provider_error_fails_the_run_with_a_clear_message(make_host):
+    lookup = Counting("lookup")
+    host = make_host([], lookup, kind="failing")
+
+    outcome = host.run("go")
+
+    assert outcome.status == "failed"
+    assert outcome.termination_reason == "provider_failed"
+    assert outcome.error == "the model provider failed: upstream answered 503"
+    assert outcome.final_content == ""
+    assert lookup.calls == []
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == ("failed", "provider_failed")
+
+
+def test_a_script_that_runs_out_fails_the_run_saying_so(make_host):
+    lookup = Counting("lookup")
+    host = make_host([calls("lookup")], lookup)
+
+    outcome = host.run("go")
+
+    assert (outcome.status, outcome.termination_reason) == ("failed", "provider_failed")
+    assert outcome.error is not None
+    assert "ran out after 1 turns (turn 2 was asked for)" in outcome.error
+    assert len(lookup.calls) == 1
+
+
+# -- no artifact in resumable state ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [ToolLoopResult, SuspendedRunState, ToolInvocation, PendingCall],
+    ids=lambda c: c.__name__,
+)
+def test_results_and_resumable_state_have_no_artifact_field(cls):
+    names = [field.name for field in attrs.fields(cls)]
+    assert names
+    assert not [n for n in names if "artifact" in n.lower()]
+
+
+def test_the_sealed_state_never_holds_an_artifact_from_an_earlier_turn(make_host, tmp_path):
+    sentinel = f"ARTIFACT-SENTINEL-{uuid.uuid4().hex}"
+    lookup = Counting("lookup", content="lookup visible text", artifact=ToolArtifact.text(sentinel))
+    save = Counting("save", effect=Effect.NON_IDEMPOTENT_WRITE)
+    events: list[TraceEvent] = []
+    host = make_host([calls("lookup"), calls("save", text="x"), {"content": "ok"}], lookup, save)
+
+    outcome = host.run("go", on_event=events.append)
+
+    assert outcome.status == "awaiting_approval"
+    # The tool did produce the artifact: it is in the trace.
+    assert any(sentinel in a.data.get("text", "") for e in events for a in e.step.tool_artifacts)
+    suspension = host.store.suspension(outcome.run_id)
+    assert suspension is not None
+    plain = open_sealed(load_state_key(tmp_path / "home", {}), outcome.run_id, suspension.sealed)
+    assert b"lookup visible text" in plain
+    assert sentinel.encode() not in plain
+    assert save.calls == []
