@@ -104,7 +104,10 @@ def decide(
     for decision in decisions:
         if decision.reason is not None or decision.observed is not None:
             # Observe mode logs the refusal it overrode; arguments are never known here.
-            logger().warning(
+            # A refusal is the gate doing its job (info); letting one through in observe mode
+            # is what an operator must notice (warning).
+            log = logger().warning if decision.observed is not None else logger().info
+            log(
                 "nrllm.gate.denied",
                 tool=decision.tool,
                 reason=str(decision.reason or decision.observed),

@@ -88,16 +88,16 @@ def _execute(
         return ToolResult.error(
             f'Error: invalid arguments for tool "{tool_name}": $: not an object'
         )
+    # A plain dict: what JSON Schema calls an object, and a copy the tool cannot share.
+    plain = dict(arguments)
     if not registered.checks_own_arguments:
         problem = (
-            argument_error(registered.validator, arguments)
-            if arguments
-            else registered.no_arguments_error
+            argument_error(registered.validator, plain) if plain else registered.no_arguments_error
         )
         if problem is not None:
             return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     try:
-        raw = pm.execute_tool(registered.tool, dict(arguments), context)
+        raw = pm.execute_tool(registered.tool, plain, context)
     except Exception:
         # The exception text can hold credentials: it goes to the log, never to the wire.
         logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Final
 
@@ -20,16 +22,16 @@ class SealError(ValueError):
     """A sealed state could not be opened: tampered with, moved to another run, or a wrong key."""
 
 
-def _decode_key(text: str) -> bytes:
+def _decode_key(text: str, source: str = "NRLLM_STATE_KEY") -> bytes:
     stripped = text.strip()
     try:
         # Accept the key with or without its base64 padding; validate, so that a stray
         # character is an error rather than silently dropped.
         key = base64.b64decode(stripped + "=" * (-len(stripped) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
-        raise SealError("NRLLM_STATE_KEY is not URL-safe base64") from None
+        raise SealError(f"{source} is not URL-safe base64") from None
     if len(key) != _KEY_BYTES:
-        raise SealError(f"NRLLM_STATE_KEY must decode to {_KEY_BYTES} bytes, not {len(key)}")
+        raise SealError(f"{source} must decode to {_KEY_BYTES} bytes, not {len(key)}")
     return key
 
 
@@ -40,14 +42,18 @@ def load_state_key(data_dir: Path, environ: dict[str, str] | None = None) -> byt
         return _decode_key(env["NRLLM_STATE_KEY"])
     path = data_dir / _KEY_FILE
     data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        # O_EXCL: of two processes creating the key at once, exactly one writes it.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _decode_key(path.read_text(encoding="ascii"))
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(base64.urlsafe_b64encode(secrets.token_bytes(_KEY_BYTES)).decode())
-    return _decode_key(path.read_text(encoding="ascii"))
+    if not path.exists():
+        # Written aside (mkstemp: mode 0600), then linked into place: no reader ever sees a
+        # half-written key, and of two processes creating it at once, exactly one key wins.
+        fd, aside = tempfile.mkstemp(dir=data_dir, prefix=f".{_KEY_FILE}.")
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as handle:
+                handle.write(base64.urlsafe_b64encode(secrets.token_bytes(_KEY_BYTES)).decode())
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, path)
+        finally:
+            os.unlink(aside)
+    return _decode_key(path.read_text(encoding="ascii"), source=str(path))
 
 
 def seal(key: bytes, run_id: str, plaintext: bytes) -> bytes:

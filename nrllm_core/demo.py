@@ -164,4 +164,7 @@ def _brief(payload: Any) -> str:
 
 
 if __name__ == "__main__":
+    from nrllm_core.cli._logging import configure_for_cli
+
+    configure_for_cli()
     sys.exit(main(Path(os.environ.get("NRLLM_HOME", ".demo")).resolve()))

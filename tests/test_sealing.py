@@ -10,6 +10,7 @@ import json
 import secrets
 import sqlite3
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,11 +89,36 @@ def test_the_key_file_is_created_0600_on_first_use_and_reused(tmp_path):
     assert load_state_key(folder, {"NRLLM_STATE_KEY": ""}) == first
 
 
-def test_an_empty_or_damaged_key_file_is_an_error_not_a_new_key(tmp_path):
-    (tmp_path / "state.key").write_text("short", encoding="ascii")
-    with pytest.raises(SealError):
+def test_a_damaged_key_file_is_an_error_naming_the_file_not_a_new_key(tmp_path):
+    (tmp_path / "state.key").write_text("c2hvcnQ=", encoding="ascii")
+    with pytest.raises(SealError, match=r"state\.key must decode to 32 bytes, not 5"):
         load_state_key(tmp_path, {})
-    assert (tmp_path / "state.key").read_text(encoding="ascii") == "short"
+    assert (tmp_path / "state.key").read_text(encoding="ascii") == "c2hvcnQ="
+
+
+def test_processes_creating_the_key_at_once_all_get_the_one_complete_key(tmp_path):
+    barrier = threading.Barrier(16)
+    keys: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        barrier.wait()
+        try:
+            keys.append(load_state_key(tmp_path, {}))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert len(keys) == 16
+    assert len(set(keys)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["state.key"]
+    assert stat.S_IMODE((tmp_path / "state.key").stat().st_mode) == 0o600
 
 
 # -- sealing -------------------------------------------------------------------------------------

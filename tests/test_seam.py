@@ -484,3 +484,18 @@ def test_property_no_sentinel_reaches_the_wire_and_both_channels_are_bounded(dra
     if bounded not in MARKERS:
         assert len(dumps([a.to_dict() for a in bounded])) <= ARTIFACTS_MAX_BYTES
         assert len(bounded) == len(result.artifacts)
+
+
+def test_read_only_mappings_are_validated_as_objects(make_pm, sinks, context):
+    # Tool calls parsed from a provider hold their arguments in a read-only mapping.
+    from types import MappingProxyType
+
+    from nrllm_core import tool as make_tool
+
+    @make_tool(group="content")
+    def shout(text: str) -> ToolResult:
+        """Shout the text."""
+        return ToolResult.text(text.upper())
+
+    wire = invoke(make_pm(shout), "shout", MappingProxyType({"text": "hi"}), context=context)
+    assert (wire.content, wire.is_error) == ("HI", False)

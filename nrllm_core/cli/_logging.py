@@ -1,21 +1,30 @@
-"""Logging for the ``nrllm`` command, which is a host: the library itself never configures it."""
+"""Logging for the ``nrllm`` command and the demo, which are hosts: the library never configures it."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 
 def configure_for_cli() -> None:
-    """Send log lines to stderr so that stdout carries only the command's output."""
+    """Warnings and errors to stderr, so stdout carries only the command's output.
+
+    ``NRLLM_LOG_LEVEL`` (for example ``info``) shows more.
+    """
     import structlog
 
     if structlog.is_configured():
         return
+    level = logging.getLevelNamesMapping().get(
+        os.environ.get("NRLLM_LOG_LEVEL", "warning").upper(), logging.WARNING
+    )
     structlog.configure(  # noqa: TID251 - the CLI is the host application here
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.dev.ConsoleRenderer(colors=False),
         ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )

@@ -86,7 +86,7 @@ class _Api:
     async def run(self, request: Request) -> Response:
         try:
             body = await _body(request)
-            prompt = _text(body, "prompt", required=True)
+            prompt = _required(body, "prompt")
             provider, skill = self._names(body)
             max_rounds = _rounds(body)
         except _BadRequest as exc:
@@ -111,7 +111,7 @@ class _Api:
     async def invoke(self, request: Request) -> Response:
         try:
             body = await _body(request)
-            tool = _text(body, "tool", required=True)
+            tool = _required(body, "tool")
             arguments = body.get("arguments", {})
             if not isinstance(arguments, dict):
                 raise _BadRequest("The arguments must be a JSON object.")
@@ -179,7 +179,7 @@ class _Api:
             {
                 "run": {**detail.run.to_dict(), "steps": detail.run.steps},
                 "privacy_level": self._host.config.privacy.level.value,
-                # The stored payload holds the step's own keys, filtered; the same renderer reads it.
+                # The stored payload holds the step's own keys, filtered: one renderer reads both.
                 "steps": [{"sequence": s.sequence, **s.payload} for s in detail.steps],
                 "decisions": [
                     {"tool": d.tool, "reason": d.reason, "zone": d.zone, "observed": d.observed}
@@ -217,7 +217,7 @@ class _Api:
             approve = body.get("approve")
             if not isinstance(approve, bool):
                 raise _BadRequest('"approve" must be true or false.')
-            digest = _text(body, "turn_digest", required=True)
+            digest = _required(body, "turn_digest")
         except _BadRequest as exc:
             return _refuse(str(exc))
         host = self._host
@@ -345,15 +345,18 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
-def _text(body: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+def _text(body: dict[str, Any], key: str) -> str | None:
     value = body.get(key)
     if value is None or value == "":
-        if required:
-            raise _BadRequest(f'"{key}" is required.')
         return None
     if not isinstance(value, str):
         raise _BadRequest(f'"{key}" must be a string.')
-    if required and not value.strip():
+    return value
+
+
+def _required(body: dict[str, Any], key: str) -> str:
+    value = _text(body, key)
+    if value is None or not value.strip():
         raise _BadRequest(f'"{key}" is required.')
     return value
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["COOKIE", "SECURITY_HEADERS", "Guard"]
 
@@ -46,6 +46,7 @@ class Guard:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        from starlette.datastructures import MutableHeaders
         from starlette.requests import Request
 
         request = Request(scope)
@@ -54,10 +55,8 @@ class Guard:
             await refusal(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict[str, object]) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                from starlette.datastructures import MutableHeaders
-
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     headers[name] = value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -57,10 +58,8 @@ async def _lines(job: Callable[[Emit], None], what: str) -> AsyncIterator[bytes]
         line = _json.dumps(data) + b"\n"
         # The reader may be gone (a closed tab): the run goes on and is still persisted, so
         # a dropped line must never raise into the host's recorder.
-        try:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             anyio.from_thread.run_sync(send.send_nowait, line)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
 
     def work() -> None:
         try:

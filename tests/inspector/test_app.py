@@ -189,7 +189,8 @@ def test_no_asset_comes_from_another_site_and_no_script_is_inline():
     assert re.findall(r"<script(?![^>]*\bsrc=)", page) == []
     assert re.findall(r"\son[a-z]+\s*=", page) == []
     for path in STATIC.iterdir():
-        text = path.read_text(encoding="utf-8")
+        # An XML namespace is a name, not an address anything is fetched from.
+        text = re.sub(r'xmlns="[^"]*"', "", path.read_text(encoding="utf-8"))
         assert re.findall(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text) == [], path.name
         assert "@import" not in text
 

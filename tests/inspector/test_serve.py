@@ -53,3 +53,15 @@ def test_serve_prints_the_tokened_address_and_guards_every_request(tmp_path, hos
         process.terminate()
         _, errors = process.communicate(timeout=15)
     assert match[2] not in errors
+
+
+def test_importing_the_cli_and_the_inspector_loads_no_web_server():
+    code = (
+        "import json, sys, nrllm_core.cli, nrllm_core.inspector; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('starlette', 'uvicorn', 'playwright'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

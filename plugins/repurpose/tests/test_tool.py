@@ -133,7 +133,7 @@ def test_a_skill_that_leaves_the_tool_out_is_not_offered_it():
     assert report.decisions[0].reason is DenialReason.CONFIGURATION_GROUP
 
 
-# -- refusals ---------------------------------------------------------------------------------------
+# -- refusals --------------------------------------------------------------------------------------
 
 GOOD = {"source_url": "https://example.com/a", "artifacts": ["faq"]}
 
@@ -181,8 +181,8 @@ def test_each_refusal_has_its_fixed_message_and_stores_nothing(home, arguments, 
 
 
 def test_the_messages_are_the_spec_texts():
-    assert BAD_LIST == f"artifacts must be a non-empty list of formats: {NAMES}."
-    assert UNKNOWN_ARTIFACT == f"Unknown artifact. Choose from: {NAMES}."
+    assert f"artifacts must be a non-empty list of formats: {NAMES}." == BAD_LIST
+    assert f"Unknown artifact. Choose from: {NAMES}." == UNKNOWN_ARTIFACT
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_invalid_settings_refuse_with_a_fixed_message_and_store_nothing(home):
     assert job_rows(home) == []
 
 
-# -- success ----------------------------------------------------------------------------------------
+# -- success ---------------------------------------------------------------------------------------
 
 
 def test_an_editor_starts_a_job_owned_by_themselves(home):
@@ -268,7 +268,7 @@ def test_the_preview_shows_the_redacted_source_and_the_formats():
     assert not any("key=1" in line for line in lines)
 
 
-# -- the URL shown ----------------------------------------------------------------------------------
+# -- the URL shown ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

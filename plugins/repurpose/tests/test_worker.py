@@ -71,7 +71,7 @@ def queue(store: JobStore, url: str, *formats: str, source_type: str = "url") ->
     )
 
 
-# -- claims and leases ------------------------------------------------------------------------------
+# -- claims and leases -----------------------------------------------------------------------------
 
 
 def test_each_queued_job_is_claimed_once_oldest_first(backend):
@@ -173,7 +173,7 @@ def test_four_worker_processes_never_process_one_job_twice(backend, page_server,
         assert all(len(store.artifacts(uid)) == 1 for uid in uids)
 
 
-# -- processing a job -------------------------------------------------------------------------------
+# -- processing a job ------------------------------------------------------------------------------
 
 
 def test_a_job_runs_through_fetch_and_generation(backend, page_server, tmp_path):
