@@ -1,4 +1,4 @@
-"""Logging for the ``nrllm`` command and the demo, which are hosts: the library never configures it."""
+"""Logging for the hosts in this package (the `nrllm` command, the demo); the library never does."""
 
 from __future__ import annotations
 
