@@ -17,6 +17,7 @@ from nrllm_core._bounds import (
 from nrllm_core._catalog import RegisteredTool, ToolRegistry
 from nrllm_core._config import ConfigError, HostConfig, load_config
 from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
+from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._invoke import invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import (
@@ -47,6 +48,7 @@ __all__ = [
     "ARTIFACTS_MAX_DEPTH",
     "CONTENT_MAX_BYTES",
     "Actor",
+    "ApprovalRefused",
     "ArtifactType",
     "AuditRecord",
     "ChatMessage",
@@ -56,6 +58,7 @@ __all__ = [
     "Effect",
     "GateDecision",
     "GateReport",
+    "Host",
     "HostConfig",
     "PluginManager",
     "Provider",
@@ -64,6 +67,7 @@ __all__ = [
     "ProviderError",
     "ProviderRegistry",
     "RegisteredTool",
+    "RunOutcome",
     "RunRecorder",
     "RunStep",
     "StepKind",

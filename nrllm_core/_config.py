@@ -240,6 +240,32 @@ def load_config(
     return _build(raw, source, frozenset(plugin_sections))
 
 
+def config_loader(
+    path: str | os.PathLike[str] | None = None, *, data: Mapping[str, Any] | None = None
+) -> Callable[[], HostConfig]:
+    """A function that returns the live configuration, reading the file again only when it
+    changed (its path, size or modification time), so a host can ask on every tool call."""
+    if data is not None:
+        fixed = load_config(data=data)
+        return lambda: fixed
+    last: list[tuple[object, HostConfig]] = []
+
+    def load() -> HostConfig:
+        source = _locate(path)
+        try:
+            stat = None if source is None else source.stat()
+        except OSError:
+            stat = None
+        key = (source, None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino))
+        if last and last[0][0] == key:
+            return last[0][1]
+        config = load_config(path)
+        last[:] = [(key, config)]
+        return config
+
+    return load
+
+
 def _locate(path: str | os.PathLike[str] | None) -> Path | None:
     if path is not None:
         return Path(path)

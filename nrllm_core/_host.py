@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from nrllm_core import _json
-from nrllm_core._config import HostConfig, load_config
+from nrllm_core._config import HostConfig, config_loader
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
 from nrllm_core._invoke import invoke, new_call_id, new_run_id
 from nrllm_core._log import logger
@@ -51,7 +51,8 @@ class RunOutcome:
     """What ``run`` and ``approve`` report; the same shape as ``nrllm run --json``."""
 
     run_id: str
-    status: str
+    # completed, awaiting_approval or failed; a refused approval reports the run's own status.
+    status: str | None
     termination_reason: str | None
     final_content: str
     pending: tuple[PendingCall, ...] = ()
@@ -122,9 +123,7 @@ class Host:
         """
         from nrllm_core.store import Store, default_data_dir
 
-        def loader() -> HostConfig:
-            return load_config(path, data=data)
-
+        loader = config_loader(path, data=data)
         config = loader()
         folder = data_dir or default_data_dir()
         store = Store.open(
@@ -194,7 +193,7 @@ class Host:
             ),
             recorder=recorder,
             context_for=self._context_for(run_id, actor, config),
-            initiator=actor.id,
+            actor=actor,
             max_rounds=clamp_rounds(max_rounds),
         )
         return self._settle(run_id, outcome, actor)
@@ -261,11 +260,7 @@ class Host:
             raise ApprovalRefused(f'run "{run_id}" is not awaiting approval')
         if suspension.turn_digest != turn_digest:
             raise ApprovalRefused("the digest does not match the pending turn; it may be stale")
-        try:
-            key = load_state_key(self._data_dir, dict(self._environ))
-            state = _state_from_json(open_sealed(key, run_id, suspension.sealed))
-        except (SealError, ValueError, KeyError, TypeError) as exc:
-            raise ApprovalRefused(f"the suspended state cannot be opened: {exc}") from None
+        state = self._open_state(run_id, suspension.sealed)
         if approve and self._four_eyes(config, state) and approver == state.initiator:
             raise ApprovalRefused("four-eyes: the approver must differ from the run's initiator")
         from nrllm_core.store import ClaimRefused
@@ -295,7 +290,7 @@ class Host:
                 },
             )
         )
-        actor = Actor(id=state.initiator)
+        actor = state.actor
         if not audited:
             outcome = _failed(
                 run_id, "the approval could not be written to the audit; nothing was executed"
@@ -329,11 +324,7 @@ class Host:
         suspension = self.store.suspension(run_id)
         if suspension is None:
             return None
-        try:
-            key = load_state_key(self._data_dir, dict(self._environ))
-            state = _state_from_json(open_sealed(key, run_id, suspension.sealed))
-        except (SealError, ValueError, KeyError, TypeError):
-            raise ApprovalRefused("the suspended state cannot be opened") from None
+        state = self._open_state(run_id, suspension.sealed)
         return RunOutcome(
             run_id=run_id,
             status="awaiting_approval",
@@ -351,6 +342,15 @@ class Host:
         return self.store.list_runs(None if status is None else RunStatus(status))
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _open_state(self, run_id: str, sealed: bytes) -> SuspendedRunState:
+        """The run's suspended state; a refusal that never shows why (the log does)."""
+        try:
+            key = load_state_key(self._data_dir, dict(self._environ))
+            return _state_from_json(open_sealed(key, run_id, sealed))
+        except (SealError, ValueError, KeyError, TypeError) as exc:
+            logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
+            raise ApprovalRefused("the suspended state cannot be opened") from None
 
     def _provider_name(self, config: HostConfig, provider: str | None) -> str:
         name = provider or config.defaults.provider
@@ -507,7 +507,11 @@ def _state_to_json(state: SuspendedRunState) -> bytes:
             "provider": state.provider,
             "skill": state.skill,
             "offered_names": list(state.offered_names),
-            "initiator": state.initiator,
+            "actor": {
+                "id": state.actor.id,
+                "admin": state.actor.admin,
+                "permissions": sorted(state.actor.permissions),
+            },
             "max_rounds": state.max_rounds,
         }
     )
@@ -533,6 +537,10 @@ def _state_from_json(data: bytes) -> SuspendedRunState:
         provider=raw["provider"],
         skill=raw["skill"],
         offered_names=tuple(raw["offered_names"]),
-        initiator=raw["initiator"],
+        actor=Actor(
+            id=raw["actor"]["id"],
+            admin=raw["actor"]["admin"],
+            permissions=frozenset(raw["actor"]["permissions"]),
+        ),
         max_rounds=raw["max_rounds"],
     )

@@ -21,6 +21,7 @@ from nrllm_core._payloads import RunStep, StepKind
 from nrllm_core._providers import Provider
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._tool import ToolContext
+from nrllm_core._values import Actor
 
 __all__ = [
     "MAX_ROUNDS_CAP",
@@ -105,8 +106,13 @@ class SuspendedRunState:
     provider: str | None
     skill: str | None
     offered_names: tuple[str, ...]
-    initiator: str
+    # Who started the run, with their rights: a resumed run acts for them, not the approver.
+    actor: Actor
     max_rounds: int
+
+    @property
+    def initiator(self) -> str:
+        return self.actor.id
 
     @property
     def digest(self) -> str:
@@ -149,7 +155,7 @@ class _Segment:
     permits: Callable[[RegisteredTool], bool]
     recorder: RunRecorder
     context_for: Callable[[str], ToolContext]
-    initiator: str
+    actor: Actor
     max_rounds: int
     messages: list[ChatMessage]
     usage: Usage
@@ -168,7 +174,7 @@ def run_loop(
     permits: Callable[[RegisteredTool], bool],
     recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
-    initiator: str,
+    actor: Actor,
     max_rounds: int,
     usage: Usage | None = None,
     iterations: int = 0,
@@ -186,7 +192,7 @@ def run_loop(
         permits=permits,
         recorder=recorder,
         context_for=context_for,
-        initiator=initiator,
+        actor=actor,
         max_rounds=max_rounds,
         messages=list(messages),
         usage=usage or Usage(),
@@ -256,7 +262,15 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
         )
     )
     started = time.perf_counter()
-    answer = seg.provider.complete(seg.messages, specs)
+    try:
+        answer = seg.provider.complete(seg.messages, specs)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        # A provider plugin's own failure: its text may quote keys or prompts, so the run's
+        # error names only the type; the details go to the log.
+        logger().error("nrllm.provider.crashed", run_id=seg.recorder.run_id, exc_info=True)
+        raise ProviderError(f"the provider failed unexpectedly ({type(exc).__name__})") from exc
     seg.usage = seg.usage + answer.usage
     seg.recorder.record(
         RunStep(
@@ -312,7 +326,7 @@ def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunStat
         provider=seg.provider_name,
         skill=seg.skill,
         offered_names=tuple(t.name for t in seg.offered),
-        initiator=seg.initiator,
+        actor=seg.actor,
         max_rounds=seg.max_rounds,
     )
 
@@ -418,7 +432,7 @@ def resume_loop(
         permits=permits,
         recorder=recorder,
         context_for=context_for,
-        initiator=state.initiator,
+        actor=state.actor,
         max_rounds=state.max_rounds,
         messages=[ChatMessage.from_dict(m) for m in state.messages],
         usage=state.usage,

@@ -45,13 +45,17 @@ class RunStep:
     fields: Mapping[str, Any] = attrs.field(factory=dict)
     tool_artifacts: tuple[ToolArtifact, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The step as JSON data; ``tool_artifacts`` is absent when there are none."""
-        out: dict[str, Any] = {
+    def head(self) -> dict[str, Any]:
+        """The keys every step has: ``kind``, ``round``, ``duration_ms``."""
+        return {
             "kind": self.kind.value,
             "round": self.round,
             "duration_ms": round(self.duration_ms, 3),
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The step as JSON data; ``tool_artifacts`` is absent when there are none."""
+        out = self.head()
         out.update((k, v) for k, v in self.fields.items() if v is not None)
         if self.tool_artifacts:
             out["tool_artifacts"] = [a.to_dict() for a in self.tool_artifacts]

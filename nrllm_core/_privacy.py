@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,6 +35,7 @@ CONTENT_KEYS: Final = (
     "tool_artifacts",
 )
 
+_CONTENT_SET: Final = frozenset(CONTENT_KEYS)
 _SEQUENCES: Final = (list, tuple)
 
 
@@ -46,30 +46,36 @@ def privacy_view(step: RunStep, level: PrivacyLevel) -> dict[str, Any]:
     content key; ``none`` and ``metadata`` keep no content at all, only its shape and size.
     A value that is not a privacy level is refused rather than guessed at.
     """
-    level = PrivacyLevel(level)
-    data = step.to_dict()
-    if level is PrivacyLevel.FULL:
-        return data
-    if level is PrivacyLevel.REDACTED:
-        for key in CONTENT_KEYS:
-            if key in data:
-                data[key] = redact_tree(data[key])
-        return data
-    return _metadata_only(data)
+    return audit_view_for(level)(step)
 
 
 def audit_view_for(level: PrivacyLevel) -> Callable[[RunStep], dict[str, Any]]:
     """The ``audit_view`` to hand to :class:`~nrllm_core.RunRecorder` for ``level``."""
-    return functools.partial(_view, level=PrivacyLevel(level))
+    return _VIEWS[PrivacyLevel(level)]
 
 
-def _view(step: RunStep, *, level: PrivacyLevel) -> dict[str, Any]:
-    return privacy_view(step, level)
+def _full(step: RunStep) -> dict[str, Any]:
+    return step.to_dict()
 
 
-def _metadata_only(data: dict[str, Any]) -> dict[str, Any]:
-    """Drop every content key; add its count or length, never its bytes."""
-    content = {key: data.pop(key) for key in CONTENT_KEYS if key in data}
+def _redacted(step: RunStep) -> dict[str, Any]:
+    data = step.to_dict()
+    for key in CONTENT_KEYS:
+        if key in data:
+            data[key] = redact_tree(data[key])
+    return data
+
+
+def _metadata(step: RunStep) -> dict[str, Any]:
+    """Every key but the content keys; for those, their count or length, never their bytes.
+
+    Built from the step directly: the content is never copied into a dict only to be dropped.
+    """
+    data = step.head()
+    content: dict[str, Any] = {}
+    for key, value in step.fields.items():
+        if value is not None:
+            (content if key in _CONTENT_SET else data)[key] = value
     data["content_redacted"] = True
     messages = content.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
@@ -78,7 +84,8 @@ def _metadata_only(data: dict[str, Any]) -> dict[str, Any]:
         value = content.get(key)
         if isinstance(value, str):
             data[f"{key}_length"] = len(value)
-    artifacts = content.get("tool_artifacts")
+    # As in to_dict(): the step's own artifacts win over an artifact list among its fields.
+    artifacts = [a.to_dict() for a in step.tool_artifacts] or content.get("tool_artifacts")
     if isinstance(artifacts, _SEQUENCES):
         data["tool_artifacts_count"] = len(artifacts)
         data["tool_artifact_types"] = _strings_at(artifacts, "type")
@@ -86,6 +93,14 @@ def _metadata_only(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(calls, _SEQUENCES):
         data["requested_tool_names"] = _strings_at(calls, "name")
     return data
+
+
+_VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {
+    PrivacyLevel.FULL: _full,
+    PrivacyLevel.REDACTED: _redacted,
+    PrivacyLevel.METADATA: _metadata,
+    PrivacyLevel.NONE: _metadata,
+}
 
 
 def _strings_at(entries: list[Any] | tuple[Any, ...], key: str) -> list[str]:

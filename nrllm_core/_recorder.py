@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import threading
+import itertools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
@@ -37,10 +37,9 @@ class RunRecorder:
 
     __slots__ = (
         "_audit_view",
-        "_lock",
+        "_numbers",
         "_observer",
         "_pm",
-        "_sequence",
         "audit_failures",
         "run_id",
     )
@@ -58,19 +57,13 @@ class RunRecorder:
         self.run_id = run_id
         self._audit_view = audit_view or _metadata_view()
         self._observer = observer
-        self._sequence = first_sequence - 1
-        self._lock = threading.Lock()
+        # next() on a count is atomic, so concurrent steps of one run get distinct numbers.
+        self._numbers = itertools.count(first_sequence)
         self.audit_failures = 0
-
-    @property
-    def last_sequence(self) -> int:
-        return self._sequence
 
     def record(self, step: RunStep) -> bool:
         """Deliver ``step``; ``False`` when an audit sink failed to take it."""
-        with self._lock:
-            self._sequence += 1
-            sequence = self._sequence
+        sequence = next(self._numbers)
         event = TraceEvent(run_id=self.run_id, sequence=sequence, step=step)
         self._pm.emit_trace(event)
         if self._observer is not None:

@@ -357,6 +357,8 @@ def test_approve_json_prints_the_outcome(env):
         "completed",
         "done",
     )
+    # The digest it approved is shown on stderr, so stdout stays one JSON object.
+    assert result.stderr == f"turn digest: {pending['turn_digest']}\n"
 
 
 def test_approve_deny_executes_nothing(env):
@@ -384,7 +386,9 @@ def test_a_refused_approval_exits_1_with_the_reason(env, case):
 
     assert result.exit_code == 1
     data = as_json(result)
-    assert data["status"] == "refused"
+    # A refusal changes nothing: the status is the run's own (none for an unknown run).
+    expected_status = {"unknown-run": None, "stale-digest": "awaiting_approval"}
+    assert data["status"] == expected_status.get(case, "completed")
     assert data["run_id"] == run_id
     expected = {"unknown-run": "not awaiting approval", "stale-digest": "stale"}
     assert expected.get(case, "not awaiting approval") in data["error"]

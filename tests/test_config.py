@@ -440,3 +440,33 @@ def test_a_zone_is_the_least_trusted_of_its_own_and_its_fallbacks_zones(
     for name, (zone, fallback) in graph.items():
         expected = max([TrustZone(zone), *(config.zone_for(f) for f in fallback)])
         assert config.zone_for(name) is expected
+
+
+def test_the_config_loader_reads_again_only_when_the_file_changed(tmp_path, monkeypatch):
+    from nrllm_core import _config
+
+    path = tmp_path / "nrllm.toml"
+    path.write_text('[actor]\nid = "ann"\n', encoding="utf-8")
+    reads: list[object] = []
+    real_read = _config._read
+    monkeypatch.setattr(_config, "_read", lambda source: reads.append(source) or real_read(source))
+    load = _config.config_loader(path)
+
+    assert load().actor().id == "ann"
+    assert load().actor().id == "ann"
+    assert len(reads) == 1
+
+    path.write_text('[actor]\nid = "bob-the-second"\n', encoding="utf-8")
+    assert load().actor().id == "bob-the-second"
+    assert len(reads) == 2
+
+    path.write_text("[actor\n", encoding="utf-8")
+    with pytest.raises(_config.ConfigError):
+        load()
+
+
+def test_the_config_loader_builds_a_dict_configuration_once():
+    from nrllm_core._config import config_loader
+
+    load = config_loader(data={"actor": {"id": "ann"}})
+    assert load() is load()

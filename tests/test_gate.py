@@ -430,10 +430,11 @@ def test_each_denial_is_logged_without_arguments() -> None:
     pm = manager(Probe("t", data_class=DataClass.SECRET_ADJACENT), Probe("ok"))
     with structlog.testing.capture_logs() as logs:
         run(pm, zones_config(), provider="externalEu")
+    # A refusal is the gate working as configured: info, not a warning.
     assert logs == [
         {
             "event": "nrllm.gate.denied",
-            "log_level": "warning",
+            "log_level": "info",
             "tool": "t",
             "reason": "trustZone",
             "offered": False,
@@ -445,6 +446,16 @@ def test_each_denial_is_logged_without_arguments() -> None:
             "ceiling": "internalConfiguration",
         }
     ]
+
+
+def test_a_tool_observe_mode_lets_through_is_a_warning() -> None:
+    pm = manager(Probe("t", data_class=DataClass.SECRET_ADJACENT))
+    config = zones_config(tools={"data_class_enforcement": "observe"})
+    with structlog.testing.capture_logs() as logs:
+        run(pm, config, provider="externalEu")
+    (entry,) = logs
+    assert (entry["event"], entry["log_level"]) == ("nrllm.gate.denied", "warning")
+    assert (entry["offered"], entry["observed"], entry["reason"]) == (True, True, "trustZone")
 
 
 def test_the_report_permits_only_what_it_offered() -> None:

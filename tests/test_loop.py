@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from nrllm_core import (
@@ -127,6 +128,11 @@ class _Failing:
         raise ProviderError("upstream answered 503", status_code=503)
 
 
+class _Crashing:
+    def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
+        raise RuntimeError("boom with api_key=sk-live-0123456789abcdefghij")
+
+
 class Recording:
     """Provider kinds ``recording`` (scripted, remembering each call) and ``failing``."""
 
@@ -145,8 +151,12 @@ class Recording:
         def failing(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
             return _Failing()
 
+        def crashing(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
+            return _Crashing()
+
         registry.register("recording", recording)
         registry.register("failing", failing)
+        registry.register("crashing", crashing)
 
 
 def write_script(folder: Path, turns: list[dict[str, Any]]) -> Path:
@@ -320,7 +330,7 @@ def _loop(pm: Any, provider: Any, max_rounds: int) -> Any:
         context_for=lambda call_id: ToolContext(
             run_id="run-loop", call_id=call_id, actor=Actor(id="alice")
         ),
-        initiator="alice",
+        actor=Actor(id="alice"),
         max_rounds=max_rounds,
     )
 
@@ -390,6 +400,24 @@ def test_a_provider_error_fails_the_run_with_a_clear_message(make_host):
     assert outcome.error == "the model provider failed: upstream answered 503"
     assert outcome.final_content == ""
     assert lookup.calls == []
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == ("failed", "provider_failed")
+
+
+def test_a_provider_that_crashes_fails_the_run_without_its_text(make_host):
+    lookup = Counting("lookup")
+    host = make_host([], lookup, kind="crashing")
+
+    with structlog.testing.capture_logs() as logs:
+        outcome = host.run("go")
+
+    assert (outcome.status, outcome.termination_reason) == ("failed", "provider_failed")
+    assert (
+        outcome.error
+        == "the model provider failed: the provider failed unexpectedly (RuntimeError)"
+    )
+    assert "sk-live" not in repr(outcome)
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["nrllm.provider.crashed"]
     (info,) = host.runs()
     assert (info.status, info.termination_reason) == ("failed", "provider_failed")
 

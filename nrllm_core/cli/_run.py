@@ -68,8 +68,9 @@ def approve(
     if digest is None:
         suspension = host.store.suspension(run_id)
         digest = suspension.turn_digest if suspension is not None else None
-        if digest is not None and not as_json:
-            click.echo(f"turn digest: {digest}")
+        if digest is not None:
+            # On stderr with --json, so stdout stays one JSON object.
+            click.echo(f"turn digest: {digest}", err=as_json)
     try:
         outcome = host.approve(
             run_id,
@@ -78,17 +79,19 @@ def approve(
             turn_digest=digest,
         )
     except ApprovalRefused as exc:
-        _refused(run_id, str(exc), as_json)
+        _refused(host, run_id, str(exc), as_json)
     _report(ctx, outcome, as_json)
 
 
-def _refused(run_id: str, reason: str, as_json: bool) -> NoReturn:
+def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
     if as_json:
+        # A refusal changes nothing: the status is the run's own, as stored (none if unknown).
+        detail = host.store.get_run(run_id)
         click.echo(
             to_json(
                 RunOutcome(
                     run_id=run_id,
-                    status="refused",
+                    status=None if detail is None else detail.run.status.value,
                     termination_reason=None,
                     final_content="",
                     error=reason,

@@ -24,7 +24,6 @@ __all__ = ["create_app"]
 STATIC: Final = Path(__file__).parent / "static"
 _MAX_BODY: Final = 1_000_000
 _MAX_ROUNDS: Final = 20
-_UNOPENABLE: Final = "the suspended state cannot be opened"
 
 
 class _BadRequest(Exception):
@@ -323,11 +322,7 @@ def _terminal(outcome: RunOutcome) -> dict[str, Any]:
 
 
 def _refusal_text(exc: ApprovalRefused) -> str:
-    text = str(exc)
-    # This refusal appends the underlying exception's text, which is not for the page.
-    if text.startswith(_UNOPENABLE):
-        return f"{_UNOPENABLE}."
-    return text
+    return str(exc)
 
 
 async def _body(request: Request) -> dict[str, Any]:

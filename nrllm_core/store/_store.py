@@ -64,6 +64,20 @@ _COUNT_STEP: Final = (
     )
 )
 
+_SETTLE: Final = (
+    update(RunRow)
+    .where(RunRow.id == bindparam("target"), RunRow.status.in_(_OPEN))
+    .values(
+        status=bindparam("new_status"),
+        termination_reason=bindparam("new_reason"),
+        heartbeat_at=bindparam("now", type_=UTCDateTime),
+        ended_at=bindparam("ended", type_=UTCDateTime),
+    )
+)
+_BLANK_STATE: Final = (
+    update(SuspensionRow).where(SuspensionRow.run_id == bindparam("target")).values(sealed=b"")
+)
+
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -259,19 +273,18 @@ class Store:
         now = self._clock()
         with self._write() as connection:
             result = connection.execute(
-                update(RunRow)
-                .where(RunRow.id == run_id, RunRow.status.in_(_OPEN))
-                .values(
-                    status=status.value,
-                    termination_reason=termination_reason,
-                    heartbeat_at=now,
-                    ended_at=now if status.is_finished else None,
-                )
+                _SETTLE,
+                {
+                    "target": run_id,
+                    "new_status": status.value,
+                    "new_reason": termination_reason,
+                    "now": now,
+                    "ended": now if status.is_finished else None,
+                },
             )
             if status.is_finished:
-                connection.execute(
-                    update(SuspensionRow).where(SuspensionRow.run_id == run_id).values(sealed=b"")
-                )
+                # A finished run can never resume: its sealed state is no longer kept.
+                connection.execute(_BLANK_STATE, {"target": run_id})
         return result.rowcount == 1
 
     def suspend_run(self, run_id: str, *, sealed: bytes, turn_digest: str) -> None:

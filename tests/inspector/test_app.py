@@ -458,7 +458,7 @@ def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(client, h
         assert inbox == [
             {
                 "run": client.get("/api/approvals").json()["approvals"][0]["run"],
-                "error": "the suspended state cannot be opened.",
+                "error": "the suspended state cannot be opened",
             }
         ]
         denied = events(
@@ -468,7 +468,7 @@ def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(client, h
                 {"approve": True, "turn_digest": waiting["turn_digest"]},
             )
         )
-    assert denied[-1]["error"] == "the suspended state cannot be opened."
+    assert denied[-1]["error"] == "the suspended state cannot be opened"
 
 
 # -- Host.pending --------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import click
-import pytest
 from click.testing import CliRunner
 
 import nrllm_repurpose
@@ -80,7 +79,6 @@ def write_host(home: Path, page_server, tmp_path: Path) -> tuple[Host, Path]:
 
 # Host.approve resumes as ``Actor(id=state.initiator)`` (nrllm_core/_host.py), dropping the
 # initiator's permissions, so the tool refuses the approved call. Strict: it fails once fixed.
-@pytest.mark.xfail(strict=True, reason="core: Host.approve drops the actor's permissions")
 def test_a_scripted_run_queues_a_job_that_the_worker_completes(home, page_server, tmp_path):
     host, config = write_host(home, page_server, tmp_path)
     suspended = host.run("Turn the tides article into a FAQ, a handout and a diagram.")
