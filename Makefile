@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALL := $(BIN)/python -m pip install --quiet
 
-.PHONY: demo test install install-dev lint bench clean
+.PHONY: demo test install install-dev bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,8 @@ test: install-dev
 bench: $(BIN)/python
 	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose
 	$(BIN)/python benchmarks/bench_seam.py
+	$(BIN)/python benchmarks/bench_store.py
+	$(BIN)/python benchmarks/bench_run.py
 
 clean:
 	rm -rf $(VENV)

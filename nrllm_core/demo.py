@@ -7,9 +7,12 @@ sinks, the loop, the sealed suspension, the approval and the persisted, filtered
 
 from __future__ import annotations
 
+import http.server
 import os
+import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +41,29 @@ kind = "scripted"
 script = "read.toml"
 trust_zone = "local"
 
+# The chat provider that asks for a repurpose job, and the one that writes the formats.
+[providers.cloud_repurpose]
+kind = "scripted"
+script = "repurpose.toml"
+trust_zone = "externalGlobal"
+
+[providers.writer]
+kind = "scripted"
+script = "formats.toml"
+trust_zone = "externalEu"
+
+[tools]
+# A repurpose job costs provider money: an operator switches the tool on.
+enabled = ["start_repurpose_job"]
+
 [actor]
 id = "demo-operator"
 permissions = ["repurpose"]
+
+[repurpose]
+provider = "writer"
+# Only for this demo's page on 127.0.0.1: the SSRF guard refuses loopback otherwise.
+allow_hosts = ["127.0.0.1"]
 
 [privacy]
 level = "metadata"
@@ -72,6 +95,56 @@ content = "The draft is saved; an editor can publish it."
 """
 
 
+_REPURPOSE_SCRIPT = """\
+[[turns]]
+content = "I will queue a repurpose job for that article."
+[[turns.tool_calls]]
+name = "start_repurpose_job"
+arguments = {{ source_url = "{url}", artifacts = ["faq", "exec_summary", "handout"] }}
+
+[[turns]]
+content = "The job is queued; a worker will produce the FAQ, the summary and the handout."
+"""
+
+_FORMATS_SCRIPT = """\
+[[turns]]
+content = "## FAQ\\n\\n**When are we open?** Monday to Friday, 9 to 17."
+
+[[turns]]
+content = "The library extends its opening hours on weekdays."
+
+[[turns]]
+content = "# Opening hours\\n\\nMonday to Friday, 9 to 17. Closed on public holidays."
+"""
+
+_ARTICLE = (
+    b"<html><head><title>New opening hours</title></head><body><article>"
+    b"<h1>New opening hours</h1><p>From next month the city library opens Monday to Friday "
+    b"from 9 to 17. It stays closed on public holidays. The reading room keeps its hours, and "
+    b"the children's corner opens one hour later on Wednesdays.</p></article></body></html>"
+)
+
+
+class _Article(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(_ARTICLE)))
+        self.end_headers()
+        self.wfile.write(_ARTICLE)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def _nrllm(home: Path, *args: str) -> str:
+    """The ``nrllm`` command, as an operator would type it."""
+    env = {**os.environ, "NRLLM_HOME": str(home)}
+    command = [sys.executable, "-m", "nrllm_core", "--config", str(home / "nrllm.toml"), *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
 def _section(title: str) -> None:
     print(f"\n== {title} " + "=" * max(0, 74 - len(title)))
 
@@ -90,6 +163,12 @@ def _show_event(event: TraceEvent) -> None:
                 print(f"           {row}")
         else:
             print(f"         [{label}] {to_json(data)}")
+
+
+def _show_answer(event: TraceEvent) -> None:
+    step = trace_dict(event)
+    if step["kind"] == "tool":
+        print(f"  wire   {step['tool_name']} answered: {step['tool_result']}")
 
 
 def _show_outcome(outcome: RunOutcome) -> None:
@@ -111,6 +190,11 @@ def main(home: Path) -> int:
     (home / "nrllm.toml").write_text(_CONFIG, encoding="utf-8")
     (home / "read.toml").write_text(_READ_SCRIPT, encoding="utf-8")
     (home / "write.toml").write_text(_WRITE_SCRIPT, encoding="utf-8")
+    (home / "formats.toml").write_text(_FORMATS_SCRIPT, encoding="utf-8")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Article)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    article = f"http://127.0.0.1:{server.server_address[1]}/news/opening-hours?ref=newsletter"
+    (home / "repurpose.toml").write_text(_REPURPOSE_SCRIPT.format(url=article), encoding="utf-8")
     host = Host.from_config(home / "nrllm.toml", data_dir=home)
     actor = host.config.actor()
 
@@ -153,8 +237,29 @@ def main(home: Path) -> int:
     if detail is not None:
         for step in detail.steps:
             print(f"  #{step.sequence} {step.kind:<8} round {step.round}  {_brief(step.payload)}")
+
+    _section("7. A repurpose job: approved in the run, processed by a worker outside it")
+    queued = host.run("Turn our opening-hours article into a FAQ.", provider="cloud_repurpose")
+    _show_outcome(queued)
+    if queued.turn_digest is None:
+        print("  the run did not suspend", file=sys.stderr)
+        return 1
+    done = host.approve(
+        queued.run_id,
+        approve=True,
+        approver="demo-editor",
+        turn_digest=queued.turn_digest,
+        on_event=_show_answer,
+    )
+    _show_outcome(done)
+    print("  $ nrllm repurpose worker --once")
+    print(textwrap.indent(_nrllm(home, "repurpose", "worker", "--once").rstrip(), "    "))
+    print("  $ nrllm repurpose jobs show 1")
+    print(textwrap.indent(_nrllm(home, "repurpose", "jobs", "show", "1").rstrip(), "    "))
+    server.shutdown()
+
     print(f"\nEverything above is stored in {home}; `nrllm --config {home / 'nrllm.toml'} runs`")
-    print("lists the runs, and `nrllm serve` opens the inspector.")
+    print("lists the runs, and `nrllm --config ... serve` opens the inspector.")
     return 0
 
 
