@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,37 +11,17 @@ import pytest
 
 from nrllm_core import (
     Actor,
-    AuditRecord,
     PluginManager,
     Tool,
     ToolContext,
     ToolRegistry,
-    TraceEvent,
-    WirePayload,
     hookimpl,
     make_plugin_manager,
 )
+from nrllm_core.testing import SinkRecorder, postgres_schema
 
-
-class Sinks:
-    """A plugin implementing the three sink hooks that keeps whatever each one receives."""
-
-    def __init__(self) -> None:
-        self.wire: list[object] = []
-        self.trace: list[object] = []
-        self.audit: list[object] = []
-
-    @hookimpl
-    def nrllm_wire(self, payload: WirePayload) -> None:
-        self.wire.append(payload)
-
-    @hookimpl
-    def nrllm_trace(self, event: TraceEvent) -> None:
-        self.trace.append(event)
-
-    @hookimpl
-    def nrllm_audit(self, record: AuditRecord) -> None:
-        self.audit.append(record)
+# The sink recorder every core test uses.
+Sinks = SinkRecorder
 
 
 class ToolsPlugin:
@@ -92,8 +70,6 @@ def make_pm(sinks: Sinks) -> Callable[..., PluginManager]:
 
 # -- the audit store, on SQLite and on PostgreSQL ------------------------------------------------
 
-POSTGRES_ENV = "NRLLM_TEST_POSTGRES_URL"
-
 
 @attrs.frozen(kw_only=True)
 class Backend:
@@ -115,27 +91,5 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     if request.param == "sqlite":
         yield Backend(name="sqlite", url=None, data_dir=tmp_path)
         return
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        if os.environ.get("CI"):
-            pytest.fail(f"{POSTGRES_ENV} is not set: CI must run the PostgreSQL cases")
-        pytest.skip(
-            f"PostgreSQL cases: set {POSTGRES_ENV}="
-            "postgresql+psycopg://postgres@127.0.0.1:5432/test to run them"
-        )
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    schema = f"nrllm_test_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"))
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield Backend(
-            name="postgresql", url=url.render_as_string(hide_password=False), data_dir=tmp_path
-        )
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema("nrllm_test") as url:
+        yield Backend(name="postgresql", url=url, data_dir=tmp_path)

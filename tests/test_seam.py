@@ -31,6 +31,7 @@ from nrllm_core import (
 )
 from nrllm_core._json import dumps
 from nrllm_core._serde import wire_dict
+from nrllm_core.testing import SinkRecorder
 
 FAKE_SECRET = "sk-live-FAKE-SECRET-0123456789abcdef"
 MARKERS = (
@@ -434,20 +435,6 @@ class ReturnsGiven(Tool):
         return self.result
 
 
-class PropertySinks:
-    def __init__(self) -> None:
-        self.wire: list[WirePayload] = []
-        self.trace: list[TraceEvent] = []
-
-    @hookimpl
-    def nrllm_wire(self, payload: WirePayload) -> None:
-        self.wire.append(payload)
-
-    @hookimpl
-    def nrllm_trace(self, event: TraceEvent) -> None:
-        self.trace.append(event)
-
-
 class ToolPlugin:
     def __init__(self, held: Tool) -> None:
         self.held = held
@@ -460,7 +447,7 @@ class ToolPlugin:
 @given(results())
 def test_property_no_sentinel_reaches_the_wire_and_both_channels_are_bounded(drawn):
     sentinel, result = drawn
-    capture = PropertySinks()
+    capture = SinkRecorder()
     pm = make_plugin_manager(
         plugins=[ToolPlugin(ReturnsGiven(result)), capture], load_entry_points=False
     )

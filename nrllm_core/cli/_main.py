@@ -8,10 +8,9 @@ import click
 
 from nrllm_core import _json
 from nrllm_core._manager import PluginManager, make_plugin_manager
-from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
+from nrllm_core._sink_recorder import SinkRecorder
 from nrllm_core.cli._logging import configure_for_cli
-from nrllm_core.hookspecs import hookimpl
 
 
 @click.group()
@@ -76,27 +75,6 @@ def plugins(as_json: bool) -> None:
             click.echo(f"  withheld: {tool_name} (registered by {' and '.join(owners)})")
 
 
-class _Capture:
-    """A plugin that keeps what each sink received during one command."""
-
-    def __init__(self) -> None:
-        self.wire: list[WirePayload] = []
-        self.trace: list[TraceEvent] = []
-        self.audit: list[AuditRecord] = []
-
-    @hookimpl
-    def nrllm_wire(self, payload: WirePayload) -> None:
-        self.wire.append(payload)
-
-    @hookimpl
-    def nrllm_trace(self, event: TraceEvent) -> None:
-        self.trace.append(event)
-
-    @hookimpl
-    def nrllm_audit(self, record: AuditRecord) -> None:
-        self.audit.append(record)
-
-
 def _parse_arguments(raw: str) -> dict[str, Any]:
     try:
         value = _json.loads(raw)
@@ -124,7 +102,7 @@ def invoke(
 
     arguments = _parse_arguments(raw_args)
     host = open_host(ctx)
-    capture = _Capture()
+    capture = SinkRecorder()
     host.pm.register(capture, name="nrllm.cli.capture")
     try:
         host.invoke(tool_name, arguments, provider=provider)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,35 +13,13 @@ import nrllm_builtin
 from nrllm_builtin.sample import create_sample_database, populate_sample
 from nrllm_core import (
     Actor,
-    AuditRecord,
     ToolArtifact,
     ToolContext,
-    TraceEvent,
-    WirePayload,
-    hookimpl,
     invoke,
     make_plugin_manager,
 )
-
-POSTGRES_ENV = "NRLLM_TEST_POSTGRES_URL"
-
-
-class Sinks:
-    def __init__(self) -> None:
-        self.wire: list[WirePayload] = []
-        self.trace: list[TraceEvent] = []
-
-    @hookimpl
-    def nrllm_wire(self, payload: WirePayload) -> None:
-        self.wire.append(payload)
-
-    @hookimpl
-    def nrllm_trace(self, event: TraceEvent) -> None:
-        self.trace.append(event)
-
-    @hookimpl
-    def nrllm_audit(self, record: AuditRecord) -> None:
-        pass
+from nrllm_core.testing import SinkRecorder as Sinks
+from nrllm_core.testing import postgres_schema
 
 
 @attrs.frozen(kw_only=True)
@@ -111,38 +87,15 @@ def records(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Records]
         path = create_sample_database(tmp_path / "sample.db")
         yield Records(backend="sqlite", url=f"sqlite+pysqlite:///{path}")
         return
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        if os.environ.get("CI"):
-            pytest.fail(f"{POSTGRES_ENV} is not set: CI must run the PostgreSQL cases")
-        pytest.skip(
-            f"PostgreSQL cases: set {POSTGRES_ENV}="
-            "postgresql+psycopg://postgres@127.0.0.1:5432/test to run them"
-        )
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
+    from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    schema = f"nrllm_builtin_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"), poolclass=NullPool)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = (
-        make_url(base)
-        .set(drivername="postgresql+psycopg")
-        .update_query_dict({"options": f"-csearch_path={schema}"})
-        .render_as_string(hide_password=False)
-    )
-    loader = create_engine(url, poolclass=NullPool)
-    try:
+    with postgres_schema("nrllm_builtin") as url:
+        loader = create_engine(url, poolclass=NullPool)
         with loader.begin() as connection:
             populate_sample(connection)
         loader.dispose()
         yield Records(backend="postgresql", url=url)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import http.server
-import os
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-POSTGRES_ENV = "NRLLM_TEST_POSTGRES_URL"
+from nrllm_core.testing import postgres_schema
 
 ARTICLE = b"""<!doctype html><html><head><title>Tides</title></head><body>
 <nav>Home | About</nav>
@@ -56,30 +54,8 @@ def backend(request: pytest.FixtureRequest, home: Path) -> Iterator[Backend]:
     if request.param == "sqlite":
         yield Backend(name="sqlite", url=None, data_dir=home)
         return
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        if os.environ.get("CI"):
-            pytest.fail(f"{POSTGRES_ENV} is not set: CI must run the PostgreSQL cases")
-        pytest.skip(
-            f"PostgreSQL cases: set {POSTGRES_ENV}="
-            "postgresql+psycopg://postgres@127.0.0.1:5432/test to run them"
-        )
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    schema = f"nrllm_repurpose_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"))
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield Backend(
-            name="postgresql", url=url.render_as_string(hide_password=False), data_dir=home
-        )
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema("nrllm_repurpose_test") as url:
+        yield Backend(name="postgresql", url=url, data_dir=home)
 
 
 @attrs.define

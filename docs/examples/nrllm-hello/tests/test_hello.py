@@ -9,14 +9,8 @@ from types import ModuleType
 import pytest
 
 import nrllm_core
-from nrllm_core import (
-    AuditRecord,
-    DataClass,
-    ToolContext,
-    TraceEvent,
-    WirePayload,
-    hookimpl,
-)
+from nrllm_core import DataClass, ToolContext, WirePayload
+from nrllm_core.testing import SinkRecorder
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nrllm_hello" / "__init__.py"
 
@@ -30,34 +24,14 @@ def load_plugin() -> ModuleType:
     return module
 
 
-class Sinks:
+@pytest.fixture
+def sinks() -> SinkRecorder:
     """Keeps what each sink received."""
-
-    def __init__(self) -> None:
-        self.wire: list[WirePayload] = []
-        self.trace: list[TraceEvent] = []
-        self.audit: list[AuditRecord] = []
-
-    @hookimpl
-    def nrllm_wire(self, payload: WirePayload) -> None:
-        self.wire.append(payload)
-
-    @hookimpl
-    def nrllm_trace(self, event: TraceEvent) -> None:
-        self.trace.append(event)
-
-    @hookimpl
-    def nrllm_audit(self, record: AuditRecord) -> None:
-        self.audit.append(record)
+    return SinkRecorder()
 
 
 @pytest.fixture
-def sinks() -> Sinks:
-    return Sinks()
-
-
-@pytest.fixture
-def pm(sinks: Sinks) -> nrllm_core.PluginManager:
+def pm(sinks: SinkRecorder) -> nrllm_core.PluginManager:
     return nrllm_core.make_plugin_manager(plugins=[load_plugin(), sinks], load_entry_points=False)
 
 
@@ -79,7 +53,9 @@ def test_word_count_is_registered_with_its_classification(pm: nrllm_core.PluginM
     }
 
 
-def test_wire_gets_the_summary_and_no_artifact(pm: nrllm_core.PluginManager, sinks: Sinks) -> None:
+def test_wire_gets_the_summary_and_no_artifact(
+    pm: nrllm_core.PluginManager, sinks: SinkRecorder
+) -> None:
     returned = nrllm_core.invoke(
         pm, "word_count", {"text": "the cat saw the other cat. The end!"}, context=context()
     )
@@ -94,7 +70,7 @@ def test_wire_gets_the_summary_and_no_artifact(pm: nrllm_core.PluginManager, sin
     assert sinks.wire == [expected]
 
 
-def test_trace_and_audit_get_the_table(pm: nrllm_core.PluginManager, sinks: Sinks) -> None:
+def test_trace_and_audit_get_the_table(pm: nrllm_core.PluginManager, sinks: SinkRecorder) -> None:
     nrllm_core.invoke(pm, "word_count", {"text": "b a b"}, context=context())
 
     table = {
@@ -114,7 +90,7 @@ def test_trace_and_audit_get_the_table(pm: nrllm_core.PluginManager, sinks: Sink
 
 
 def test_a_text_without_words_is_an_error_without_artifacts(
-    pm: nrllm_core.PluginManager, sinks: Sinks
+    pm: nrllm_core.PluginManager, sinks: SinkRecorder
 ) -> None:
     wire = nrllm_core.invoke(pm, "word_count", {"text": " ... !"}, context=context())
 
@@ -125,7 +101,7 @@ def test_a_text_without_words_is_an_error_without_artifacts(
 
 
 def test_the_table_lists_only_the_most_frequent_words(
-    pm: nrllm_core.PluginManager, sinks: Sinks
+    pm: nrllm_core.PluginManager, sinks: SinkRecorder
 ) -> None:
     text = " ".join(f"w{i} " * (i + 1) for i in range(30))
 
@@ -137,7 +113,7 @@ def test_the_table_lists_only_the_most_frequent_words(
 
 
 def test_arguments_outside_the_schema_never_reach_the_tool(
-    pm: nrllm_core.PluginManager, sinks: Sinks
+    pm: nrllm_core.PluginManager, sinks: SinkRecorder
 ) -> None:
     wire = nrllm_core.invoke(pm, "word_count", {"text": 42}, context=context())
 
