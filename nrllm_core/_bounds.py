@@ -46,8 +46,12 @@ def bound_content(text: str) -> str:
     # A character is at least one byte, so a longer string is over budget whatever it holds;
     # only its head is ever looked at, which keeps the cost independent of the input size.
     if len(text) <= CONTENT_MAX_BYTES:
-        text = coerce_text(text)
-        if len(text.encode()) <= CONTENT_MAX_BYTES:
+        try:
+            encoded = text.encode()
+        except UnicodeEncodeError:
+            text = _SURROGATE.sub("\ufffd", text)
+            encoded = text.encode()
+        if len(encoded) <= CONTENT_MAX_BYTES:
             return text
     head = coerce_text(text[:CONTENT_MAX_BYTES]).encode()
     cut = _HEAD_BUDGET

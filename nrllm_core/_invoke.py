@@ -39,11 +39,16 @@ def invoke(
     catalog = pm.catalog()
     started = time.perf_counter()
     result = _execute(catalog, pm, tool_name, arguments, context, offered)
+    # Both channels bounded; the result is rebuilt through its factories unless bounding
+    # returned the very same objects, in which case the tool's result already is that rebuild.
     content = bound_content(result.content)
     if result.is_error:
-        result = ToolResult.error(content)
+        if content is not result.content:
+            result = ToolResult.error(content)
     else:
-        result = ToolResult.text(content, *bound_artifacts(result.artifacts))
+        artifacts = bound_artifacts(result.artifacts)
+        if content is not result.content or artifacts is not result.artifacts:
+            result = ToolResult.text(content, *artifacts)
     duration_ms = (time.perf_counter() - started) * 1000
     # The name comes from the model: bounded like any text it influences.
     shown_name = bound_content(tool_name)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import types
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from typing import Any, Final, final
 
@@ -50,19 +51,27 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str, str]] = {}
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
+        self._sinks: dict[str, tuple[tuple[str, Callable[..., object]], ...]] = {}
 
-    # Registering or removing a plugin changes which tools exist.
+    # Registering or removing a plugin changes which tools, kinds and sinks exist.
     def register(self, plugin: object, name: str | None = None) -> str | None:
         registered = super().register(plugin, name)
-        self._catalog = None
-        self._providers = None
+        self._forget()
         return registered
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
         removed = super().unregister(plugin, name)
+        self._forget()
+        return removed
+
+    def add_hookspecs(self, module_or_class: types.ModuleType | type) -> None:
+        super().add_hookspecs(module_or_class)
+        self._forget()
+
+    def _forget(self) -> None:
         self._catalog = None
         self._providers = None
-        return removed
+        self._sinks = {}
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -161,14 +170,19 @@ class PluginManager(pluggy.PluginManager):
 
     def _emit(self, hook: pluggy.HookCaller, kwargs: dict[str, Any]) -> bool:
         """Call every sink on its own, so that one failing sink cannot skip the others."""
+        sinks = self._sinks.get(hook.name)
+        if sinks is None:
+            # Sinks run on every call: their list is read once per set of plugins.
+            sinks = tuple((i.plugin_name, i.function) for i in reversed(hook.get_hookimpls()))
+            self._sinks[hook.name] = sinks
         delivered = True
-        for impl in reversed(hook.get_hookimpls()):
+        for plugin_name, function in sinks:
             try:
-                impl.function(**kwargs)
+                function(**kwargs)
             except Exception:
                 delivered = False
                 logger().error(
-                    "nrllm.sink.failed", hook=hook.name, plugin=impl.plugin_name, exc_info=True
+                    "nrllm.sink.failed", hook=hook.name, plugin=plugin_name, exc_info=True
                 )
         return delivered
 

@@ -377,3 +377,19 @@ def test_a_plugin_raising_any_exception_at_import_is_reported(three_plugins):
         "value": "ValueError: bad value",
     }
     assert set(pm.catalog().tools) == {"tool_a", "tool_b", "tool_c"}
+
+
+def test_a_sink_registered_after_the_first_call_receives_the_next(make_pm, context):
+    from nrllm_core.testing import SinkRecorder
+
+    pm = make_pm()
+    first = SinkRecorder()
+    pm.register(first)
+    invoke(pm, "nope", {}, context=context)
+    late = SinkRecorder()
+    pm.register(late)
+    invoke(pm, "nope", {}, context=context)
+    pm.unregister(first)
+    invoke(pm, "nope", {}, context=context)
+    assert (len(first.wire), len(late.wire)) == (2, 2)
+    assert (len(first.audit), len(late.trace)) == (2, 2)
