@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -20,3 +21,12 @@ def _private_nrllm_home(
     monkeypatch.setenv("NRLLM_HOME", str(tmp_path_factory.mktemp("nrllm-home")))
     monkeypatch.delenv("NRLLM_CONFIG", raising=False)
     monkeypatch.delenv("NRLLM_STATE_KEY", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _library_logger() -> Iterator[None]:
+    """A test that routes nrllm's logger (as the CLI does) cannot hide later tests' events."""
+    yield
+    from nrllm_core.log import use_logger
+
+    use_logger(None)

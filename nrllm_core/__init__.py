@@ -31,6 +31,7 @@ from nrllm_core._messages import (
 from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._providers import Provider, ProviderConfigError, ProviderRegistry, build_provider
 from nrllm_core._recorder import RunRecorder
+from nrllm_core._serde import to_json
 from nrllm_core._tool import Tool, ToolContext, tool
 from nrllm_core._values import (
     Actor,
@@ -92,6 +93,7 @@ __all__ = [
     "live_gate",
     "load_config",
     "make_plugin_manager",
+    "to_json",
     "tool",
 ]
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 
-from nrllm_core._log import logger
 from nrllm_core._privacy import PrivacyLevel
 from nrllm_core._values import Actor, TrustZone
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from cattrs import Converter

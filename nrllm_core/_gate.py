@@ -10,9 +10,9 @@ import attrs
 
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
 from nrllm_core._config import HostConfig
-from nrllm_core._log import logger
 from nrllm_core._payloads import RunStep, StepKind
 from nrllm_core._values import Actor, DataClass, TrustZone
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from nrllm_core._manager import PluginManager

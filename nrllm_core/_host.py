@@ -13,7 +13,6 @@ from nrllm_core import _json
 from nrllm_core._config import HostConfig, config_loader
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
 from nrllm_core._invoke import invoke, new_call_id, new_run_id
-from nrllm_core._log import logger
 from nrllm_core._loop import (
     LoopOutcome,
     PendingCall,
@@ -32,6 +31,7 @@ from nrllm_core._recorder import RunRecorder
 from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from nrllm_core.store import Store
@@ -216,24 +216,31 @@ class Host:
 
         config = self.config
         actor = actor or config.actor()
-        permits = None
-        zone = None
         if provider is not None:
             self._provider_name(config, provider)
-            permits = live_gate(self.pm, self._load, provider=provider, skill=None, actor=actor)
-            zone = config.zone_for(provider).value
+        zone = None if provider is None else config.zone_for(provider).value
         run_id = new_run_id()
         self.store.start_run(
             run_id, kind=RunKind.INVOKE, provider=provider, zone=zone, actor=actor.id
         )
+        recorder = self._recorder(config, run_id, on_event=on_event)
+        permits = None
+        if provider is not None:
+            # The gate's decision for this tool is part of the audit, as it is for a run.
+            report = decide(
+                self.pm.catalog(),
+                config,
+                provider=provider,
+                skill=None,
+                actor=actor,
+                requested=[tool_name],
+            )
+            recorder.record(gate_step(report))
+            self.store.record_decisions(run_id, _decision_records(report))
+            permits = live_gate(self.pm, self._load, provider=provider, skill=None, actor=actor)
         context = self._context_for(run_id, actor, config)(new_call_id())
         wire = invoke(
-            self.pm,
-            tool_name,
-            arguments,
-            context=context,
-            offered=permits,
-            recorder=self._recorder(config, run_id, on_event=on_event),
+            self.pm, tool_name, arguments, context=context, offered=permits, recorder=recorder
         )
         self.store.finish_run(run_id, RunStatus.COMPLETED, TerminationReason.COMPLETED.value)
         return wire

@@ -9,13 +9,13 @@ from typing import Any
 
 from nrllm_core._bounds import bound_artifacts, bound_content
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
-from nrllm_core._log import logger
 from nrllm_core._manager import PluginManager
 from nrllm_core._payloads import RunStep, StepKind, WirePayload
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._schema import argument_error
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import ToolResult
+from nrllm_core.log import logger
 
 __all__ = ["invoke"]
 

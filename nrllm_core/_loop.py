@@ -14,7 +14,6 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._invoke import invoke
-from nrllm_core._log import logger
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, ToolSpec, Usage
 from nrllm_core._payloads import RunStep, StepKind
@@ -22,6 +21,7 @@ from nrllm_core._providers import Provider
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor
+from nrllm_core.log import logger
 
 __all__ = [
     "MAX_ROUNDS_CAP",

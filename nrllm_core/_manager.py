@@ -13,11 +13,11 @@ import pluggy
 
 from nrllm_core import _defaults, hookspecs
 from nrllm_core._catalog import ToolCatalog, ToolRegistry, snapshot
-from nrllm_core._log import logger
 from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core._tool import Tool, ToolContext
 from nrllm_core._values import DataClass
+from nrllm_core.log import logger
 
 __all__ = ["PluginManager", "PluginRecord", "make_plugin_manager"]
 

@@ -10,7 +10,7 @@ from typing import Any, Final, final
 import attrs
 
 from nrllm_core import _json
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 
 __all__ = [
     "ChatMessage",

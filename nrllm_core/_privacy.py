@@ -6,7 +6,7 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from nrllm_core._redact import redact_tree
+from nrllm_core.redact import redact_tree
 
 if TYPE_CHECKING:
     from nrllm_core._payloads import RunStep

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
-from nrllm_core._log import logger
 from nrllm_core._messages import ChatMessage, ProviderAnswer, ProviderError, ToolSpec
+from nrllm_core.log import logger
 
 __all__ = [
     "Provider",

@@ -27,7 +27,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import attrs
 
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     import httpx

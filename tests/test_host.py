@@ -784,3 +784,39 @@ def test_twenty_runs_at_once_against_one_store_all_complete_gap_free(backend, tm
             assert info.steps == len(steps) == 10
     finally:
         host.store.close()
+
+
+def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path):
+    class Secrets(Tool):
+        name = "secrets"
+        description = "Reads the vault."
+        group = "accounts"
+        executed = 0
+
+        def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+            Secrets.executed += 1
+            return ToolResult.text("the vault")
+
+    class Plugin:
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            registry.register(Secrets())
+
+    host = Host.from_config(
+        data={"providers": {"cloud": {"kind": "scripted", "script": str(tmp_path / "none")}}},
+        plugins=[Plugin()],
+        load_entry_points=False,
+        data_dir=tmp_path,
+    )
+
+    wire = host.invoke("secrets", {}, provider="cloud")
+
+    assert (wire.content, wire.is_error) == ('Error: tool "secrets" not permitted', True)
+    assert Secrets.executed == 0
+    (info,) = host.runs()
+    detail = host.store.get_run(info.run_id)
+    assert detail is not None
+    assert [s.kind for s in detail.steps] == ["gate", "tool"]
+    assert [(d.tool, d.reason, d.zone) for d in detail.decisions] == [
+        ("secrets", "trustZone", "externalGlobal")
+    ]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from nrllm_core._redact import (
+from nrllm_core.redact import (
     LEAF_MAX_CHARS,
     REDACTION_MASK,
     TRUNCATION_MARKER,

@@ -1,4 +1,4 @@
-"""Logging for the hosts in this package (the `nrllm` command, the demo); the library never does."""
+"""Where the `nrllm` command and the demo send nrllm's log events: stderr, warnings and up."""
 
 from __future__ import annotations
 
@@ -6,25 +6,28 @@ import logging
 import os
 import sys
 
+from nrllm_core.log import use_logger
+
 
 def configure_for_cli() -> None:
     """Warnings and errors to stderr, so stdout carries only the command's output.
 
-    ``NRLLM_LOG_LEVEL`` (for example ``info``) shows more.
+    ``NRLLM_LOG_LEVEL`` (for example ``info``) shows more. structlog's global configuration is
+    left as it is: only nrllm's own logger is wrapped.
     """
     import structlog
 
-    if structlog.is_configured():
-        return
     level = logging.getLevelNamesMapping().get(
         os.environ.get("NRLLM_LOG_LEVEL", "warning").upper(), logging.WARNING
     )
-    structlog.configure(  # noqa: TID251 - the CLI is the host application here
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    use_logger(
+        structlog.wrap_logger(
+            structlog.PrintLogger(sys.stderr),
+            processors=[
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso"),
+                structlog.dev.ConsoleRenderer(colors=False),
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(level),
+        )
     )

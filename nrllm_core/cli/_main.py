@@ -108,10 +108,11 @@ def invoke(
         host.invoke(tool_name, arguments, provider=provider)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    # With --provider the gate's decision is recorded first: show the tool call's own step.
     report = {
-        "wire": wire_dict(capture.wire[0]),
-        "trace": trace_dict(capture.trace[0]),
-        "audit": audit_dict(capture.audit[0]),
+        "wire": wire_dict(capture.wire[-1]),
+        "trace": trace_dict(capture.trace[-1]),
+        "audit": audit_dict(capture.audit[-1]),
     }
     if as_json:
         click.echo(to_json(report))

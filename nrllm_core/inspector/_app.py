@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Final
 from nrllm_core import _json
 from nrllm_core._gate import GateReport
 from nrllm_core._host import ApprovalRefused, Host, RunOutcome
-from nrllm_core._log import logger
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from nrllm_core import _json
-from nrllm_core._log import logger
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import trace_dict
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from starlette.responses import StreamingResponse

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, final
 
 from nrllm_core import _json
-from nrllm_core._log import logger
 from nrllm_core._messages import ProviderError
+from nrllm_core.log import logger
 
 __all__ = ["BACKOFF_CAP_SECONDS", "RETRY_AFTER_CAP_SECONDS", "HttpSettings", "post_json"]
 
@@ -136,7 +136,7 @@ def _retry_after(value: str | None, fallback: float) -> float:
 
 def excerpt(body: bytes, secrets: tuple[str, ...]) -> str:
     """A short, redacted, one-line excerpt of an error body."""
-    from nrllm_core._redact import redact
+    from nrllm_core.redact import redact
 
     text = body[: _SCAN_MAX_CHARS * 4].decode("utf-8", "replace")
     if len(text) > _SCAN_MAX_CHARS:

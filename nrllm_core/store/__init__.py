@@ -5,7 +5,7 @@ Importing this package loads SQLAlchemy; ``import nrllm_core`` never imports it.
 
 from __future__ import annotations
 
-from nrllm_core.store._database import SchemaOutdatedError, default_data_dir
+from nrllm_core.store._database import SchemaOutdatedError, default_data_dir, engine_for
 from nrllm_core.store._records import (
     GateDecisionRecord,
     PurgeResult,
@@ -33,4 +33,5 @@ __all__ = [
     "StoredStep",
     "Suspension",
     "default_data_dir",
+    "engine_for",
 ]

@@ -15,7 +15,7 @@ from nrllm_builtin._database import connect, reflect_table, table_names
 from nrllm_builtin._policy import TablePolicy
 from nrllm_builtin._settings import settings_or_error
 from nrllm_core import ToolContext, ToolResult
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from sqlalchemy import Column, Connection, Table

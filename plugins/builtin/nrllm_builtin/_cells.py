@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from nrllm_core import ToolArtifact
-from nrllm_core._redact import mask_secrets
+from nrllm_core.redact import mask_secrets
 
 __all__ = ["CELL_MAX_CHARS", "ELLIPSIS", "RecordTable", "format_cell"]
 

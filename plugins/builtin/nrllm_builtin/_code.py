@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from nrllm_builtin._settings import settings_or_error
 from nrllm_core import Tool, ToolContext, ToolResult
-from nrllm_core._redact import mask_secrets
+from nrllm_core.redact import mask_secrets
 
 __all__ = ["ReadSource", "SearchCode"]
 

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from nrllm_builtin._settings import settings_or_error
 from nrllm_core import DataClass, Tool, ToolContext, ToolResult
-from nrllm_core._redact import REDACTION_MASK, mask_secrets
+from nrllm_core.redact import REDACTION_MASK, mask_secrets
 
 __all__ = ["GetEnv"]
 

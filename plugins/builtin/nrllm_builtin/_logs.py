@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from nrllm_builtin._settings import settings_or_error
 from nrllm_core import Tool, ToolContext, ToolResult
-from nrllm_core._redact import redact
+from nrllm_core.redact import redact
 
 __all__ = ["FetchLogs"]
 

@@ -9,7 +9,7 @@ from typing import Any, Final, final
 import attrs
 
 from nrllm_core import ToolContext, ToolResult
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 
 __all__ = ["SECTION", "BuiltinSettings", "SettingsError", "load_settings", "settings_or_error"]
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nrllm_builtin._cells import RecordTable, format_cell
-from nrllm_core._redact import mask_secrets
+from nrllm_core.redact import mask_secrets
 
 SECRETS = st.sampled_from(
     [

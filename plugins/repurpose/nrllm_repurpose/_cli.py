@@ -7,8 +7,7 @@ from typing import Any
 
 import click
 
-from nrllm_core import ConfigError, HostConfig, load_config
-from nrllm_core._serde import to_json
+from nrllm_core import ConfigError, HostConfig, load_config, to_json
 from nrllm_repurpose._records import ArtifactInfo, JobInfo
 from nrllm_repurpose._settings import SettingsError
 from nrllm_repurpose._start import display_url

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import attrs
 
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from nrllm_core import PluginManager

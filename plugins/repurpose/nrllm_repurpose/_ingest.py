@@ -10,7 +10,7 @@ import io
 from collections.abc import Collection
 from typing import Final
 
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 from nrllm_core.net import FetchRefused, fetch_public
 from nrllm_repurpose._start import display_url
 

@@ -8,7 +8,7 @@ from typing import Any, Final, final
 import attrs
 
 from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolResult
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 from nrllm_core.net import redact_url
 from nrllm_repurpose._formats import FORMATS
 

@@ -63,7 +63,7 @@ class JobStore:
     ) -> JobStore:
         """Connect as the audit store does (``None``: the embedded ``nrllm.db`` in
         ``data_dir``) and bring the plugin's tables to the shipped head on first use."""
-        from nrllm_core.store._database import engine_for
+        from nrllm_core.store import engine_for
 
         store = cls(engine_for(url, data_dir), clock=clock)
         try:

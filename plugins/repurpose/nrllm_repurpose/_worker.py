@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 
 from nrllm_core import ChatMessage, DataClass, HostConfig, ProviderError, build_provider
-from nrllm_core._log import logger
+from nrllm_core.log import logger
 from nrllm_repurpose._generate import (
     FinishContext,
     GenerationFailed,
