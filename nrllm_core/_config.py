@@ -252,6 +252,12 @@ def config_loader(
 
     def load() -> HostConfig:
         source = _locate(path)
+        if source is None and last and last[0][1].source is not None:
+            # A file that was there and is gone is not "no configuration": every default
+            # would drop the switches and four-eyes rules it held. Refuse instead.
+            raise ConfigError(
+                "the configuration file is gone; nothing is permitted until it is back"
+            )
         try:
             stat = None if source is None else source.stat()
         except OSError:

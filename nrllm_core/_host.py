@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
@@ -171,6 +173,26 @@ class Host:
         self.store.start_run(
             run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
         )
+        with self.store.leased(run_id):
+            try:
+                return self._first_segment(
+                    run_id, config, report, prompt, system, max_rounds, actor, on_event
+                )
+            except Exception:
+                return self._crashed(run_id)
+
+    def _first_segment(
+        self,
+        run_id: str,
+        config: HostConfig,
+        report: GateReport,
+        prompt: str,
+        system: str | None,
+        max_rounds: int | None,
+        actor: Actor,
+        on_event: Callable[[TraceEvent], None] | None,
+    ) -> RunOutcome:
+        provider_name, skill = report.provider, report.skill
         recorder = self._recorder(config, run_id, on_event=on_event)
         recorder.record(gate_step(report))
         self.store.record_decisions(run_id, _decision_records(report))
@@ -239,10 +261,27 @@ class Host:
             self.store.record_decisions(run_id, _decision_records(report))
             permits = live_gate(self.pm, self._load, provider=provider, skill=None, actor=actor)
         context = self._context_for(run_id, actor, config)(new_call_id())
-        wire = invoke(
-            self.pm, tool_name, arguments, context=context, offered=permits, recorder=recorder
-        )
-        self.store.finish_run(run_id, RunStatus.COMPLETED, TerminationReason.COMPLETED.value)
+        with self.store.leased(run_id):
+            try:
+                wire = invoke(
+                    self.pm,
+                    tool_name,
+                    arguments,
+                    context=context,
+                    offered=permits,
+                    recorder=recorder,
+                )
+            except Exception:
+                self._crashed(run_id)
+                raise
+        registered = self.pm.catalog().get(tool_name)
+        if recorder.audit_failures and registered is not None and registered.effect.is_write:
+            # The write ran but its record did not: the run says so (fail closed).
+            self.store.finish_run(
+                run_id, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE.value
+            )
+        else:
+            self.store.finish_run(run_id, RunStatus.COMPLETED, TerminationReason.COMPLETED.value)
         return wire
 
     def approve(
@@ -267,14 +306,15 @@ class Host:
             raise ApprovalRefused(f'run "{run_id}" is not awaiting approval')
         if suspension.turn_digest != turn_digest:
             raise ApprovalRefused("the digest does not match the pending turn; it may be stale")
-        state = self._open_state(run_id, suspension.sealed)
+        state = self._open_state(run_id, turn_digest, suspension.sealed)
         if approve and self._four_eyes(config, state) and approver == state.initiator:
             raise ApprovalRefused("four-eyes: the approver must differ from the run's initiator")
         from nrllm_core.store import ClaimRefused
 
-        # Claiming is atomic across processes: a second approval of the same turn fails here.
+        # Claiming is atomic across processes: a second approval of the same turn fails here,
+        # and the state resumed is the one claimed, read in the claiming transaction.
         try:
-            self.store.claim_suspension(
+            sealed = self.store.claim_suspension(
                 run_id,
                 turn_digest=turn_digest,
                 decision="approved" if approve else "denied",
@@ -282,6 +322,25 @@ class Host:
             )
         except ClaimRefused as exc:
             raise ApprovalRefused(str(exc)) from None
+        state = self._open_state(run_id, turn_digest, sealed)
+        with self.store.leased(run_id):
+            try:
+                return self._resume_segment(
+                    run_id, config, state, approve, approver, turn_digest, on_event
+                )
+            except Exception:
+                return self._crashed(run_id)
+
+    def _resume_segment(
+        self,
+        run_id: str,
+        config: HostConfig,
+        state: SuspendedRunState,
+        approve: bool,
+        approver: str,
+        turn_digest: str,
+        on_event: Callable[[TraceEvent], None] | None,
+    ) -> RunOutcome:
         recorder = self._recorder(
             config, run_id, first_sequence=self.store.last_sequence(run_id) + 1, on_event=on_event
         )
@@ -331,7 +390,7 @@ class Host:
         suspension = self.store.suspension(run_id)
         if suspension is None:
             return None
-        state = self._open_state(run_id, suspension.sealed)
+        state = self._open_state(run_id, suspension.turn_digest, suspension.sealed)
         return RunOutcome(
             run_id=run_id,
             status="awaiting_approval",
@@ -350,14 +409,19 @@ class Host:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _open_state(self, run_id: str, sealed: bytes) -> SuspendedRunState:
-        """The run's suspended state; a refusal that never shows why (the log does)."""
+    def _open_state(self, run_id: str, turn_digest: str, sealed: bytes) -> SuspendedRunState:
+        """The state sealed for this run and this turn; a refusal that never shows why (the log
+        does). A state from another run or another turn of this run does not open."""
         try:
             key = load_state_key(self._data_dir, dict(self._environ))
-            return _state_from_json(open_sealed(key, run_id, sealed))
-        except (SealError, ValueError, KeyError, TypeError) as exc:
+            state = _state_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
+        except (SealError, OSError, ValueError, KeyError, TypeError, BaseExceptionGroup) as exc:
             logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
             raise ApprovalRefused("the suspended state cannot be opened") from None
+        if state.run_id != run_id or state.digest != turn_digest:
+            logger().warning("nrllm.run.state_mismatch", run_id=run_id)
+            raise ApprovalRefused("the suspended state cannot be opened")
+        return state
 
     def _provider_name(self, config: HostConfig, provider: str | None) -> str:
         name = provider or config.defaults.provider
@@ -409,6 +473,25 @@ class Host:
         skill = config.skills.get(state.skill or "")
         return bool((provider and provider.four_eyes) or (skill and skill.four_eyes))
 
+    def _crashed(self, run_id: str) -> RunOutcome:
+        """An unexpected failure inside a run: logged in full, settled as failed, and reported
+        without its text (which can quote prompts, arguments or keys)."""
+        from nrllm_core.store import RunStatus
+
+        kind = type(sys.exc_info()[1]).__name__
+        logger().error("nrllm.run.crashed", run_id=run_id, exc_info=True)
+        try:
+            self.store.finish_run(run_id, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR.value)
+        except Exception:
+            logger().error("nrllm.run.settle_failed", run_id=run_id, exc_info=True)
+        return RunOutcome(
+            run_id=run_id,
+            status="failed",
+            termination_reason=TerminationReason.INTERNAL_ERROR.value,
+            final_content="",
+            error=f"the run failed unexpectedly ({kind}); the log has the details",
+        )
+
     def _settle(
         self,
         run_id: str,
@@ -423,10 +506,11 @@ class Host:
         termination = reason or result.termination_reason
         if outcome.suspended is not None:
             state = outcome.suspended
+            digest = state.digest
             try:
                 key = load_state_key(self._data_dir, dict(self._environ))
-                sealed = seal(key, run_id, _state_to_json(state))
-                self.store.suspend_run(run_id, sealed=sealed, turn_digest=state.digest)
+                sealed = seal(key, _binding(run_id, digest), _state_to_json(state))
+                self.store.suspend_run(run_id, sealed=sealed, turn_digest=digest)
             except Exception:
                 # No promise of a resume that cannot happen: the run fails instead.
                 logger().error("nrllm.run.suspend_failed", run_id=run_id, exc_info=True)
@@ -447,7 +531,7 @@ class Host:
                 termination_reason=termination.value,
                 final_content="",
                 pending=state.pending,
-                turn_digest=state.digest,
+                turn_digest=digest,
                 usage=result.usage,
             )
         failed = outcome.error is not None
@@ -504,50 +588,23 @@ def _decision_records(report: GateReport) -> list[Any]:
     return records
 
 
+@functools.cache
+def _state_converter() -> Any:
+    """The one converter at the suspension boundary (cattrs loads on first use)."""
+    from cattrs.preconf.json import make_converter
+
+    return make_converter(forbid_extra_keys=True)
+
+
 def _state_to_json(state: SuspendedRunState) -> bytes:
-    return _json.dumps(
-        {
-            "messages": list(state.messages),
-            "pending": [attrs.asdict(p) for p in state.pending],
-            "iterations": state.iterations,
-            "usage": attrs.asdict(state.usage),
-            "provider": state.provider,
-            "skill": state.skill,
-            "offered_names": list(state.offered_names),
-            "actor": {
-                "id": state.actor.id,
-                "admin": state.actor.admin,
-                "permissions": sorted(state.actor.permissions),
-            },
-            "max_rounds": state.max_rounds,
-        }
-    )
+    return _json.dumps(_state_converter().unstructure(state))
 
 
 def _state_from_json(data: bytes) -> SuspendedRunState:
-    raw = _json.loads(data)
-    return SuspendedRunState(
-        messages=tuple(raw["messages"]),
-        pending=tuple(
-            PendingCall(
-                call_id=p["call_id"],
-                name=p["name"],
-                arguments=p["arguments"],
-                requires_approval=p["requires_approval"],
-                preview=tuple(p["preview"]),
-                preview_failed=p["preview_failed"],
-            )
-            for p in raw["pending"]
-        ),
-        iterations=raw["iterations"],
-        usage=Usage(**raw["usage"]),
-        provider=raw["provider"],
-        skill=raw["skill"],
-        offered_names=tuple(raw["offered_names"]),
-        actor=Actor(
-            id=raw["actor"]["id"],
-            admin=raw["actor"]["admin"],
-            permissions=frozenset(raw["actor"]["permissions"]),
-        ),
-        max_rounds=raw["max_rounds"],
-    )
+    state: SuspendedRunState = _state_converter().structure(_json.loads(data), SuspendedRunState)
+    return state
+
+
+def _binding(run_id: str, turn_digest: str) -> str:
+    """What a sealed state is bound to: its run and its turn."""
+    return f"{run_id}:{turn_digest}"

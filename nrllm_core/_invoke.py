@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from nrllm_core._bounds import bound_artifacts, bound_content
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
@@ -17,13 +17,13 @@ from nrllm_core._tool import ToolContext
 from nrllm_core._values import ToolResult
 from nrllm_core.log import logger
 
-__all__ = ["invoke"]
+__all__ = ["invoke", "refuse"]
 
 
 def invoke(
     pm: PluginManager,
     tool_name: str,
-    arguments: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None,
     *,
     context: ToolContext,
     offered: Callable[[RegisteredTool], bool] | None = None,
@@ -34,22 +34,55 @@ def invoke(
 
     ``offered`` is the run's gate: a registered tool it refuses is never executed. ``None``
     means a direct call by the person at the keyboard, for whom every tool counts as offered.
-    Only the :class:`WirePayload` is returned: artifacts leave through the trace and audit sinks.
+    ``arguments`` that are not a mapping (``None`` marks ones the model sent malformed) are
+    refused without running the tool. Only the :class:`WirePayload` is returned: artifacts
+    leave through the trace and audit sinks.
     """
     catalog = pm.catalog()
     started = time.perf_counter()
     result = _execute(catalog, pm, tool_name, arguments, context, offered)
+    return _deliver(
+        pm, result, tool_name, arguments, context, recorder, round, time.perf_counter() - started
+    )
+
+
+def refuse(
+    pm: PluginManager,
+    tool_name: str,
+    arguments: Mapping[str, Any] | None,
+    content: str,
+    *,
+    context: ToolContext,
+    recorder: RunRecorder | None = None,
+    round: int = 0,
+) -> WirePayload:
+    """Answer a call that is not executed (a person denied it, or it is no longer permitted)
+    through the same bounding and delivery as every executed call."""
+    return _deliver(
+        pm, ToolResult.error(content), tool_name, arguments, context, recorder, round, 0.0
+    )
+
+
+def _deliver(
+    pm: PluginManager,
+    result: ToolResult,
+    tool_name: str,
+    arguments: object,
+    context: ToolContext,
+    recorder: RunRecorder | None,
+    round: int,
+    seconds: float,
+) -> WirePayload:
     # Both channels bounded; the result is rebuilt through its factories unless bounding
     # returned the very same objects, in which case the tool's result already is that rebuild.
     content = bound_content(result.content)
     if result.is_error:
-        if content is not result.content:
+        if content is not result.content or result.artifacts:
             result = ToolResult.error(content)
     else:
         artifacts = bound_artifacts(result.artifacts)
         if content is not result.content or artifacts is not result.artifacts:
             result = ToolResult.text(content, *artifacts)
-    duration_ms = (time.perf_counter() - started) * 1000
     # The name comes from the model: bounded like any text it influences.
     shown_name = bound_content(tool_name)
     wire = WirePayload(
@@ -62,7 +95,7 @@ def invoke(
     step = RunStep(
         kind=StepKind.TOOL,
         round=round,
-        duration_ms=duration_ms,
+        duration_ms=seconds * 1000,
         fields={
             "tool_call_id": context.call_id,
             "tool_name": shown_name,
@@ -91,14 +124,21 @@ def _execute(
         return ToolResult.error(f'Error: tool "{tool_name}" not permitted')
     if not isinstance(arguments, Mapping):
         return ToolResult.error(
-            f'Error: invalid arguments for tool "{tool_name}": $: not an object'
+            f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object'
         )
     # A plain dict: what JSON Schema calls an object, and a copy the tool cannot share.
     plain = dict(arguments)
     if not registered.checks_own_arguments:
-        problem = (
-            argument_error(registered.validator, plain) if plain else registered.no_arguments_error
-        )
+        try:
+            problem = (
+                argument_error(registered.validator, plain)
+                if plain
+                else registered.no_arguments_error
+            )
+        except Exception:
+            # Hostile arguments can break the validator itself (a deep value's repr, say).
+            logger().warning("nrllm.tool.arguments_unvalidated", tool=tool_name, exc_info=True)
+            problem = "$: could not be validated"
         if problem is not None:
             return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     try:
@@ -107,9 +147,19 @@ def _execute(
         # The exception text can hold credentials: it goes to the log, never to the wire.
         logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)
         return ToolResult.error(f'Error: tool "{tool_name}" failed.')
-    if type(raw) is not ToolResult:
+    if not _well_formed(raw):
         return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.')
     return raw
+
+
+def _well_formed(raw: object) -> TypeGuard[ToolResult]:
+    """A real ToolResult whose fields have their declared types, however it was made."""
+    return (
+        type(raw) is ToolResult
+        and type(raw.content) is str
+        and type(raw.is_error) is bool
+        and type(raw.artifacts) is tuple
+    )
 
 
 def new_call_id() -> str:

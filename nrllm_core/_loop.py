@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
@@ -13,7 +14,7 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
-from nrllm_core._invoke import invoke
+from nrllm_core._invoke import invoke, refuse
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, ToolSpec, Usage
 from nrllm_core._payloads import RunStep, StepKind
@@ -54,6 +55,7 @@ class TerminationReason(enum.StrEnum):
     PROVIDER_FAILED = "provider_failed"
     AUDIT_UNAVAILABLE = "audit_unavailable"
     SUSPEND_FAILED = "suspend_failed"
+    INTERNAL_ERROR = "internal_error"
 
 
 @final
@@ -92,6 +94,8 @@ class PendingCall:
     requires_approval: bool
     preview: tuple[str, ...]
     preview_failed: bool = False
+    # False when the model's arguments were malformed: the call is refused, never run.
+    arguments_valid: bool = True
 
 
 @final
@@ -109,6 +113,9 @@ class SuspendedRunState:
     # Who started the run, with their rights: a resumed run acts for them, not the approver.
     actor: Actor
     max_rounds: int
+    run_id: str
+    # Fresh for every suspension, so two identical turns never share a digest.
+    nonce: str
 
     @property
     def initiator(self) -> str:
@@ -116,7 +123,7 @@ class SuspendedRunState:
 
     @property
     def digest(self) -> str:
-        return turn_digest(self.pending)
+        return turn_digest(self.run_id, self.nonce, self.pending)
 
 
 @final
@@ -139,10 +146,13 @@ def clamp_rounds(requested: int | None) -> int:
     return max(1, requested)
 
 
-def turn_digest(pending: Sequence[PendingCall]) -> str:
-    """sha256 over the canonical JSON of the turn's calls: what an approval is bound to."""
+def turn_digest(run_id: str, nonce: str, pending: Sequence[PendingCall]) -> str:
+    """sha256 over the canonical JSON of the run, the suspension and the turn's calls: what
+    an approval is bound to. Another run, another suspension or another call never match."""
     calls = [{"id": c.call_id, "name": c.name, "arguments": c.arguments} for c in pending]
-    return hashlib.sha256(_json.dumps(calls)).hexdigest()
+    return hashlib.sha256(
+        _json.dumps({"run_id": run_id, "nonce": nonce, "calls": calls})
+    ).hexdigest()
 
 
 @attrs.define(kw_only=True)
@@ -161,6 +171,8 @@ class _Segment:
     usage: Usage
     iterations: int
     invocations: list[ToolInvocation] = attrs.field(factory=list)
+    # The calls a person approved: the only ones of a tool needing approval that may run.
+    approved: frozenset[str] = frozenset()
 
 
 def run_loop(
@@ -181,7 +193,8 @@ def run_loop(
 ) -> LoopOutcome:
     """Run rounds until the model answers without tool calls, a turn needs approval, or the cap.
 
-    ``permits`` is the gate, asked again for every call at execution time.
+    Only ``offered`` tools can run, and ``permits`` (the live gate) is asked again for every
+    call at execution time.
     """
     segment = _Segment(
         pm=pm,
@@ -189,7 +202,7 @@ def run_loop(
         provider_name=provider_name,
         skill=skill,
         offered=offered,
-        permits=permits,
+        permits=_run_gate(offered, permits),
         recorder=recorder,
         context_for=context_for,
         actor=actor,
@@ -199,6 +212,14 @@ def run_loop(
         iterations=iterations,
     )
     return _guarded(segment, lambda: _rounds(segment))
+
+
+def _run_gate(
+    offered: Sequence[RegisteredTool], live: Callable[[RegisteredTool], bool]
+) -> Callable[[RegisteredTool], bool]:
+    """A tool may run when the run was offered it and the live configuration still permits it."""
+    names = frozenset(t.name for t in offered)
+    return lambda tool: tool.name in names and live(tool)
 
 
 def _guarded(seg: _Segment, body: Callable[[], LoopOutcome]) -> LoopOutcome:
@@ -295,18 +316,24 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
 
 
 def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunState | None:
-    """Before any call of the turn runs: does an offered call in it need a person?"""
+    """Before any call of the turn runs: does a call of an offered tool in it need a person?
+
+    Asked of the tools as offered to this run, not of the live configuration: a change between
+    this scan and execution can refuse a call, never let a write skip its approval.
+    """
     catalog = seg.pm.catalog()
+    offered = {t.name for t in seg.offered}
 
     def needs_approval(call: ToolCall) -> bool:
         registered = catalog.get(call.name)
-        return registered is not None and seg.permits(registered) and registered.requires_approval
+        return registered is not None and call.name in offered and registered.requires_approval
 
     if not any(needs_approval(c) for c in calls):
         return None
     pending = []
     for call in calls:
-        registered = catalog.get(call.name)
+        # A tool the run was not offered shows no preview: its code does not run for it.
+        registered = catalog.get(call.name) if call.name in offered else None
         lines, failed = _preview(registered, call, seg.context_for(call.id))
         pending.append(
             PendingCall(
@@ -316,6 +343,7 @@ def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunStat
                 requires_approval=needs_approval(call),
                 preview=lines,
                 preview_failed=failed,
+                arguments_valid=call.arguments_valid,
             )
         )
     return SuspendedRunState(
@@ -328,6 +356,8 @@ def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunStat
         offered_names=tuple(t.name for t in seg.offered),
         actor=seg.actor,
         max_rounds=seg.max_rounds,
+        run_id=seg.recorder.run_id,
+        nonce=secrets.token_hex(16),
     )
 
 
@@ -360,11 +390,15 @@ def _preview(
 def _execute(seg: _Segment, call: ToolCall) -> None:
     """One call through the seam; only its bounded content goes back to the model."""
     registered = seg.pm.catalog().get(call.name)
+    if registered is not None and registered.requires_approval and call.id not in seg.approved:
+        # Unreachable through the approval scan; kept so that no path runs an unapproved write.
+        _refuse(seg, call, f'Error: tool "{call.name}" requires approval that was not given.')
+        return
     failures_before = seg.recorder.audit_failures
     wire = invoke(
         seg.pm,
         call.name,
-        call.arguments,
+        call.arguments if call.arguments_valid else None,
         context=seg.context_for(call.id),
         offered=seg.permits,
         recorder=seg.recorder,
@@ -380,22 +414,17 @@ def _execute(seg: _Segment, call: ToolCall) -> None:
 
 
 def _refuse(seg: _Segment, call: ToolCall, content: str) -> None:
-    """Answer a call that is not executed, and record that it was not."""
-    seg.recorder.record(
-        RunStep(
-            kind=StepKind.TOOL,
-            round=seg.iterations,
-            duration_ms=0.0,
-            fields={
-                "tool_call_id": call.id,
-                "tool_name": call.name,
-                "tool_arguments": dict(call.arguments),
-                "tool_result": content,
-                "tool_is_error": True,
-            },
-        )
+    """Answer a call that is not executed, bounded and delivered like every executed call."""
+    wire = refuse(
+        seg.pm,
+        call.name,
+        call.arguments,
+        content,
+        context=seg.context_for(call.id),
+        recorder=seg.recorder,
+        round=seg.iterations,
     )
-    _answer(seg, call, content, True)
+    _answer(seg, call, wire.content, True)
 
 
 def _answer(seg: _Segment, call: ToolCall, content: str, is_error: bool) -> None:
@@ -422,14 +451,18 @@ def resume_loop(
     recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
 ) -> LoopOutcome:
-    """Answer the suspended turn as the person decided, re-gated live, then continue the loop."""
+    """Answer the suspended turn as the person decided, re-gated live, then continue the loop.
+
+    The resumed run is offered what it was offered before and the live gate still permits.
+    """
+    offered = [t for t in offered if t.name in state.offered_names]
     segment = _Segment(
         pm=pm,
         provider=provider,
         provider_name=state.provider,
         skill=state.skill,
         offered=offered,
-        permits=permits,
+        permits=_run_gate(offered, permits),
         recorder=recorder,
         context_for=context_for,
         actor=state.actor,
@@ -437,16 +470,22 @@ def resume_loop(
         messages=[ChatMessage.from_dict(m) for m in state.messages],
         usage=state.usage,
         iterations=state.iterations,
+        approved=frozenset(p.call_id for p in state.pending) if approved else frozenset(),
     )
 
     def answer_turn() -> LoopOutcome:
         catalog = pm.catalog()
         for pending in state.pending:
-            call = ToolCall(id=pending.call_id, name=pending.name, arguments=pending.arguments)
+            call = ToolCall(
+                id=pending.call_id,
+                name=pending.name,
+                arguments=pending.arguments,
+                arguments_valid=pending.arguments_valid,
+            )
             registered = catalog.get(call.name)
             if not approved:
                 _refuse(segment, call, f'Error: tool "{call.name}" was denied by the operator.')
-            elif registered is None or not permits(registered):
+            elif registered is None or not segment.permits(registered):
                 _refuse(
                     segment,
                     call,

@@ -62,6 +62,9 @@ class ToolCall:
     id: str = attrs.field(validator=_non_empty_str)
     name: str = attrs.field(validator=_non_empty_str)
     arguments: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, hash=False)
+    # False when the model's arguments were not a JSON object (or nested too deep): the seam
+    # then refuses the call instead of running the tool with no arguments.
+    arguments_valid: bool = True
 
     @classmethod
     def parse(cls, raw: object) -> ToolCall | None:
@@ -83,11 +86,22 @@ class ToolCall:
         if not isinstance(name, str) or not name:
             _skipped("missing_name")
             return None
-        return cls(id=call_id, name=name, arguments=_arguments(source.get("arguments")))
+        arguments = _arguments(source.get("arguments"))
+        return cls(
+            id=call_id,
+            name=name,
+            arguments=arguments or {},
+            arguments_valid=arguments is not None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """``{"id", "name", "arguments"}``."""
         return {"id": self.id, "name": self.name, "arguments": dict(self.arguments)}
+
+
+# Deeper arguments are refused as invalid: nothing a tool needs nests further, and deep
+# values break recursive consumers (error messages, renderers) downstream.
+ARGUMENTS_MAX_DEPTH: Final = 32
 
 
 def _skipped(reason: str) -> None:
@@ -95,15 +109,22 @@ def _skipped(reason: str) -> None:
     logger().warning("nrllm.provider.call_skipped", reason=reason)
 
 
-def _arguments(raw: object) -> dict[str, Any]:
+def _arguments(raw: object) -> dict[str, Any] | None:
+    """The arguments as a dict, or ``None`` when they are not a JSON object of sane depth."""
+    if raw is None or raw == "":
+        return {}
     if isinstance(raw, str):
         try:
             raw = _json.loads(raw)
         except ValueError:
-            return {}
-    if isinstance(raw, Mapping) and all(isinstance(k, str) for k in raw):
-        return dict(raw)
-    return {}
+            return None
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        return None
+    try:
+        _json.dumps_bounded_depth(raw, ARGUMENTS_MAX_DEPTH)
+    except _json.EncodeError:
+        return None
+    return dict(raw)
 
 
 def _refuse_direct(instance: object, attribute: attrs.Attribute[object], value: object) -> None:

@@ -6,7 +6,7 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from nrllm_core.redact import redact_tree
+from nrllm_core.redact import LEAF_MAX_CHARS, mask_secrets, redact, redact_tree
 
 if TYPE_CHECKING:
     from nrllm_core._payloads import RunStep
@@ -36,6 +36,7 @@ CONTENT_KEYS: Final = (
 )
 
 _CONTENT_SET: Final = frozenset(CONTENT_KEYS)
+_MODEL_NAMED: Final = ("tool_name", "tool_call_id")
 _SEQUENCES: Final = (list, tuple)
 
 
@@ -63,6 +64,7 @@ def _redacted(step: RunStep) -> dict[str, Any]:
     for key in CONTENT_KEYS:
         if key in data:
             data[key] = redact_tree(data[key])
+    _mask_model_names(data)
     return data
 
 
@@ -76,6 +78,7 @@ def _metadata(step: RunStep) -> dict[str, Any]:
     for key, value in step.fields.items():
         if value is not None:
             (content if key in _CONTENT_SET else data)[key] = value
+    _mask_model_names(data)
     data["content_redacted"] = True
     messages = content.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
@@ -91,8 +94,20 @@ def _metadata(step: RunStep) -> dict[str, Any]:
         data["tool_artifact_types"] = _strings_at(artifacts, "type")
     calls = content.get("requested_tool_calls")
     if isinstance(calls, _SEQUENCES):
-        data["requested_tool_names"] = _strings_at(calls, "name")
+        data["requested_tool_names"] = [redact(name) for name in _strings_at(calls, "name")]
     return data
+
+
+def _mask_model_names(data: dict[str, Any]) -> None:
+    """Tool names and call ids are metadata, but the model chose them: a secret it was led to
+    put there is masked like any other text the audit keeps."""
+    names = [k for k in _MODEL_NAMED if isinstance(data.get(k), str)]
+    joined = "\n".join(data[k] for k in names)
+    # One scan for the common case, a registered name and a provider's id: nothing to mask.
+    if len(joined) <= LEAF_MAX_CHARS and mask_secrets(joined) is joined:
+        return
+    for key in names:
+        data[key] = redact(data[key])
 
 
 _VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {

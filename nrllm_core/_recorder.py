@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
 from nrllm_core._payloads import AuditRecord, RunStep, TraceEvent
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from nrllm_core._manager import PluginManager
@@ -64,10 +65,7 @@ class RunRecorder:
     def record(self, step: RunStep) -> bool:
         """Deliver ``step``; ``False`` when an audit sink failed to take it."""
         sequence = next(self._numbers)
-        event = TraceEvent(run_id=self.run_id, sequence=sequence, step=step)
-        self._pm.emit_trace(event)
-        if self._observer is not None:
-            self._observer(event)
+        # The audit copy first: nothing a live viewer does can keep a step from being stored.
         delivered = self._pm.emit_audit(
             AuditRecord(
                 run_id=self.run_id,
@@ -78,6 +76,13 @@ class RunRecorder:
                 payload=self._audit_view(step),
             )
         )
+        event = TraceEvent(run_id=self.run_id, sequence=sequence, step=step)
+        self._pm.emit_trace(event)
+        if self._observer is not None:
+            try:
+                self._observer(event)
+            except Exception:
+                logger().error("nrllm.trace.observer_failed", run_id=self.run_id, exc_info=True)
         if not delivered:
             self.audit_failures += 1
         return delivered

@@ -56,15 +56,15 @@ def load_state_key(data_dir: Path, environ: dict[str, str] | None = None) -> byt
     return _decode_key(path.read_text(encoding="ascii"), source=str(path))
 
 
-def seal(key: bytes, run_id: str, plaintext: bytes) -> bytes:
-    """Encrypt and authenticate ``plaintext`` with the run id as associated data."""
+def seal(key: bytes, bound_to: str, plaintext: bytes) -> bytes:
+    """Encrypt and authenticate ``plaintext``; it opens only with the same ``bound_to``."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     nonce = secrets.token_bytes(_NONCE_BYTES)
-    return nonce + AESGCM(key).encrypt(nonce, plaintext, run_id.encode())
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, bound_to.encode())
 
 
-def open_sealed(key: bytes, run_id: str, sealed: bytes) -> bytes:
+def open_sealed(key: bytes, bound_to: str, sealed: bytes) -> bytes:
     """The plaintext, or :class:`SealError` when the state was altered or belongs elsewhere."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -72,6 +72,6 @@ def open_sealed(key: bytes, run_id: str, sealed: bytes) -> bytes:
     if len(sealed) <= _NONCE_BYTES:
         raise SealError("sealed state is truncated")
     try:
-        return AESGCM(key).decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], run_id.encode())
+        return AESGCM(key).decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], bound_to.encode())
     except InvalidTag:
         raise SealError("sealed state failed authentication") from None

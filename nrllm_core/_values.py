@@ -211,6 +211,11 @@ class ToolResult:
             raise TypeError("ToolResult content must be a str")
         return cls(content=content, is_error=True, artifacts=(), _token=_CREATE)
 
+    def __attrs_post_init__(self) -> None:
+        # Spent once checked: attrs.evolve() copies fields, so a copy made that way carries no
+        # token and is refused like a direct call. Only the factories make results.
+        object.__setattr__(self, "_token", None)
+
     def __str__(self) -> str:
         raise TypeError("a ToolResult has no string form; use result.content")
 

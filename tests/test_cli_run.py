@@ -423,3 +423,14 @@ def test_approve_as_names_the_approver_and_four_eyes_applies(env):
         store.close()
     (approval,) = [s for s in steps if s.kind == "approval"]
     assert approval.payload["approver"] == "bob"
+
+
+def test_model_text_cannot_repaint_the_terminal(env):
+    env.turns({"content": "done\x1b[2J\x1b[1;1Happroved by security\u202e"})
+
+    result = nrllm(env, "run", "hi")
+
+    assert result.exit_code == 0
+    assert "\x1b" not in result.stdout
+    assert "\u202e" not in result.stdout
+    assert "done\\u001b[2J\\u001b[1;1Happroved by security\\u202e" in result.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -32,7 +33,7 @@ from nrllm_core import (
     hookimpl,
 )
 from nrllm_core._host import ApprovalRefused, Host
-from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES, turn_digest
+from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES
 from nrllm_core.providers._scripted import scripted_factory
 from nrllm_core.store import Store
 
@@ -214,7 +215,7 @@ def test_a_turn_with_a_write_suspends_before_any_of_its_calls_runs(make_host):
         ("read_notes", False),
     ]
     assert [p.call_id for p in outcome.pending] == [f"call_0_{i}" for i in range(4)]
-    assert outcome.turn_digest == turn_digest(outcome.pending)
+    assert outcome.turn_digest is not None
     assert len(outcome.turn_digest) == 64
     assert [r.status for r in host.runs()] == ["awaiting_approval"]
     assert host.store.suspension(outcome.run_id).turn_digest == outcome.turn_digest
@@ -820,3 +821,157 @@ def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path
     assert [(d.tool, d.reason, d.zone) for d in detail.decisions] == [
         ("secrets", "trustZone", "externalGlobal")
     ]
+
+
+# -- hardening: what a reviewer broke, pinned -----------------------------------------------------
+
+
+def test_a_write_switched_on_mid_turn_still_waits_for_approval(make_host, tmp_path):
+    """The approval scan asks what the run was offered, not the live configuration: a tool
+    switched on between the scan and execution can never run unapproved."""
+    wipe = Counting("wipe", effect=Effect.NON_IDEMPOTENT_WRITE)
+    config = tmp_path / "nrllm.toml"
+    script = tmp_path / "script.json"
+
+    class Enabler(Counting):
+        def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+            config.write_text(body(disabled=[]), encoding="utf-8")
+            return super().execute(arguments, context)
+
+    def body(disabled: list[str]) -> str:
+        return (
+            f'[providers.model]\nkind = "recording"\nscript = "{script}"\ntrust_zone = "local"\n'
+            f'[defaults]\nprovider = "model"\n[actor]\nid = "alice"\n'
+            f"[tools]\ndisabled = {json.dumps(disabled)}\n"
+        )
+
+    config.write_text(body(disabled=["wipe"]), encoding="utf-8")
+    slow_read = Enabler("slow_read")
+    host = make_host(
+        [{"tool_calls": [call("slow_read"), call("wipe")]}, {"content": "done"}],
+        slow_read,
+        wipe,
+        path=config,
+    )
+
+    outcome = host.run("go")
+
+    assert len(slow_read.calls) == 1
+    assert wipe.calls == []
+    assert outcome.status == "completed"
+    (info,) = host.runs()
+    steps = host.store.get_run(info.run_id).steps
+    tool_steps = [s.payload for s in steps if s.kind == "tool"]
+    assert [p["tool_name"] for p in tool_steps] == ["slow_read", "wipe"]
+    assert tool_steps[1]["tool_is_error"] is True
+
+
+def test_a_denied_turns_state_put_back_cannot_be_approved_later(make_host, home):
+    wipe = Counting("wipe_prod", effect=Effect.NON_IDEMPOTENT_WRITE)
+    touch = Counting("touch_file", effect=Effect.NON_IDEMPOTENT_WRITE)
+    host = make_host(
+        [
+            {"tool_calls": [call("wipe_prod")]},
+            {"tool_calls": [call("touch_file")]},
+            {"content": "done"},
+        ],
+        wipe,
+        touch,
+    )
+    first = host.run("go")
+    old_sealed = host.store.suspension(first.run_id).sealed
+    second = host.approve(
+        first.run_id, approve=False, approver="bob", turn_digest=first.turn_digest
+    )
+    assert second.status == "awaiting_approval"
+    # Someone with write access to the database, but not the key, puts the old state back.
+    with sqlite3.connect(home / "nrllm.db") as db:
+        db.execute("UPDATE suspensions SET sealed = ? WHERE run_id = ?", (old_sealed, first.run_id))
+    db.close()
+
+    with pytest.raises(ApprovalRefused, match="cannot be opened"):
+        host.approve(first.run_id, approver="bob", turn_digest=second.turn_digest)
+    assert wipe.calls == []
+    assert touch.calls == []
+
+
+def test_a_failing_live_viewer_cannot_keep_a_step_from_the_audit(make_host):
+    lookup = Counting("lookup")
+    host = make_host([{"tool_calls": [call("lookup")]}, {"content": "done"}], lookup)
+
+    def viewer(event: Any) -> None:
+        if event.step.kind is StepKind.TOOL:
+            raise RuntimeError("the browser went away")
+
+    outcome = host.run("go", on_event=viewer)
+
+    assert outcome.status == "completed"
+    detail = host.store.get_run(outcome.run_id)
+    assert "tool" in [s.kind for s in detail.steps]
+
+
+def test_a_refusal_sent_to_the_model_is_bounded_and_reaches_the_wire_sinks(make_host, recording):
+    from nrllm_core.testing import SinkRecorder
+
+    sinks = SinkRecorder()
+    wipe = Counting("wipe", effect=Effect.NON_IDEMPOTENT_WRITE)
+    invented = "x" * 200_000
+    host = make_host(
+        [{"tool_calls": [call("wipe"), {"name": invented, "arguments": {}}]}, {"content": "ok"}],
+        wipe,
+        plugins=[sinks],
+    )
+    outcome = host.run("go")
+    host.approve(outcome.run_id, approve=False, approver="bob", turn_digest=outcome.turn_digest)
+
+    sizes = [len(content.encode()) for _, content in recording.tool_messages()]
+    assert max(sizes) <= 50_000
+    assert len(sinks.wire) == 2
+    assert all(w.is_error for w in sinks.wire)
+
+
+def test_an_unexpected_failure_settles_the_run_instead_of_leaving_it_running(
+    make_host, monkeypatch
+):
+    lookup = Counting("lookup")
+    host = make_host([{"tool_calls": [call("lookup")]}, {"content": "done"}], lookup)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk unplugged at /secret/path")
+
+    # A failure outside every guard of the loop: the store refuses a write mid-run.
+    monkeypatch.setattr(Store, "record_decisions", broken)
+    outcome = host.run("go")
+
+    assert (outcome.status, outcome.termination_reason) == ("failed", "internal_error")
+    assert outcome.error == "the run failed unexpectedly (OSError); the log has the details"
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == ("failed", "internal_error")
+
+
+def test_a_configuration_file_that_disappears_refuses_every_tool(tmp_path, monkeypatch):
+    from nrllm_core._config import ConfigError, config_loader
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nrllm.toml").write_text('[tools]\ndisabled = ["wipe"]\n', encoding="utf-8")
+    load = config_loader()
+    assert list(load().tools.disabled) == ["wipe"]
+    (tmp_path / "nrllm.toml").unlink()
+    with pytest.raises(ConfigError, match="gone"):
+        load()
+
+
+def test_model_chosen_names_and_ids_are_masked_in_the_metadata_audit(make_host):
+    secret = "sk-proj-" + "A1b2C3d4" * 5
+    lookup = Counting("lookup")
+    host = make_host(
+        [
+            {"tool_calls": [{"id": f"id-{secret}", "name": f"tool-{secret}", "arguments": {}}]},
+            {"content": "done"},
+        ],
+        lookup,
+    )
+    outcome = host.run("go")
+    stored = json.dumps([s.payload for s in host.store.get_run(outcome.run_id).steps])
+    assert secret not in stored
+    assert "***" in stored

@@ -462,7 +462,8 @@ def test_the_sealed_state_never_holds_an_artifact_from_an_earlier_turn(make_host
     assert any(sentinel in a.data.get("text", "") for e in events for a in e.step.tool_artifacts)
     suspension = host.store.suspension(outcome.run_id)
     assert suspension is not None
-    plain = open_sealed(load_state_key(tmp_path / "home", {}), outcome.run_id, suspension.sealed)
+    key = load_state_key(tmp_path / "home", {})
+    plain = open_sealed(key, f"{outcome.run_id}:{outcome.turn_digest}", suspension.sealed)
     assert b"lookup visible text" in plain
     assert sentinel.encode() not in plain
     assert save.calls == []

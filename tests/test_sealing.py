@@ -197,7 +197,7 @@ def test_the_host_creates_the_key_file_on_its_first_suspension(host, tmp_path):
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     sealed = host.store.suspension(outcome.run_id).sealed
     key = load_state_key(tmp_path / "home", {})
-    assert b'"write_note"' in open_sealed(key, outcome.run_id, sealed)
+    assert b'"write_note"' in open_sealed(key, f"{outcome.run_id}:{outcome.turn_digest}", sealed)
     assert b"write_note" not in sealed
 
 
@@ -224,16 +224,20 @@ def test_a_tampered_state_is_refused_and_nothing_executes(host, tmp_path):
 def test_a_state_moved_to_another_run_is_refused(host, tmp_path):
     first = host.run("go")
     second = host.run("go")
-    assert first.turn_digest == second.turn_digest
+    # Identical turns of two runs: still two digests, each naming its run and suspension.
+    assert first.turn_digest != second.turn_digest
     with rows(tmp_path) as db:
-        (sealed,) = db.execute(
-            "SELECT sealed FROM suspensions WHERE run_id = ?", (first.run_id,)
+        (sealed, digest) = db.execute(
+            "SELECT sealed, turn_digest FROM suspensions WHERE run_id = ?", (first.run_id,)
         ).fetchone()
-        db.execute("UPDATE suspensions SET sealed = ? WHERE run_id = ?", (sealed, second.run_id))
+        db.execute(
+            "UPDATE suspensions SET sealed = ?, turn_digest = ? WHERE run_id = ?",
+            (sealed, digest, second.run_id),
+        )
     db.close()
 
     with pytest.raises(ApprovalRefused, match="cannot be opened"):
-        host.approve(second.run_id, approver="bob", turn_digest=second.turn_digest)
+        host.approve(second.run_id, approver="bob", turn_digest=first.turn_digest)
     assert written == []
 
     # The state stays valid where it belongs.

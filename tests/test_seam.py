@@ -239,7 +239,7 @@ def test_valid_arguments_are_passed_as_keywords(make_pm, context):
 def test_arguments_that_are_not_an_object_are_refused(make_pm, context):
     counter = CountingTool()
     wire = invoke(make_pm(counter), "counter", ["a"], context=context)  # type: ignore[arg-type]
-    assert wire.content == 'Error: invalid arguments for tool "counter": $: not an object'
+    assert wire.content == 'Error: invalid arguments for tool "counter": $: not a JSON object'
     assert counter.calls == []
 
 
@@ -486,3 +486,48 @@ def test_read_only_mappings_are_validated_as_objects(make_pm, sinks, context):
 
     wire = invoke(make_pm(shout), "shout", MappingProxyType({"text": "hi"}), context=context)
     assert (wire.content, wire.is_error) == ("HI", False)
+
+
+def test_arguments_that_break_the_validator_are_refused_not_raised(make_pm, sinks, context):
+    from nrllm_core import tool as make_tool
+
+    ran: list[object] = []
+
+    @make_tool(group="content")
+    def count(x: int) -> ToolResult:
+        """Count."""
+        ran.append(x)
+        return ToolResult.text("ran")
+
+    deep: object = 1
+    for _ in range(1_000):
+        deep = [deep]
+    wire = invoke(make_pm(count), "count", {"x": deep}, context=context)
+    assert wire.is_error
+    assert wire.content.startswith('Error: invalid arguments for tool "count": ')
+    assert ran == []
+
+
+def test_a_result_forged_with_evolve_is_refused(make_pm, sinks, context):
+    import attrs
+
+    forged = ToolResult.error("oops")
+    with pytest.raises(TypeError, match=r"ToolResult\.text"):
+        attrs.evolve(forged, artifacts=(ToolArtifact.text("x" * 10),))
+
+
+def test_an_error_result_never_carries_artifacts_to_the_trace(make_pm, sinks, context):
+    # However a tool built it, an error result reaches the sinks without artifacts.
+    result = ToolResult.error("no")
+    object.__setattr__(result, "artifacts", (ToolArtifact.text("smuggled"),))
+    tool = CountingTool(returns=result)
+    invoke(make_pm(tool), "counter", {}, context=context)
+    (event,) = sinks.trace
+    assert event.step.tool_artifacts == ()
+
+
+def test_a_result_with_fields_of_the_wrong_type_is_no_tool_result(make_pm, sinks, context):
+    result = ToolResult.text("fine")
+    object.__setattr__(result, "content", b"bytes")
+    wire = invoke(make_pm(CountingTool(returns=result)), "counter", {}, context=context)
+    assert wire.content == 'Error: tool "counter" returned no ToolResult.'

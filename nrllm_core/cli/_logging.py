@@ -26,7 +26,10 @@ def configure_for_cli() -> None:
             processors=[
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso"),
-                structlog.dev.ConsoleRenderer(colors=False),
+                # Plain tracebacks: a rich one would print local variables, keys among them.
+                structlog.dev.ConsoleRenderer(
+                    colors=False, exception_formatter=structlog.dev.plain_traceback
+                ),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(level),
         )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import click
 
@@ -13,6 +14,9 @@ from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
 from nrllm_core.cli._governance import _Refused
+
+# C0 and C1 controls but newline and tab, and the bidirectional overrides.
+_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def open_host(ctx: click.Context) -> Host:
@@ -103,18 +107,24 @@ def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
     sys.exit(1)
 
 
+def _shown(text: str) -> str:
+    """Model and tool text as the terminal shows it: control characters (escape sequences
+    that could repaint an approval prompt) appear as escapes, never as effects."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
         click.echo(to_json(outcome.to_dict()))
     elif outcome.status == "completed":
-        click.echo(outcome.final_content)
+        click.echo(_shown(outcome.final_content))
     elif outcome.status == "awaiting_approval":
         click.echo(f"run {outcome.run_id} is waiting for approval of this turn:")
         for pending in outcome.pending:
             need = "needs approval" if pending.requires_approval else "runs with the turn"
-            click.echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}")
+            click.echo(f"  {_shown(pending.name)} ({need}) {to_json(pending.arguments)}")
             for line in pending.preview:
-                click.echo(f"    | {line}")
+                click.echo(f"    | {_shown(line)}")
         click.echo(f"turn digest: {outcome.turn_digest}")
         base = _command_prefix(ctx)
         click.echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
@@ -122,7 +132,7 @@ def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
             f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}"
         )
     else:
-        click.echo(f"run {outcome.run_id} failed: {outcome.error}", err=True)
+        click.echo(f"run {outcome.run_id} failed: {_shown(outcome.error or '')}", err=True)
     if outcome.status == "failed":
         sys.exit(1)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
+from nrllm_core.log import logger
 from nrllm_core.store._database import (
     SchemaOutdatedError,
     current_revisions,
@@ -95,7 +97,15 @@ class Store:
     ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
     """
 
-    __slots__ = ("_clock", "_engine", "_lease", "_write_lock")
+    __slots__ = (
+        "_clock",
+        "_engine",
+        "_lease",
+        "_leased",
+        "_leased_lock",
+        "_renewing",
+        "_write_lock",
+    )
 
     def __init__(
         self, engine: Engine, *, lease_seconds: int, clock: Callable[[], datetime]
@@ -108,6 +118,10 @@ class Store:
         self._write_lock: contextlib.AbstractContextManager[Any] = (
             threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
         )
+        # Runs this process is working on; one background thread renews all their leases.
+        self._leased: set[str] = set()
+        self._leased_lock = threading.Lock()
+        self._renewing = False
 
     @classmethod
     def open(
@@ -249,6 +263,36 @@ class Store:
         with self._write() as connection:
             connection.execute(insert(DecisionRow), rows)
 
+    @contextlib.contextmanager
+    def leased(self, run_id: str) -> Iterator[None]:
+        """Keep renewing the run's lease while the block runs, so a run inside a long model or
+        tool call is never shown as ``interrupted``; a dead process stops renewing."""
+        with self._leased_lock:
+            self._leased.add(run_id)
+            start, self._renewing = not self._renewing, True
+        if start:
+            threading.Thread(target=self._renew_leases, name="nrllm-leases", daemon=True).start()
+        try:
+            yield
+        finally:
+            with self._leased_lock:
+                self._leased.discard(run_id)
+
+    def _renew_leases(self) -> None:
+        interval = max(self._lease.total_seconds() / 3, 0.05)
+        while True:
+            time.sleep(interval)
+            with self._leased_lock:
+                runs = sorted(self._leased)
+                if not runs:
+                    self._renewing = False
+                    return
+            for run_id in runs:
+                try:
+                    self.heartbeat(run_id)
+                except Exception:
+                    logger().warning("nrllm.store.heartbeat_failed", run_id=run_id, exc_info=True)
+
     def heartbeat(self, run_id: str) -> bool:
         """Renew a running run's lease; ``False`` when no running run has that id."""
         with self._write() as connection:
@@ -340,8 +384,9 @@ class Store:
 
     def claim_suspension(
         self, run_id: str, *, turn_digest: str, decision: str, approver: str
-    ) -> None:
-        """Record who decided what on which turn, and reopen the run, in one transaction.
+    ) -> bytes:
+        """Record who decided what on which turn and reopen the run, in one transaction, and
+        return the sealed state that was claimed.
 
         Exactly one claim of a turn succeeds, across processes and machines: a second one, or
         one naming another digest, raises :class:`ClaimRefused`.
@@ -366,6 +411,10 @@ class Store:
             )
             if reopened.rowcount != 1:
                 raise ClaimRefused(f'run "{run_id}" is not awaiting approval')
+            sealed: bytes = connection.execute(
+                select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
+            ).scalar_one()
+        return sealed
 
     def last_sequence(self, run_id: str) -> int:
         """The highest stored step number of the run (0 when none)."""
