@@ -502,3 +502,20 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
         migrations + "script.py.mako",
         migrations + "versions/0001_audit_tables.py",
     } <= names
+
+
+def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(tmp_path):
+    import time
+
+    from nrllm_core.store import RunStatus, Store
+
+    store = Store.open(None, data_dir=tmp_path, lease_seconds=1)
+    store.start_run("r-long")
+    with store.leased("r-long"):
+        time.sleep(1.6)  # longer than the lease: only the renewals keep it alive
+        (info,) = store.list_runs()
+        assert info.status is RunStatus.RUNNING
+    time.sleep(1.6)
+    (info,) = store.list_runs()
+    assert info.status is RunStatus.INTERRUPTED
+    store.close()
