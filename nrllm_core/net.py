@@ -8,7 +8,8 @@ Teredo) judged by that IPv4 address. The request then goes to the first vetted a
 the URL names the IP, the ``Host`` header and TLS (SNI and certificate verification, through
 httpx's ``sni_hostname`` request extension) name the original host, so a DNS answer that
 changes between the check and the connection (DNS rebinding) is never consulted. No redirect is
-followed, the body is streamed under a byte cap and everything runs under one total deadline.
+followed, an encoded (compressed) body is refused rather than decoded, the body is streamed
+under a byte cap and everything, resolution included, runs under one total deadline.
 
 Every refusal is a :class:`FetchRefused` whose message is safe to show a model: it names the
 redacted URL (:func:`redact_url`) and a fixed reason, never the full URL, an address or an
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import threading
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Final, final
@@ -103,9 +105,9 @@ class FetchResult:
 
 
 def redact_url(url: str) -> str | None:
-    """``scheme://host[:port]/path`` of ``url``: user info, query and fragment dropped, scheme
-    and host as written, a bracketed IPv6 host in its brackets. ``None`` without a scheme or a
-    host, or when ``url`` cannot be parsed."""
+    """``scheme://host[:port]/path`` of ``url``: user info, path parameters (``;jsessionid=``),
+    query and fragment dropped, scheme and host as written, a bracketed IPv6 host in its
+    brackets. ``None`` without a scheme or a host, or when ``url`` cannot be parsed."""
     try:
         parts = urlsplit(url.strip())
         port = parts.port
@@ -118,7 +120,9 @@ def redact_url(url: str) -> str | None:
     written = url.strip()[: len(parts.scheme)]
     scheme = written if written.lower() == parts.scheme else parts.scheme
     authority = host if port is None else f"{host}:{port}"
-    return f"{scheme}://{authority}{parts.path}"
+    # Path parameters carry session ids as often as a query does; every segment may have them.
+    path = "/".join(segment.partition(";")[0] for segment in parts.path.split("/"))
+    return f"{scheme}://{authority}{path}"
 
 
 def check_address(address: str) -> None:
@@ -143,8 +147,9 @@ def fetch_public(
 ) -> FetchResult:
     """GET ``url`` from the public internet, or raise :class:`FetchRefused`.
 
-    ``max_bytes`` caps the body (a larger one is refused, nothing partial is returned);
-    ``timeout`` bounds the whole fetch, resolution, connection and reading together. A 3xx
+    ``max_bytes`` caps the body (a larger one is refused, nothing partial is returned); a body
+    with a ``Content-Encoding`` other than ``identity`` is refused, never decoded. ``timeout``
+    bounds the whole fetch, resolution, connection and reading together. A 3xx
     answer is returned as it is, its ``Location`` never followed. ``accept`` is sent as the
     ``Accept`` header. ``allow_hosts`` lists exact host names or IP addresses (no ranges, no
     wildcards) whose addresses are not checked: that is unsafe outside tests. ``transport`` is
@@ -153,10 +158,11 @@ def fetch_public(
     """
     deadline = time.monotonic() + timeout
     shown = redact_url(url) or _NOT_SHOWN
-    target = _vet(url, shown, allow_hosts)
+    timed_out = f"URL did not answer within {timeout:g} seconds: {shown}"
+    target = _vet(url, shown, allow_hosts, deadline, timed_out)
     if time.monotonic() >= deadline:
-        raise FetchRefused(f"URL did not answer within {timeout:g} seconds: {shown}")
-    return _fetch(target, shown, max_bytes, timeout, deadline, accept, transport)
+        raise FetchRefused(timed_out)
+    return _fetch(target, shown, max_bytes, deadline, timed_out, accept, transport)
 
 
 @final
@@ -185,7 +191,9 @@ def _raw_host(parts: SplitResult) -> str:
     return hostport.partition(":")[0]
 
 
-def _vet(url: str, shown: str, allow_hosts: Collection[str]) -> _Target:
+def _vet(
+    url: str, shown: str, allow_hosts: Collection[str], deadline: float, timed_out: str
+) -> _Target:
     try:
         parts = urlsplit(url.strip())
         explicit_port = parts.port
@@ -206,7 +214,9 @@ def _vet(url: str, shown: str, allow_hosts: Collection[str]) -> _Target:
     port = _DEFAULT_PORTS[scheme] if explicit_port is None else explicit_port
     host, literal = _normalise_host(raw_host, shown)
     allowed = host in _normalised_allow_list(allow_hosts)
-    addresses = [literal] if literal is not None else _resolve(host, port, shown)
+    addresses = (
+        [literal] if literal is not None else _resolve(host, port, shown, deadline, timed_out)
+    )
     log = logger().bind(url=shown)
     for address in addresses:
         problem = "zone id" if getattr(address, "scope_id", None) else _problem(address)
@@ -264,15 +274,15 @@ def _normalised_allow_list(allow_hosts: Collection[str]) -> set[str]:
     return names
 
 
-def _resolve(host: str, port: int, shown: str) -> list[IPAddress]:
-    try:
-        answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        answers = []
+def _resolve(host: str, port: int, shown: str, deadline: float, timed_out: str) -> list[IPAddress]:
+    answers = _lookup(host, port, deadline)
+    if answers is None:
+        logger().bind(url=shown).info("nrllm.net.timed_out", stage="resolve")
+        raise FetchRefused(timed_out)
     addresses: list[IPAddress] = []
-    for _family, _type, _proto, _name, sockaddr in answers:
+    for answer in answers:
         try:
-            address = ipaddress.ip_address(sockaddr[0])
+            address = ipaddress.ip_address(answer)
         except ValueError:
             # An answer that cannot be judged fails the whole host, as a private one would.
             raise FetchRefused(f"URL host resolves to an unusable address: {shown}") from None
@@ -281,6 +291,34 @@ def _resolve(host: str, port: int, shown: str) -> list[IPAddress]:
     if not addresses:
         raise FetchRefused(f"URL host does not resolve: {shown}")
     return addresses
+
+
+def _lookup(host: str, port: int, deadline: float) -> list[str | int] | None:
+    """The hosts of ``getaddrinfo``'s socket addresses (none when it fails), or ``None`` when it
+    outlasts ``deadline``.
+
+    ``getaddrinfo`` takes no timeout, so it runs on a daemon thread that is left to finish on
+    its own: a pool's worker would be joined at interpreter exit, holding the process open
+    for as long as the resolver hangs."""
+    from concurrent.futures import Future
+    from concurrent.futures import TimeoutError as LookupTimedOut
+
+    answer: Future[list[str | int]] = Future()
+
+    def lookup() -> None:
+        try:
+            answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            answer.set_result([sockaddr[0] for *_, sockaddr in answers])
+        except (OSError, UnicodeError):
+            answer.set_result([])
+        except BaseException as error:  # handed to the caller, who raises it
+            answer.set_exception(error)
+
+    threading.Thread(target=lookup, name="nrllm-resolve", daemon=True).start()
+    try:
+        return answer.result(timeout=max(deadline - time.monotonic(), 0.0))
+    except LookupTimedOut:
+        return None
 
 
 def _problem(address: IPAddress) -> str | None:
@@ -319,8 +357,8 @@ def _fetch(
     target: _Target,
     shown: str,
     max_bytes: int,
-    timeout: float,
     deadline: float,
+    timed_out: str,
     accept: str | None,
     transport: object | None,
 ) -> FetchResult:
@@ -334,8 +372,8 @@ def _fetch(
     if accept is not None:
         headers["Accept"] = accept
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-    timed_out = f"URL did not answer within {timeout:g} seconds: {shown}"
     too_large = f"URL body is larger than {max_bytes} bytes: {shown}"
+    encoded = f"URL answered with an encoded (compressed) body, which is not accepted: {shown}"
     log = logger().bind(url=shown, address=str(target.address))
     client = httpx.Client(
         transport=transport if transport is not None else DeadlineTransport(deadline=deadline),
@@ -350,6 +388,12 @@ def _fetch(
                 "GET", target.request_url(), headers=headers, extensions=extensions
             ) as response,
         ):
+            encoding = response.headers.get("content-encoding")
+            if encoding is not None and _tokens(encoding) != {"identity"}:
+                # A decoder expands a small body without any bound before the cap could
+                # count it (a compression bomb): identity was asked for, the rest is refused.
+                log.warning("nrllm.net.refused", reason="encoded", encoding=encoding[:64])
+                raise FetchRefused(encoded)
             body = _read_body(response, max_bytes, deadline, too_large, timed_out)
     except FetchRefused:
         raise
@@ -369,6 +413,10 @@ def _fetch(
     )
 
 
+def _tokens(header: str) -> set[str]:
+    return {part.strip().lower() for part in header.split(",")}
+
+
 def _read_body(
     response: httpx.Response, max_bytes: int, deadline: float, too_large: str, timed_out: str
 ) -> bytes:
@@ -376,6 +424,8 @@ def _read_body(
     if declared.isdigit() and int(declared) > max_bytes:
         raise FetchRefused(too_large)
     body = bytearray()
+    # httpx picks its decoder from Content-Encoding alone, so past the check above this decodes
+    # nothing.
     for chunk in response.iter_bytes():
         body += chunk
         if len(body) > max_bytes:

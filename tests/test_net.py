@@ -12,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -333,6 +335,40 @@ def test_a_name_resolving_to_a_public_and_a_private_address_is_refused(fake_dns)
         fetch_public("http://mixed.test/", transport=httpx.MockTransport(unreachable))
 
 
+def test_a_slow_resolver_times_out_within_the_total_deadline(monkeypatch):
+    released = threading.Event()
+    looked_up: list[str] = []
+
+    def hanging(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        looked_up.append(host)
+        released.wait(10)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    started = time.monotonic()
+    try:
+        with pytest.raises(FetchRefused) as refusal:
+            fetch_public(
+                "http://slow.test/a?k=s3cret",
+                timeout=0.3,
+                transport=httpx.MockTransport(unreachable),
+            )
+        assert time.monotonic() - started < 1.0
+    finally:
+        released.set()
+    assert looked_up == ["slow.test"]
+    assert str(refusal.value) == "URL did not answer within 0.3 seconds: http://slow.test/a"
+
+
+def test_an_error_the_resolver_raises_reaches_the_caller(monkeypatch):
+    def broken(*args: Any, **kwargs: Any) -> list[Any]:
+        raise RuntimeError("resolver bug")
+
+    monkeypatch.setattr(socket, "getaddrinfo", broken)
+    with pytest.raises(RuntimeError, match="resolver bug"):
+        fetch_public("http://broken.test/", transport=httpx.MockTransport(unreachable))
+
+
 def test_a_name_that_does_not_resolve_is_refused(fake_dns):
     fake_dns["nowhere.test"] = [[]]
     with pytest.raises(FetchRefused, match=r"does not resolve: http://nowhere\.test/a$"):
@@ -431,6 +467,47 @@ def test_a_body_over_the_cap_is_refused_with_nothing_partial(serve, length):
     assert str(refusal.value) == f"URL body is larger than 1000 bytes: {base}/big"
     fits = fetch_public(f"{base}/fits", max_bytes=1000, allow_hosts=["127.0.0.1"])
     assert fits.body == b"x" * 1000
+
+
+def bomb(wbits: int) -> bytes:
+    """128 MiB of zeros compressed to about 130 kB (``wbits`` 31: gzip, 15: zlib deflate)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    zeros = bytes(1024 * 1024)
+    return b"".join(compressor.compress(zeros) for _ in range(128)) + compressor.flush()
+
+
+@pytest.mark.parametrize(("encoding", "wbits"), [("gzip", 31), ("deflate", 15)])
+def test_a_compression_bomb_is_refused_without_being_decoded(serve, encoding, wbits):
+    body = bomb(wbits)
+    server = serve({"/bomb": answer(body, **{"Content-Encoding": encoding})})
+    url = f"http://127.0.0.1:{server.port}/bomb"
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(FetchRefused) as refusal:
+            fetch_public(f"{url}?k=1", allow_hosts=["127.0.0.1"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert str(refusal.value) == (
+        f"URL answered with an encoded (compressed) body, which is not accepted: {url}"
+    )
+    assert peak < 20 * 1024 * 1024
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "x-custom", "GZIP", "identity, gzip", ""])
+def test_any_content_encoding_but_identity_is_refused(serve, encoding):
+    server = serve({"/": answer(b"plain", **{"Content-Encoding": encoding})})
+    with pytest.raises(FetchRefused, match="encoded"):
+        fetch_public(f"http://127.0.0.1:{server.port}/", allow_hosts=["127.0.0.1"])
+
+
+@pytest.mark.parametrize("encoding", ["identity", "Identity", "identity, identity"])
+def test_an_identity_encoding_is_accepted(serve, encoding):
+    server = serve({"/": answer(b"plain", **{"Content-Encoding": encoding})})
+    result = fetch_public(f"http://127.0.0.1:{server.port}/", allow_hosts=["127.0.0.1"])
+    assert result.body == b"plain"
 
 
 def stall(handler: BaseHTTPRequestHandler) -> None:
@@ -549,6 +626,9 @@ def test_the_default_transport_verifies_certificates(serve, fake_dns, authority)
         ("http://example.com", "http://example.com"),
         ("  http://example.com/x  ", "http://example.com/x"),
         ("ftp://files.example.com/f", "ftp://files.example.com/f"),
+        ("https://example.com/a;jsessionid=SECRET?x=1", "https://example.com/a"),
+        ("https://example.com/a;p=1/b;q=2/c", "https://example.com/a/b/c"),
+        ("https://example.com/;SECRET", "https://example.com/"),
     ],
 )
 def test_redact_url_keeps_scheme_host_port_and_path(url, shown):
@@ -573,12 +653,16 @@ def test_redact_url_gives_none_when_it_cannot_be_built(url):
 
 @given(
     user=st.text(alphabet="abcxyz019", min_size=1),
+    params=st.lists(st.text(alphabet="abc=,;019", max_size=8), min_size=2, max_size=2),
     query=st.text(alphabet="abc=&%019", min_size=1),
     fragment=st.text(alphabet="abc019", min_size=1),
 )
-def test_redact_url_never_keeps_user_info_query_or_fragment(user, query, fragment):
-    shown = redact_url(f"https://{user}:PW@host.example/p?Q{query}#F{fragment}")
-    assert shown == "https://host.example/p"
+def test_redact_url_never_keeps_user_info_params_query_or_fragment(user, params, query, fragment):
+    first, second = params
+    shown = redact_url(
+        f"https://{user}:PW@host.example/p;P{first}/q;P{second}?Q{query}#F{fragment}"
+    )
+    assert shown == "https://host.example/p/q"
 
 
 def test_importing_the_guard_loads_no_http_library():

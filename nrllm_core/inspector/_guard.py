@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from typing import TYPE_CHECKING, Final, final
 from urllib.parse import urlsplit
@@ -11,9 +12,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "SECURITY_HEADERS", "Guard"]
+__all__ = ["SECURITY_HEADERS", "Guard", "cookie_name"]
 
-COOKIE: Final = "nrllm_inspector"
 SECURITY_HEADERS: Final = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -34,13 +34,14 @@ class Guard:
     state must come from a page this server served: its Origin (or Referer) is checked.
     """
 
-    __slots__ = ("_app", "_token")
+    __slots__ = ("_app", "_cookie", "_token")
 
     def __init__(self, app: ASGIApp, *, token: str) -> None:
         if not token:
             raise ValueError("the inspector needs a non-empty token")
         self._app = app
         self._token = token.encode()
+        self._cookie = cookie_name(token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,7 +72,7 @@ class Guard:
             if not self._valid(offered) or request.method not in _SAFE_METHODS:
                 return _plain(401, "This address holds no valid token.")
             return self._exchange(request, offered)
-        if not self._valid(request.cookies.get(COOKIE, "")):
+        if not self._valid(request.cookies.get(self._cookie, "")):
             return _plain(
                 401, "A token is required: open the address that nrllm serve printed at start."
             )
@@ -88,9 +89,21 @@ class Guard:
         clean = request.url.remove_query_params("token")
         target = clean.path + (f"?{clean.query}" if clean.query else "")
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(COOKIE, offered, httponly=True, samesite="strict", path="/")
+        # Under a mount the cookie goes only to this app's own paths.
+        path = request.scope.get("root_path", "").rstrip("/") or "/"
+        response.set_cookie(self._cookie, offered, httponly=True, samesite="strict", path=path)
         _secure(response)
         return response
+
+
+def cookie_name(token: str) -> str:
+    """The cookie that carries ``token``: one name per token, never shared between inspectors.
+
+    Browsers do not keep cookies apart by port, so one fixed name would let two inspectors on
+    the same host name overwrite each other's cookie.
+    """
+    digest = hashlib.sha256(b"nrllm-inspector-cookie\x00" + token.encode()).hexdigest()
+    return f"nrllm_inspector_{digest[:16]}"
 
 
 def _same_origin(request: Request) -> bool:

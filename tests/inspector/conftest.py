@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from nrllm_core import DataClass, Tool, ToolArtifact, ToolContext, ToolResult, hookimpl, tool
+from nrllm_core import (
+    ArtifactType,
+    DataClass,
+    Tool,
+    ToolArtifact,
+    ToolContext,
+    ToolResult,
+    hookimpl,
+    tool,
+)
 from nrllm_core._host import Host
 
 HOSTILE_LABEL = "<img src=x onerror=\"document.title='pwned-label'\">"
@@ -44,6 +53,19 @@ def hostile_tool() -> ToolResult:
     )
 
 
+# JSON values that String() and template strings cannot turn into text in a browser.
+CRAFTED_CELL = {"toString": 1}
+CRAFTED_COLUMN = ["a", 1]
+
+
+@tool(group="inspector", data_class=DataClass.PUBLIC_CONTENT)
+def crafted_tool() -> ToolResult:
+    """A table whose column and cell are JSON values, not strings: the constructor allows it."""
+    data = {"columns": ["name", CRAFTED_COLUMN], "rows": [[CRAFTED_CELL, "x"]]}
+    crafted = ToolArtifact(type=ArtifactType.TABLE, label="Crafted", data=data)
+    return ToolResult.text("crafted", crafted)
+
+
 @tool(group="inspector", data_class=DataClass.PUBLIC_CONTENT)
 def wait_tool() -> ToolResult:
     """Blocks until the test releases it."""
@@ -74,7 +96,7 @@ class SendTool(Tool):
 class InspectorTools:
     @hookimpl
     def nrllm_register_tools(self, registry: Any) -> None:
-        for t in (table_tool, plain_tool, hostile_tool, wait_tool, SendTool()):
+        for t in (table_tool, plain_tool, hostile_tool, crafted_tool, wait_tool, SendTool()):
             registry.register(t)
 
 
@@ -97,6 +119,7 @@ def _final(text: str) -> str:
 SCRIPTS = {
     "demo": _calls(("table_tool", {"city": "Oslo"}), ("plain_tool", {})) + _final("Oslo it is."),
     "hostile": _calls(("hostile_tool", {})) + _final("Shown as text."),
+    "crafted": _calls(("crafted_tool", {}), ("plain_tool", {})) + _final("Still rendering."),
     "mail": _calls(("send_mail", {"to": "ops@example.org"})) + _final("Mail sent."),
     "slow": _calls(("wait_tool", {})) + _final("Waited."),
     "empty": "turns = []\n",

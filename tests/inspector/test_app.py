@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 from nrllm_core import _json
 from nrllm_core._host import ApprovalRefused
 from nrllm_core.inspector import create_app
+from nrllm_core.inspector._guard import cookie_name
 
 TOKEN = "test-token-123"
 ORIGIN = "http://127.0.0.1:8765"
@@ -79,7 +80,7 @@ def test_the_token_is_swapped_for_a_strict_httponly_cookie_and_a_redirect(anonym
     assert response.status_code == 303
     assert response.headers["location"] == "/api/runs?limit=3"
     cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"nrllm_inspector={TOKEN};")
+    assert cookie.startswith(f"{cookie_name(TOKEN)}={TOKEN};")
     attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
     assert attributes == {"httponly", "path=/", "samesite=strict"}
     assert_secured(response)
@@ -95,8 +96,42 @@ def test_a_wrong_token_gets_401_and_no_cookie(anonymous, offered):
 
 
 def test_a_forged_cookie_gets_401(anonymous):
-    anonymous.cookies.set("nrllm_inspector", "guess")
+    anonymous.cookies.set(cookie_name(TOKEN), "guess")
     assert anonymous.get("/").status_code == 401
+
+
+def test_each_token_names_its_own_cookie():
+    names = {cookie_name(t) for t in [TOKEN, TOKEN + "x", "another-token"]}
+    assert len(names) == 3
+    assert all(re.fullmatch(r"nrllm_inspector_[0-9a-f]{16}", n) for n in names)
+    assert TOKEN not in cookie_name(TOKEN)
+
+
+def test_two_inspectors_on_one_host_name_keep_their_own_cookies(host, host_factory, tmp_path):
+    # Browsers (and httpx) send a cookie to every port of a host: one client stands for both.
+    folder = tmp_path / "other"
+    folder.mkdir()
+    other = host_factory(folder)
+    apps = {
+        b"127.0.0.1:8765": create_app(host, token=TOKEN),
+        b"127.0.0.1:8766": create_app(other, token="other-token"),
+    }
+
+    async def by_port(scope, receive, send):
+        await apps[dict(scope["headers"])[b"host"]](scope, receive, send)
+
+    second = "http://127.0.0.1:8766"
+    # Not entered as a context manager: this dispatcher serves HTTP only, no lifespan.
+    client = TestClient(by_port, base_url=ORIGIN)
+    try:
+        assert client.get(f"/?token={TOKEN}", follow_redirects=False).status_code == 303
+        swap = client.get(f"{second}/?token=other-token", follow_redirects=False)
+        assert swap.status_code == 303
+        assert client.get("/api/runs").status_code == 200
+        assert client.get(f"{second}/api/runs").status_code == 200
+    finally:
+        client.close()
+        other.store.close()
 
 
 def test_the_token_is_not_accepted_on_a_post(client):
@@ -154,6 +189,8 @@ def test_the_app_mounts_inside_a_hosts_own_app(host):
         assert client.get("/inspector/").status_code == 401
         swap = client.get(f"/inspector/?token={TOKEN}", follow_redirects=False)
         assert swap.headers["location"] == "/inspector/"
+        attributes = {p.strip().lower() for p in swap.headers["set-cookie"].split(";")[1:]}
+        assert attributes == {"httponly", "path=/inspector", "samesite=strict"}
         assert client.get("/inspector/api/config").json()["default_provider"] == "demo"
         stream = post(client, "/inspector/api/run", {"prompt": "hi"})
         assert events(stream)[-1]["final_content"] == "Oslo it is."
@@ -200,7 +237,7 @@ def test_no_asset_comes_from_another_site_and_no_script_is_inline():
 
 def test_config_lists_providers_skills_and_tools(client):
     config = client.get("/api/config").json()
-    assert config["providers"] == ["demo", "empty", "hostile", "mail", "slow"]
+    assert config["providers"] == ["crafted", "demo", "empty", "hostile", "mail", "slow"]
     assert config["default_provider"] == "demo"
     assert config["skills"] == ["tables"]
     assert "table_tool" in config["tools"]
@@ -218,7 +255,14 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
         "zone": "local",
         "ceiling": "secretAdjacent",
         "skill": None,
-        "offered": ["hostile_tool", "plain_tool", "send_mail", "table_tool", "wait_tool"],
+        "offered": [
+            "crafted_tool",
+            "hostile_tool",
+            "plain_tool",
+            "send_mail",
+            "table_tool",
+            "wait_tool",
+        ],
     }
     assert all(e["event"] == "step" for e in steps)
     kinds = [e["step"]["kind"] for e in steps]
@@ -282,6 +326,14 @@ def test_a_direct_tool_call_streams_its_one_step_and_the_wire(client):
     assert done["run_id"] == step["step"]["run_id"]
     assert done["wire"]["content"] == "Rome: 2 rows"
     assert "tool_artifacts" not in done["wire"]
+
+
+def test_a_direct_call_is_the_token_holders_and_needs_no_approval(client):
+    # As documented: the person at the page calls, so a tool that asks for approval runs.
+    stream = events(post(client, "/api/invoke", {"tool": "send_mail", "arguments": {"to": "a@b"}}))
+    assert [e["event"] for e in stream] == ["context", "step", "done"]
+    assert stream[-1]["final_content"] == "sent to a@b"
+    assert client.get("/api/approvals").json() == {"approvals": []}
 
 
 def test_a_direct_call_through_a_provider_gets_that_providers_context(client):

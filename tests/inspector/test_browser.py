@@ -5,6 +5,7 @@ Set NRLLM_UPDATE_SCREENSHOTS=1 to refresh docs/images/playground.png and inbox.p
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -275,3 +276,127 @@ def test_the_runs_view_shows_the_filtered_timeline(page):
     stored = tool_step(p.locator("#run-detail"), "table_tool")
     assert "Artifacts" not in tab_names(stored)
     assert '"tool_artifact_types"' in (stored.locator(".tabpanel").last.text_content() or "")
+
+
+# -- values that are not strings -----------------------------------------------------------------
+
+CRAFTED = {"toString": 1}
+CRAFTED_TEXT = '{"toString":1}'
+
+
+def ndjson(*events: Any) -> str:
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+def fulfil_json(route: Any, body: Any) -> None:
+    route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+
+def test_a_table_of_json_values_shows_them_as_json_and_the_run_goes_on(page):
+    p = page.page
+    run_prompt(p, "Craft", "crafted")
+    p.wait_for_selector("[data-outcome=done]")
+    assert p.locator("[data-outcome=done] pre").inner_text() == "Still rendering."
+    assert tool_step(p, "plain_tool").count() == 1
+    step = tool_step(p, "crafted_tool")
+    step.get_by_role("tab", name="Artifacts").click()
+    panel = step.locator(".artifacts")
+    assert panel.locator("th").all_inner_texts() == ["name", '["a",1]']
+    assert panel.locator("td").all_inner_texts() == [CRAFTED_TEXT, "x"]
+
+
+def test_non_string_values_in_a_stream_are_shown_as_json(page):
+    p = page.page
+    artifact = {"type": "table", "label": CRAFTED, "data": {"columns": [CRAFTED], "rows": [[[1]]]}}
+    body = ndjson(
+        {"event": "context", "provider": CRAFTED, "zone": "local", "offered": [CRAFTED]},
+        {
+            "event": "step",
+            "step": {
+                "kind": "tool",
+                "sequence": CRAFTED,
+                "tool_name": CRAFTED,
+                "tool_artifacts": [artifact],
+            },
+        },
+        {
+            "event": "step",
+            "step": {
+                "kind": "llm",
+                "sequence": 2,
+                "round": CRAFTED,
+                "requested_tool_calls": [{"name": CRAFTED}],
+            },
+        },
+        {"event": "step", "step": {"kind": "approval", "sequence": 3, "decision": CRAFTED}},
+        {"event": "step", "step": None},
+        {"event": "step", "step": {"kind": "tool", "sequence": 5, "tool_name": "later_tool"}},
+        {
+            "event": "awaiting_approval",
+            "run_id": CRAFTED,
+            "turn_digest": CRAFTED,
+            "pending": [{"name": CRAFTED, "arguments": {}, "preview": [CRAFTED, "line"]}],
+        },
+    )
+    p.route(
+        "**/api/run",
+        lambda route: route.fulfill(status=200, content_type="application/x-ndjson", body=body),
+    )
+    run_prompt(p, "Craft", "demo")
+    p.wait_for_selector("[data-outcome=awaiting_approval]")
+    assert p.locator(".steps > li").count() == 5
+    assert tool_step(p, "later_tool").count() == 1
+    assert p.locator(".context dd").all_inner_texts()[0] == CRAFTED_TEXT
+    assert p.locator(".context dd").all_inner_texts()[-1] == CRAFTED_TEXT
+    first = p.locator(".steps > li").first
+    assert first.locator(".seq").inner_text() == f"#{CRAFTED_TEXT}"
+    assert first.locator(".summary").inner_text() == f"{CRAFTED_TEXT} (ok)"
+    first.get_by_role("tab", name="Artifacts").click()
+    assert first.locator(".artifact-label").inner_text() == CRAFTED_TEXT
+    assert first.locator("th").inner_text() == CRAFTED_TEXT
+    assert first.locator("td").inner_text() == "[1]"
+    llm = p.locator(".steps > li").nth(1)
+    assert llm.locator(".round").inner_text() == f"round {CRAFTED_TEXT}"
+    assert llm.locator(".summary").inner_text() == f"asks for {CRAFTED_TEXT}"
+    waiting = p.locator("[data-outcome=awaiting_approval]")
+    assert waiting.locator("p").first.inner_text().startswith(f"Run {CRAFTED_TEXT} waits")
+    assert waiting.locator(".pending strong").inner_text() == CRAFTED_TEXT
+    assert waiting.locator(".preview").inner_text() == f"{CRAFTED_TEXT}\nline"
+    assert waiting.locator(".digest").inner_text() == f"Turn digest: {CRAFTED_TEXT}"
+
+
+def test_non_string_values_in_the_runs_view_are_shown_as_json(page):
+    p = page.page
+    run = {"run_id": "r1", "kind": CRAFTED, "status": ["done"], "started_at": CRAFTED, "steps": 1}
+    artifact = {"type": "table", "label": [1], "data": {"columns": [CRAFTED], "rows": [[CRAFTED]]}}
+    steps = [
+        {"sequence": 1, "kind": "tool", "tool_name": CRAFTED, "tool_artifacts": [artifact]},
+        {"sequence": 2, "kind": "llm", "finish_reason": CRAFTED},
+    ]
+    detail = {"run": run, "privacy_level": CRAFTED, "steps": steps, "decisions": []}
+    p.route("**/api/runs", lambda route: fulfil_json(route, {"runs": [run]}))
+    p.route("**/api/runs/r1", lambda route: fulfil_json(route, detail))
+    p.click("nav a[data-view=runs]")
+    p.locator("#runs-list button.link").click()
+    p.wait_for_selector("#run-detail .step")
+    cells = p.locator("#runs-list td").all_inner_texts()
+    assert cells[0] == CRAFTED_TEXT
+    assert cells[2:4] == [CRAFTED_TEXT, '["done"]']
+    assert f'privacy level "{CRAFTED_TEXT}"' in p.locator("#run-detail .note.audit").inner_text()
+    stored = p.locator("#run-detail .step")
+    assert stored.count() == 2
+    assert stored.nth(1).locator(".summary").inner_text() == CRAFTED_TEXT
+    stored.first.get_by_role("tab", name="Artifacts").click()
+    assert stored.first.locator(".artifact-label").inner_text() == "[1]"
+    assert stored.first.locator("td").inner_text() == CRAFTED_TEXT
+
+
+def test_the_direct_call_option_says_who_calls_and_what_is_bypassed(page):
+    p = page.page
+    option = p.get_by_role("radio", name="Direct tool call")
+    note = p.locator(f"#{option.get_attribute('aria-describedby')}")
+    assert note.is_visible()
+    text = note.inner_text()
+    assert "made by you, the holder of this page's token, as nrllm invoke is" in text
+    assert "needs no approval" in text
+    assert "the tool switches do not apply" in text

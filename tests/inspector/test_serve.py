@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from nrllm_core.cli import cli
+from nrllm_core.inspector._guard import cookie_name
 
 
 @pytest.mark.parametrize("address", ["0.0.0.0", "192.0.2.10", "::", "localhost", "example.org"])
@@ -45,7 +46,7 @@ def test_serve_prints_the_tokened_address_and_guards_every_request(tmp_path, hos
         assert swap.status_code == 303
         assert swap.headers["location"] == "/"
         assert "HttpOnly" in swap.headers["set-cookie"]
-        cookies = {"nrllm_inspector": match[2]}
+        cookies = {cookie_name(match[2]): match[2]}
         page = httpx.get(f"{base}/", cookies=cookies, timeout=10)
         assert page.status_code == 200
         assert "nrllm inspector" in page.text

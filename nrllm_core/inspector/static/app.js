@@ -1,6 +1,6 @@
 // The inspector page: the three views, their forms and lists. No markup is ever parsed.
 
-import { clear, el, pretty } from "./dom.js";
+import { asText, clear, el, pretty } from "./dom.js";
 import { stepCard } from "./steps.js";
 import { pendingList, readError, streamRun } from "./stream.js";
 
@@ -47,7 +47,7 @@ async function loadConfig() {
     options($("provider"), config.providers, { chosen: config.default_provider });
     options($("skill"), config.skills, { blank: "(no skill)" });
     options($("tool"), config.tools);
-    $("who").textContent = `Acting as ${config.actor}; the audit keeps: ${config.privacy_level}`;
+    $("who").textContent = `Acting as ${asText(config.actor)}; the audit keeps: ${asText(config.privacy_level)}`;
   } catch (error) {
     showError($("playground-output"), `The configuration could not be read: ${error.message}`);
   }
@@ -134,8 +134,8 @@ async function loadRuns() {
               {},
               columns.map((c) =>
                 c === "run_id"
-                  ? el("td", {}, el("button", { type: "button", class: "link", text: run.run_id, onclick: () => loadRun(run.run_id) }))
-                  : el("td", { text: String(run[c] ?? "") }),
+                  ? el("td", {}, el("button", { type: "button", class: "link", text: run.run_id, onclick: () => loadRun(asText(run.run_id)) }))
+                  : el("td", { text: asText(run[c] ?? "") }),
               ),
             ),
           ),
@@ -153,10 +153,10 @@ async function loadRun(runId) {
     const data = await getJson(`api/runs/${encodeURIComponent(runId)}`);
     clear(detail);
     detail.append(
-      el("h3", { text: `Run ${data.run.run_id}` }),
+      el("h3", { text: `Run ${asText(data.run.run_id)}` }),
       el("p", {
         class: "note audit",
-        text: `Audit view: the persisted timeline, filtered at privacy level "${data.privacy_level}". Content the level does not keep is absent.`,
+        text: `Audit view: the persisted timeline, filtered at privacy level "${asText(data.privacy_level)}". Content the level does not keep is absent.`,
       }),
       el("pre", { class: "pre", text: pretty(data.run) }),
       el("ol", { class: "steps", "aria-label": "Stored steps" }, data.steps.map(stepCard)),
@@ -186,10 +186,10 @@ async function loadApprovals() {
 
 function inboxEntry(entry) {
   const run = entry.run;
-  const heading = el("h3", { text: `Run ${run.run_id}` });
+  const heading = el("h3", { text: `Run ${asText(run.run_id)}` });
   const meta = el("p", {
     class: "muted",
-    text: `provider ${run.provider ?? "—"}, skill ${run.skill ?? "—"}, started by ${run.actor ?? "?"} at ${run.started_at}`,
+    text: `provider ${asText(run.provider ?? "—")}, skill ${asText(run.skill ?? "—")}, started by ${asText(run.actor ?? "?")} at ${asText(run.started_at)}`,
   });
   if (typeof entry.error === "string") {
     return el("li", { class: "entry" }, heading, meta, el("p", { class: "error", role: "alert", text: entry.error }));
@@ -198,7 +198,7 @@ function inboxEntry(entry) {
     for (const button of document.querySelectorAll(".decide")) button.disabled = true;
     try {
       await streamRun(
-        `api/approvals/${encodeURIComponent(run.run_id)}`,
+        `api/approvals/${encodeURIComponent(asText(run.run_id))}`,
         { approve, turn_digest: entry.turn_digest },
         $("approval-output"),
         { running: $("approval-running") },
@@ -213,7 +213,7 @@ function inboxEntry(entry) {
     heading,
     meta,
     pendingList(entry.pending),
-    el("p", { class: "digest", text: `Turn digest: ${entry.turn_digest}` }),
+    el("p", { class: "digest", text: `Turn digest: ${asText(entry.turn_digest)}` }),
     el(
       "div",
       { class: "row" },

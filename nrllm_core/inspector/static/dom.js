@@ -5,10 +5,10 @@ export function el(tag, props = {}, ...children) {
   for (const [key, value] of Object.entries(props)) {
     if (value === undefined || value === null || value === false) continue;
     if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
+    else if (key === "text") node.textContent = asText(value);
     else if (key === "hidden") node.hidden = Boolean(value);
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, value === true ? "" : String(value));
+    else node.setAttribute(key, value === true ? "" : asText(value));
   }
   append(node, ...children);
   return node;
@@ -17,7 +17,7 @@ export function el(tag, props = {}, ...children) {
 export function append(node, ...children) {
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(asText(child)));
   }
   return node;
 }
@@ -26,11 +26,23 @@ export function clear(node) {
   node.replaceChildren();
 }
 
+// Server data as text: a string as it is, anything else as its JSON. String() and template
+// strings are never used on server data: an object such as {"toString": 1} makes them throw,
+// and one throw would stop the stream or the view that was rendering.
+export function asText(value) {
+  if (typeof value === "string") return value;
+  try {
+    return JSON.stringify(value) ?? "";
+  } catch {
+    return "(a value that cannot be shown)";
+  }
+}
+
 export function pretty(value) {
   try {
     return JSON.stringify(value, null, 2) ?? "";
   } catch {
-    return String(value);
+    return asText(value);
   }
 }
 

@@ -1,16 +1,17 @@
 // The step inspector: one card per run step, with Result, Arguments and (when there are
 // any) Artifacts tabs. Artifacts are attacker-influenceable: they only ever become text nodes.
 
-import { el, pretty } from "./dom.js";
+import { asText, el, pretty } from "./dom.js";
 import { tabSet } from "./tabs.js";
 
-export function stepCard(step) {
+export function stepCard(given) {
+  const step = given ?? {};
   const header = el(
     "div",
     { class: "step-head" },
-    el("span", { class: `kind kind-${safeClass(step.kind)}`, text: String(step.kind ?? "step") }),
-    el("span", { class: "seq", text: `#${step.sequence ?? "?"}` }),
-    el("span", { class: "round", text: `round ${step.round ?? "?"}` }),
+    el("span", { class: `kind kind-${safeClass(step.kind)}`, text: asText(step.kind ?? "step") }),
+    el("span", { class: "seq", text: `#${asText(step.sequence ?? "?")}` }),
+    el("span", { class: "round", text: `round ${asText(step.round ?? "?")}` }),
     el("span", { class: "summary", text: summary(step) }),
   );
   const tabs = [
@@ -23,9 +24,9 @@ export function stepCard(step) {
   tabs.push({ name: "Step", render: () => el("pre", { class: "pre", text: pretty(step) }) });
   return el(
     "li",
-    { class: "step", "data-kind": String(step.kind ?? "") },
+    { class: "step", "data-kind": asText(step.kind ?? "") },
     header,
-    tabSet(`Step ${step.sequence ?? ""} details`, tabs),
+    tabSet(`Step ${asText(step.sequence ?? "")} details`, tabs),
   );
 }
 
@@ -36,14 +37,14 @@ function safeClass(kind) {
 function summary(step) {
   if (step.kind === "tool") {
     const state = step.tool_is_error ? "error" : "ok";
-    return `${step.tool_name ?? "tool"} (${state})`;
+    return `${asText(step.tool_name ?? "tool")} (${state})`;
   }
   if (step.kind === "llm" && Array.isArray(step.requested_tool_calls)) {
-    return `asks for ${step.requested_tool_calls.map((c) => c?.name).join(", ")}`;
+    return `asks for ${step.requested_tool_calls.map((c) => asText(c?.name)).join(", ")}`;
   }
-  if (step.kind === "llm") return String(step.finish_reason ?? "");
-  if (step.kind === "approval") return `${step.decision ?? ""} by ${step.approver ?? "?"}`;
-  if (step.kind === "gate") return `provider ${step.provider ?? "none"}`;
+  if (step.kind === "llm") return asText(step.finish_reason ?? "");
+  if (step.kind === "approval") return `${asText(step.decision ?? "")} by ${asText(step.approver ?? "?")}`;
+  if (step.kind === "gate") return `provider ${asText(step.provider ?? "none")}`;
   if (step.content_redacted) return "content not kept";
   return "";
 }
@@ -84,7 +85,8 @@ export function artifacts(list) {
 }
 
 function artifact(a) {
-  const label = a && typeof a.label === "string" && a.label !== "" ? a.label : "Artifact";
+  const given = a?.label ?? "";
+  const label = given === "" ? "Artifact" : asText(given);
   const data = a && typeof a.data === "object" && a.data !== null ? a.data : {};
   let body;
   if (a?.type === "table" && Array.isArray(data.columns) && Array.isArray(data.rows)) {
@@ -98,20 +100,16 @@ function artifact(a) {
   return el("div", { class: "artifact" }, el("div", { class: "artifact-label", text: label }), body);
 }
 
-function cellText(value) {
-  return typeof value === "string" ? value : String(value);
-}
-
 function table(columns, rows, className) {
   return el(
     "table",
     { class: className },
-    el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", text: cellText(c) })))),
+    el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", text: asText(c) })))),
     el(
       "tbody",
       {},
       rows.map((row) =>
-        el("tr", {}, Array.isArray(row) ? row.map((cell) => el("td", { text: cellText(cell) })) : []),
+        el("tr", {}, Array.isArray(row) ? row.map((cell) => el("td", { text: asText(cell) })) : []),
       ),
     ),
   );

@@ -1,6 +1,6 @@
 // The live run stream: POST, read NDJSON line by line, render each event as it arrives.
 
-import { clear, el, pretty } from "./dom.js";
+import { asText, clear, el, pretty } from "./dom.js";
 import { stepCard } from "./steps.js";
 
 export async function postJson(url, body) {
@@ -89,7 +89,7 @@ function runView(container) {
   return {
     context(event) {
       context.hidden = false;
-      const offered = Array.isArray(event.offered) ? event.offered.join(", ") : "";
+      const offered = Array.isArray(event.offered) ? event.offered.map(asText).join(", ") : "";
       for (const [term, value] of [
         ["Provider", event.provider ?? (event.direct ? "none: a direct call" : "none")],
         ["Zone", event.zone ?? "—"],
@@ -97,7 +97,7 @@ function runView(container) {
         ["Skill", event.skill ?? "—"],
         ["Offered tools", offered || "none"],
       ]) {
-        context.append(el("dt", { text: term }), el("dd", { text: String(value) }));
+        context.append(el("dt", { text: term }), el("dd", { text: asText(value) }));
       }
     },
     step(step) {
@@ -124,9 +124,9 @@ function outcomeView(event) {
       "div",
       { class: "waiting", "data-outcome": "awaiting_approval" },
       el("h3", { text: "Awaiting approval" }),
-      el("p", {}, `Run ${event.run_id} waits for a decision. `, el("a", { href: "#approvals", text: "Open the approvals inbox" }), "."),
+      el("p", {}, `Run ${asText(event.run_id)} waits for a decision. `, el("a", { href: "#approvals", text: "Open the approvals inbox" }), "."),
       pendingList(event.pending),
-      el("p", { class: "digest", text: `Turn digest: ${event.turn_digest ?? ""}` }),
+      el("p", { class: "digest", text: `Turn digest: ${asText(event.turn_digest ?? "")}` }),
     );
   }
   return el(
@@ -146,11 +146,11 @@ export function pendingList(pending) {
       el(
         "li",
         {},
-        el("strong", { text: String(call?.name ?? "") }),
+        el("strong", { text: asText(call?.name ?? "") }),
         el("span", { class: "muted", text: call?.requires_approval ? " needs approval" : " runs with the turn" }),
         el("pre", { class: "pre", text: pretty(call?.arguments ?? {}) }),
         Array.isArray(call?.preview) && call.preview.length > 0
-          ? el("pre", { class: "pre preview", text: call.preview.join("\n") })
+          ? el("pre", { class: "pre preview", text: call.preview.map(asText).join("\n") })
           : el("p", { class: "muted", text: call?.preview_failed ? "The preview failed." : "No preview." }),
       ),
     ),

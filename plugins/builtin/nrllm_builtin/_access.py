@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from nrllm_builtin._cells import format_cell
 from nrllm_builtin._database import connect, reflect_table, table_names
 from nrllm_builtin._policy import TablePolicy
 from nrllm_builtin._settings import settings_or_error
@@ -42,7 +43,8 @@ class Refusal(Exception):
 
 
 def listing(names: list[str]) -> str:
-    return ", ".join(names) if names else "none"
+    """Names for the model's text, each through the cell formatter: one line, masked."""
+    return ", ".join(format_cell(name) for name in names) if names else "none"
 
 
 def resolve_table(
@@ -88,7 +90,8 @@ def check_columns(
     if unknown:
         shown = ", ".join(repr(n)[:66] for n in unknown[:5])
         raise Refusal(
-            f"{argument}: unknown or unreadable column(s) {shown} in table {table.name}. "
+            f"{argument}: unknown or unreadable column(s) {shown} in table "
+            f"{format_cell(table.name)}. "
             f"Readable columns: {listing(readable)}."
         )
     return list(dict.fromkeys(str(n) for n in names))

@@ -10,7 +10,7 @@ from typing import Final
 from nrllm_core import ToolArtifact
 from nrllm_core.redact import mask_secrets
 
-__all__ = ["CELL_MAX_CHARS", "ELLIPSIS", "RecordTable", "format_cell"]
+__all__ = ["CELL_MAX_CHARS", "ELLIPSIS", "RecordTable", "format_cell", "shows_whole"]
 
 CELL_MAX_CHARS: Final = 300
 ELLIPSIS: Final = "…"
@@ -25,41 +25,74 @@ def format_cell(value: object) -> str:
 
     Masking runs before the cap, so a cap can never cut a secret into an unmaskable stub.
     """
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, bytes | bytearray | memoryview):
         return f"(binary, {len(bytes(value))} bytes)"
-    text = value.isoformat() if isinstance(value, datetime.date | datetime.time) else str(value)
-    text = _WHITESPACE.sub(" ", _LINE_BREAKS.sub(" ", text)).strip(" ")
-    text = mask_secrets(text)
+    text = mask_secrets(_one_line(value))
     if len(text) > CELL_MAX_CHARS:
         return text[:CELL_MAX_CHARS] + ELLIPSIS
     return text
 
 
-class RecordTable:
-    """Rows of one table, rendered once: each cell feeds both the text line and the artifact."""
+def shows_whole(value: object) -> bool:
+    """Whether :func:`format_cell` shows all of ``value``: nothing masked, capped or binary."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return False
+    return format_cell(value) == _one_line(value)
 
-    def __init__(self, table: str, columns: Sequence[str], id_column: str | None) -> None:
-        # Plain ``str``: reflected names are a ``str`` subclass the JSON encoder refuses.
-        self._table = str(table)
-        self._columns = [str(c) for c in columns]
-        self._id_column = None if id_column is None else str(id_column)
+
+def _one_line(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = value.isoformat() if isinstance(value, datetime.date | datetime.time) else str(value)
+    return _WHITESPACE.sub(" ", _LINE_BREAKS.sub(" ", text)).strip(" ")
+
+
+class RecordTable:
+    """Rows of one table, rendered once: each cell feeds both the text line and the artifact.
+
+    The text is kept within ``max_bytes`` (UTF-8, lines joined by newlines): the first row
+    that would not fit, and every row after it, is added to neither channel, so the artifact
+    never holds a row the text lacks and the rows shown are never a gapped selection.
+    """
+
+    def __init__(
+        self, table: str, columns: Sequence[str], id_column: str | None, *, max_bytes: int
+    ) -> None:
+        # Names pass through the formatter: a reflected name may hold a line break.
+        self._table = format_cell(table)
+        self._columns = [format_cell(c) for c in columns]
+        self._id_index = None if id_column is None else list(columns).index(id_column)
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._full = False
         self._lines: list[str] = []
         self._rows: list[list[str]] = []
 
-    def add(self, row: Sequence[object]) -> None:
+    def add(self, row: Sequence[object]) -> bool:
+        """Add ``row`` if its lines fit within the byte budget; whether it was added."""
+        if self._full:
+            return False
         cells = [format_cell(value) for value in row]
-        if self._id_column is None:
-            self._lines.append(f"- {self._table} row {len(self._rows) + 1}")
+        if self._id_index is None:
+            lines = [f"- {self._table} row {len(self._rows) + 1}"]
         else:
-            self._lines.append(f"- {self._table}:{cells[self._columns.index(self._id_column)]}")
-        for column, cell in zip(self._columns, cells, strict=True):
-            if column != self._id_column:
-                self._lines.append(f"  {column}: {cell}")
+            lines = [f"- {self._table}:{cells[self._id_index]}"]
+        lines += [
+            f"  {column}: {cell}"
+            for index, (column, cell) in enumerate(zip(self._columns, cells, strict=True))
+            if index != self._id_index
+        ]
+        # One newline per line: before it, or after the header the caller puts first.
+        size = sum(len(line.encode()) + 1 for line in lines)
+        if self._bytes + size > self._max_bytes:
+            self._full = True
+            return False
+        self._bytes += size
+        self._lines += lines
         self._rows.append(cells)
+        return True
 
     @property
     def count(self) -> int:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from types import MappingProxyType
 from typing import Any, Final
 
+from nrllm_builtin._policy import is_sensitive_column
 from nrllm_builtin._settings import settings_or_error
 from nrllm_core import Tool, ToolContext, ToolResult
 from nrllm_core.redact import mask_secrets
@@ -25,6 +27,21 @@ MAX_PATTERN_CHARS: Final = 200
 # Folders that hold no source of the host's own and can be huge.
 _SKIPPED_DIRS: Final = frozenset({"node_modules", "__pycache__", "vendor"})
 _NO_ROOTS: Final = "No source roots are configured ([builtin] source_roots)."
+# File names that hold keys, keystores or credentials rather than source: never opened.
+# ``id_*`` only without an extension (or ``.pub``), the shape of SSH keys, so ``id_map.py``
+# stays readable.
+_SECRET_FILE: Final = re.compile(
+    r".*\.(?:pem|key|p12|pfx|kdbx)|id_[^.]*(?:\.pub)?|.*secret.*|.*credential.*",
+    re.IGNORECASE,
+)
+# ``NAME=value``, ``NAME: value``, ``export NAME=value`` and ``"NAME": value``: the shapes of
+# env files, YAML, TOML and JSON, where a credential-like NAME makes the value a secret.
+_ASSIGNMENT: Final = re.compile(
+    r"""(?P<head>\s*(?:export\s+)?["']?(?P<name>[A-Za-z_][\w.\-]*)["']?\s*[:=]\s*)(?P<value>\S.*)"""
+)
+# Linux lists each open descriptor here as a link to the file it really refers to.
+_PROC_FD: Final = "/proc/self/fd"
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 class _Refused(Exception):
@@ -42,7 +59,8 @@ def _locate(roots: list[Path], raw: object) -> tuple[Path, Path]:
     """The real file or folder ``raw`` names and the root holding it.
 
     A relative path is tried under each root in order. ``..`` is refused outright, a path
-    outside every root is not found, and a path with a symlink anywhere on it is refused.
+    outside every root is not found, and a path with a symlink anywhere on it is refused, as
+    is a hidden part (``.env``, ``.git/config``) or a part named like a key or credential.
     """
     if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
         raise _Refused("path: expected a non-empty path relative to a source root.")
@@ -59,20 +77,46 @@ def _locate(roots: list[Path], raw: object) -> tuple[Path, Path]:
             # Any symlink on the way is refused, even one that stays inside: no link can be
             # retargeted between this check and the read.
             raise _Refused("path: symbolic links are not followed.")
+        _check_name(lexical.relative_to(root))
         return lexical, root
     raise _Refused("path: not found under any source root.")
 
 
+def _check_name(relative: PurePath) -> None:
+    """Refuse a hidden part anywhere below the root, and a part named like a key or credential.
+
+    Folders count too: ``secrets/db.yaml`` is as much a secret as ``db_secrets.yaml``.
+    """
+    if any(part.startswith(".") for part in relative.parts):
+        raise _Refused("path: hidden files and folders are not read.")
+    if any(_is_secret_file(part) for part in relative.parts):
+        raise _Refused("path: files named like keys or credentials are not read.")
+
+
+def _is_secret_file(name: str) -> bool:
+    return name.startswith(".") or _SECRET_FILE.fullmatch(name) is not None
+
+
 def _read_text(path: Path) -> str:
-    """The file's text; refused when it is not a regular file, too large, or binary."""
+    """The file's text; refused when it is not a regular file, too large, or binary.
+
+    ``path`` was checked for symlinks before this call; the opened descriptor is checked
+    again, so a folder swapped for a link in between is caught rather than followed.
+    """
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # lstat first: opening a FIFO or a device could block or have effects.
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise _Refused("path: not a regular file.")
+        # O_NONBLOCK too: a FIFO swapped in after the lstat must not hang the open.
+        descriptor = os.open(path, _OPEN_FLAGS)
     except OSError:
         raise _Refused("path: the file cannot be opened.") from None
     with os.fdopen(descriptor, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise _Refused("path: not a regular file.")
+        if not _opened_is(handle.fileno(), info, path):
+            raise _Refused("path: the file changed while it was opened.")
         if info.st_size > MAX_FILE_BYTES:
             raise _Refused(f"path: the file is larger than {MAX_FILE_BYTES // 1024} KiB.")
         data = handle.read(MAX_FILE_BYTES + 1)
@@ -84,9 +128,33 @@ def _read_text(path: Path) -> str:
         raise _Refused("path: binary files are not read.") from None
 
 
+def _opened_is(descriptor: int, info: os.stat_result, path: Path) -> bool:
+    """Whether the open descriptor is the file at ``path``, which has no symlink on it."""
+    proc = f"{_PROC_FD}/{descriptor}"
+    if os.path.islink(proc):
+        # Linux names the file the descriptor really refers to, whatever was swapped.
+        return os.readlink(proc) == str(path)
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return os.path.realpath(path) == str(path) and (named.st_dev, named.st_ino) == (
+        info.st_dev,
+        info.st_ino,
+    )
+
+
 def _shown(line: str) -> str:
-    masked = mask_secrets(line.rstrip("\r\n"))
+    masked = mask_secrets(_mask_assignment(line.rstrip("\r\n")))
     return masked if len(masked) <= MAX_LINE_CHARS else masked[:MAX_LINE_CHARS] + "…"
+
+
+def _mask_assignment(line: str) -> str:
+    """The line with its value masked when it assigns to a credential-like name."""
+    match = _ASSIGNMENT.fullmatch(line)
+    if match is None or not is_sensitive_column(match["name"]):
+        return line
+    return f"{match['head']}***"
 
 
 class ReadSource(Tool):
@@ -180,9 +248,13 @@ class SearchCode(Tool):
             except _Refused:
                 continue
             for number, line in enumerate(text.splitlines(), 1):
-                if needle in line.lower():
+                if needle not in line.lower():
+                    continue
+                shown = _shown(line.strip())
+                # Only a match the reader can see: a masked value is never confirmed.
+                if needle in shown.lower():
                     where = path.relative_to(root).as_posix()
-                    matches.append(f"{where}:{number}: {_shown(line.strip())}")
+                    matches.append(f"{where}:{number}: {shown}")
                     if len(matches) >= MAX_MATCHES:
                         break
             if len(matches) >= MAX_MATCHES:
@@ -194,17 +266,18 @@ class SearchCode(Tool):
 
 
 def _files(places: list[tuple[Path, Path]]) -> Iterator[tuple[Path, Path]]:
-    """Regular files under each place, symlinks and hidden or vendored folders skipped."""
+    """Files under each place; symlinks, hidden or vendored folders and hidden or key-like
+    files skipped."""
     scanned = 0
     for start, root in places:
         if start.is_file():
             yield start, root
             continue
         for folder, dirs, files in os.walk(start, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+            dirs[:] = sorted(d for d in dirs if not _is_secret_file(d) and d not in _SKIPPED_DIRS)
             for name in sorted(files):
                 path = Path(folder) / name
-                if path.is_symlink():
+                if _is_secret_file(name) or path.is_symlink():
                     continue
                 scanned += 1
                 if scanned > MAX_FILES_SCANNED:

@@ -10,7 +10,7 @@ import attrs
 
 from nrllm_builtin._settings import BuiltinSettings
 
-__all__ = ["TablePolicy", "is_sensitive_column", "is_sensitive_table"]
+__all__ = ["TablePolicy", "is_nrllm_table", "is_sensitive_column", "is_sensitive_table"]
 
 # Names are split into words on anything that is not a letter or digit and on camelCase
 # boundaries, so ``fe_users``, ``UserSessions`` and ``api-keys`` are judged word by word.
@@ -18,18 +18,34 @@ _WORD_BOUNDARY: Final = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 # A word that alone marks a credential, in a table's name or a column's.
 _SECRET_WORD: Final = re.compile(
-    r"(?:password|passwd|pwd|passphrase|secret|token|salt|hash|credential|key|mfa|otp|dsn"
-    r"|authorization|session|cookie|apikey|accesskey|privatekey|licensekey|encryptionkey"
-    r"|clientsecret)s?\d*",
+    r"(?:password|passwd|pwd|pw|pass|passphrase|pin|secret|token|salt|hash|hashed|digest"
+    r"|credential|key|mfa|otp|totp|jwt|bearer|auth|authorization|recovery|dsn|session"
+    r"|cookie|apikey|accesskey|privatekey|licensekey|encryptionkey|clientsecret)s?\d*",
 )
 # Anywhere in a name, even glued to other words (``userpassword``, ``refreshtoken``).
 _SECRET_FRAGMENT: Final = re.compile(
     r"password|passwd|passphrase|secret|token|credential|session|apikey|api_key|privatekey"
 )
-# Words that make a whole table sensitive: accounts and logs, besides the credential words.
-_ACCOUNT_OR_LOG_WORD: Final = re.compile(r"(?:be|fe)?users?|accounts?|logins?|\w*logs?|logging")
+# Words that make a whole table sensitive: people, accounts and logs, besides the credential
+# words.
+_ACCOUNT_OR_LOG_WORD: Final = re.compile(
+    r"(?:be|fe)?users?|accounts?|logins?|members?|admins?|customers?|profiles?|people"
+    r"|\w*logs?|logging"
+)
 # Ordinary words ending in "log" that are not logs.
 _NOT_LOGS: Final = frozenset({"blog", "blogs", "catalog", "catalogs", "dialog", "dialogs"})
+# nrllm's own audit and job tables: a model must never read or rewrite its own trail, even
+# when they share the host's database and a host lists them.
+_NRLLM_TABLES: Final = frozenset(
+    {
+        "runs",
+        "run_steps",
+        "gate_decisions",
+        "suspensions",
+        "repurpose_jobs",
+        "repurpose_job_artifacts",
+    }
+)
 
 
 def _words(name: str) -> list[str]:
@@ -56,6 +72,16 @@ def is_sensitive_table(name: str) -> bool:
     )
 
 
+def is_nrllm_table(name: str) -> bool:
+    """Whether a table is one of nrllm's own (its audit, its jobs, any migration version)."""
+    lowered = name.lower()
+    return (
+        lowered in _NRLLM_TABLES
+        or lowered.startswith("nrllm_")
+        or lowered.endswith("alembic_version")
+    )
+
+
 @final
 @attrs.frozen(kw_only=True)
 class TablePolicy:
@@ -77,7 +103,7 @@ class TablePolicy:
         )
 
     def can_read(self, table: str) -> bool:
-        if table in self.deny_tables or is_sensitive_table(table):
+        if table in self.deny_tables or is_sensitive_table(table) or is_nrllm_table(table):
             return False
         return self.read_tables is None or table in self.read_tables
 

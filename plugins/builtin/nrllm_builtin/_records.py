@@ -16,13 +16,13 @@ from nrllm_builtin._access import (
     records_call,
     resolve_table,
 )
-from nrllm_builtin._cells import RecordTable, format_cell
+from nrllm_builtin._cells import RecordTable, format_cell, shows_whole
 from nrllm_builtin._database import reflect_table, table_names
 from nrllm_builtin._policy import TablePolicy
-from nrllm_core import Tool, ToolArtifact, ToolContext, ToolResult
+from nrllm_core import CONTENT_MAX_BYTES, Tool, ToolArtifact, ToolContext, ToolResult
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Table
+    from sqlalchemy import Column, Connection, Table
 
 __all__ = ["GetTableSchema", "ListTables", "ReadRecords", "SearchRecords"]
 
@@ -80,27 +80,51 @@ def _read(connection: Connection, policy: TablePolicy, arguments: dict[str, Any]
     else:
         chosen = readable_columns(policy, table)
     if not chosen:
-        raise Refusal(f"Table {table.name} has no readable columns.")
+        raise Refusal(f"Table {format_cell(table.name)} has no readable columns.")
     shown = list(dict.fromkeys(([key] if key else []) + chosen))
     filters = check_values(
         policy, table, arguments.get("where_equals", {}), "where_equals", max_items=MAX_FILTERS
     )
     limit = bounded_int(arguments, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     offset = bounded_int(arguments, "offset", 0, 0, MAX_OFFSET)
-    query = select(*(table.c[name] for name in shown))
+    # Filtered columns are fetched even when not shown, to check what a match would confirm.
+    fetched = list(dict.fromkeys(shown + list(filters)))
+    query = select(*(table.c[name] for name in fetched))
     for name, value in filters.items():
         query = query.where(table.c[name].is_(None) if value is None else table.c[name] == value)
     query = query.order_by(*(table.c[name] for name in shown[:1])).limit(limit).offset(offset)
-    rows = connection.execute(query).all()
-    if not rows:
-        return ToolResult.text(f"No records in {table.name} for the given filters.")
-    records = RecordTable(table.name, shown, key)
-    for row in rows:
-        records.add(row)
-    header = f"Records in {table.name} ({records.count}, offset {offset}):"
-    return ToolResult.text(
-        "\n".join([header, *records.lines]), records.artifact(f"{table.name} records")
-    )
+    checked = [fetched.index(name) for name in filters]
+    # A row matched on a value the reader sees masked, capped or as binary would confirm
+    # what the mask hides: such a row is dropped, and the answer is as if it did not match.
+    kept = [
+        (position, row[: len(shown)])
+        for position, row in enumerate(connection.execute(query).all())
+        if all(shows_whole(row[index]) for index in checked)
+    ]
+    name = format_cell(table.name)
+    if not kept:
+        return ToolResult.text(f"No records in {name} for the given filters.")
+    records = RecordTable(table.name, shown, key, max_bytes=_rows_budget(name))
+    for _, row in kept:
+        if not records.add(row):
+            break
+    lines = [f"Records in {name} ({records.count}, offset {offset}):", *records.lines]
+    if records.count < len(kept):
+        # The offset of the first row left out, counted among the rows the query matched.
+        next_offset = offset + kept[records.count][0]
+        lines.append(_more_rows(len(kept) - records.count, next_offset))
+    return ToolResult.text("\n".join(lines), records.artifact(f"{name} records"))
+
+
+def _more_rows(count: int, next_offset: int) -> str:
+    return f"… {count} more rows not shown (text limit); continue with offset {next_offset}."
+
+
+def _rows_budget(table: str) -> int:
+    """The bytes left for the rows once the longest header and closing line are counted."""
+    header = f"Records in {table} ({MAX_LIMIT}, offset {MAX_OFFSET}):"
+    closing = _more_rows(MAX_LIMIT, MAX_OFFSET + MAX_LIMIT)
+    return CONTENT_MAX_BYTES - len(header.encode()) - len(closing.encode()) - 1
 
 
 class SearchRecords(Tool):
@@ -203,7 +227,13 @@ def _list_tables(connection: Connection, policy: TablePolicy) -> ToolResult:
     rows = []
     for name in names:
         columns = readable_columns(policy, reflect_table(connection, name))
-        rows.append([name, ", ".join(columns), "yes" if policy.can_write(name) else "no"])
+        rows.append(
+            [
+                format_cell(name),
+                ", ".join(format_cell(column) for column in columns),
+                "yes" if policy.can_write(name) else "no",
+            ]
+        )
     lines = [f"Readable tables ({len(rows)}):"]
     lines += [f"- {name}: {columns} (writable: {w})" for name, columns, w in rows]
     artifact = ToolArtifact.table(["table", "columns", "writable"], rows, label="Tables")
@@ -239,36 +269,39 @@ def _schema(connection: Connection, policy: TablePolicy, arguments: dict[str, An
     for column in table.columns:
         if column.name not in readable:
             continue
-        references = [
-            f"{fk.column.table.name}.{fk.column.name}"
-            if policy.can_read(fk.column.table.name)
-            else "(a table that is not readable)"
-            for fk in column.foreign_keys
-        ]
         rows.append(
             [
-                str(column.name),
+                format_cell(column.name),
                 _type_name(column.type, connection),
                 "yes" if column.nullable else "no",
                 "yes" if column.primary_key else "no",
-                ", ".join(references),
+                ", ".join(_reference(policy, fk.column) for fk in column.foreign_keys),
             ]
         )
     withheld = len(table.columns) - len(rows)
-    lines = [f"Table {table.name} ({len(rows)} readable columns):"]
-    for name, kind, nullable, primary, refs in rows:
+    name = format_cell(table.name)
+    lines = [f"Table {name} ({len(rows)} readable columns):"]
+    for column_name, kind, nullable, primary, refs in rows:
         notes = [kind] + (["primary key"] if primary == "yes" else [])
         notes += [] if nullable == "yes" else ["not null"]
         notes += [f"references {refs}"] if refs else []
-        lines.append(f"- {name}: {', '.join(notes)}")
+        lines.append(f"- {column_name}: {', '.join(notes)}")
     if withheld:
         lines.append(f"{withheld} column(s) withheld as credential-like or denied.")
     artifact = ToolArtifact.table(
         ["column", "type", "nullable", "primary_key", "references"],
         rows,
-        label=f"{table.name} schema",
+        label=f"{name} schema",
     )
     return ToolResult.text("\n".join(lines), artifact)
+
+
+def _reference(policy: TablePolicy, target: Column[Any]) -> str:
+    """The referenced column's name, only if the reader could read that column itself."""
+    table = str(target.table.name)
+    if policy.can_read(table) and policy.can_read_column(table, str(target.name)):
+        return f"{format_cell(table)}.{format_cell(target.name)}"
+    return "(a column that is not readable)"
 
 
 def _type_name(kind: Any, connection: Connection) -> str:

@@ -7,7 +7,8 @@ import datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nrllm_builtin._cells import RecordTable, format_cell
+from nrllm_builtin._cells import RecordTable, format_cell, shows_whole
+from nrllm_core import CONTENT_MAX_BYTES
 from nrllm_core.redact import mask_secrets
 
 SECRETS = st.sampled_from(
@@ -31,8 +32,8 @@ VALUES = st.one_of(
 )
 
 
-def render(rows):
-    table = RecordTable("t", ["id", "a", "b"], "id")
+def render(rows, max_bytes=CONTENT_MAX_BYTES):
+    table = RecordTable("t", ["id", "a", "b"], "id", max_bytes=max_bytes)
     for row in rows:
         table.add(row)
     return "\n".join(table.lines), table.artifact("t records").data
@@ -85,3 +86,46 @@ def test_format_cell_spells_scalars_and_caps_after_masking():
     # 290 characters, then a key that runs past the cap: masked whole, never cut into a stub.
     masked = format_cell("y" * 290 + " sk-" + "k" * 40)
     assert masked == "y" * 290 + " sk-***"
+
+
+@given(st.lists(st.tuples(st.integers(), VALUES, VALUES), max_size=8), st.integers(0, 3000))
+def test_rows_past_the_byte_budget_reach_neither_channel(rows, max_bytes):
+    text, data = render(rows, max_bytes)
+
+    lines = text.splitlines()
+    # Each line is counted with one newline: the one joining it to the header above.
+    assert sum(len(line.encode()) + 1 for line in lines) <= max_bytes
+    assert len(lines) == 3 * len(data["rows"])
+    assert [row[0] for row in data["rows"]] == [format_cell(row[0]) for row in rows][
+        : len(data["rows"])
+    ]
+
+
+def test_once_a_row_does_not_fit_no_later_row_is_added():
+    table = RecordTable("t", ["id", "a"], "id", max_bytes=40)
+
+    assert table.add((1, "short"))
+    assert not table.add((2, "x" * 100))
+    assert not table.add((3, "s"))
+    assert table.lines == ["- t:1", "  a: short"]
+    assert table.artifact("t").data["rows"] == [["1", "short"]]
+
+
+def test_names_pass_through_the_cell_formatter():
+    table = RecordTable("t\nx", ["id", "evil\ncolumn"], "id", max_bytes=1000)
+    table.add((1, "v"))
+
+    assert table.lines == ["- t x:1", "  evil column: v"]
+    assert table.artifact("t").data["columns"] == ["id", "evil column"]
+
+
+def test_shows_whole_is_false_only_when_the_cell_hides_part_of_the_value():
+    assert shows_whole("plain text")
+    assert shows_whole("two\nlines")
+    assert shows_whole(12)
+    assert shows_whole(None)
+    assert shows_whole(datetime.date(2026, 1, 2))
+    assert not shows_whole("write to press@example.org")
+    assert not shows_whole("sk-abcdefghijklmnopqrstuvwx")
+    assert not shows_whole("x" * 301)
+    assert not shows_whole(b"abc")

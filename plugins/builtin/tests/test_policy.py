@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from nrllm_builtin._policy import TablePolicy, is_sensitive_column, is_sensitive_table
+from nrllm_builtin._policy import (
+    TablePolicy,
+    is_nrllm_table,
+    is_sensitive_column,
+    is_sensitive_table,
+)
 from nrllm_builtin._settings import BuiltinSettings, SettingsError, load_settings
 
 
@@ -13,7 +18,8 @@ from nrllm_builtin._settings import BuiltinSettings, SettingsError, load_setting
     [
         "users", "user", "be_users", "fe_users", "UserAccounts", "sessions", "user_sessions",
         "api_tokens", "credentials", "passwords", "secrets", "sys_log", "logs", "audit_log",
-        "changelog", "api_keys", "oauth_refreshtokens",
+        "changelog", "api_keys", "oauth_refreshtokens", "members", "admins", "customers",
+        "profiles", "people", "accounts", "member", "shop_customers", "UserProfiles",
     ],
 )  # fmt: skip
 def test_sensitive_tables_are_denied_by_default(name):
@@ -32,6 +38,8 @@ def test_ordinary_tables_are_readable(name):
     [
         "password", "password_hash", "passwd", "api_token", "apiKey", "session_id", "salt",
         "secret", "client_secret", "mfa_secret", "private_key", "refreshToken", "dsn",
+        "pass", "pw", "pin", "hashed", "hashed_pw", "hash_pw", "hashedPw", "digest", "totp",
+        "otp", "jwt", "bearer", "auth", "recovery", "mfa", "recovery_codes", "PIN", "auth_code",
     ],
 )  # fmt: skip
 def test_sensitive_columns_are_denied_by_default(name):
@@ -39,7 +47,13 @@ def test_sensitive_columns_are_denied_by_default(name):
     assert not TablePolicy.from_settings(BuiltinSettings()).can_read_column("pages", name)
 
 
-@pytest.mark.parametrize("name", ["title", "header", "bodytext", "user_id", "page_id", "slug"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "title", "header", "bodytext", "user_id", "page_id", "slug", "author", "pinned",
+        "passenger", "compass", "hashtag", "spinner",
+    ],
+)  # fmt: skip
 def test_ordinary_columns_are_readable(name):
     assert not is_sensitive_column(name)
 
@@ -84,3 +98,23 @@ def test_bad_settings_make_every_tool_answer_with_an_error(call):
         "Error: the host's [builtin] settings are invalid: "
         "[builtin] write_tables: expected an array of non-empty strings"
     )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "runs", "run_steps", "gate_decisions", "suspensions", "repurpose_jobs",
+        "repurpose_job_artifacts", "alembic_version", "nrllm_repurpose_alembic_version",
+        "nrllm_runs",
+    ],
+)  # fmt: skip
+def test_nrllm_tables_are_denied_even_when_the_host_lists_them(name):
+    policy = TablePolicy.from_settings(
+        BuiltinSettings(read_tables=(name, "pages"), write_tables=(name, "pages"))
+    )
+
+    assert is_nrllm_table(name)
+    assert not policy.can_read(name)
+    assert not policy.can_write(name)
+    assert policy.readable_tables([name, "pages"]) == ["pages"]
+    assert policy.writable_tables([name, "pages"]) == ["pages"]

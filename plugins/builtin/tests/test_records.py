@@ -292,3 +292,96 @@ def test_a_broken_records_url_is_an_error_without_the_url(call):
     assert answer.is_error
     assert answer.content == "Error: the records database failed; the host's log has the details."
     assert "hunter2" not in answer.content
+
+
+def test_a_filter_never_confirms_a_value_the_text_masks(records):
+    masked = "Write to press@example.org for interviews."
+    shown = records.call(
+        "read_records", {"table": "pages", "where_equals": {"description": masked}}
+    )
+    hidden = records.call(
+        "read_records",
+        {"table": "pages", "columns": ["title"], "where_equals": {"description": masked}},
+    )
+    wrong = records.call(
+        "read_records", {"table": "pages", "where_equals": {"description": "press@example.com"}}
+    )
+
+    # A right guess and a wrong one answer alike.
+    for answer in (shown, hidden, wrong):
+        assert answer.content == "No records in pages for the given filters."
+    plain = records.call("read_records", {"table": "pages", "where_equals": {"slug": "/contact"}})
+    assert plain.content.startswith("Records in pages (1, offset 0):")
+
+
+def test_get_table_schema_names_no_reference_to_a_denied_column(records):
+    answer = records.call(
+        "get_table_schema", {"table": "content_elements"}, deny_columns=["pages.id"]
+    )
+
+    assert "pages.id" not in answer.content
+    assert "- page_id: INTEGER, not null, references (a column that is not readable)" in (
+        answer.content
+    )
+    assert answer.table()["rows"][1][4] == "(a column that is not readable)"
+
+
+def _notes_database(tmp_path, rows):
+    import sqlite3
+
+    path = tmp_path / "notes.db"
+    columns = ["c" * 60 + suffix for suffix in "abcd"]
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            f"create table notes(id integer primary key, {', '.join(c + ' text' for c in columns)})"
+        )
+        for number in range(1, rows + 1):
+            value = f"r{number:02d}" + "x" * 197
+            connection.execute("insert into notes values (?, ?, ?, ?, ?)", (number, *[value] * 4))
+    connection.close()
+    return f"sqlite+pysqlite:///{path}"
+
+
+def test_read_records_stops_both_channels_before_the_content_cap(call, tmp_path):
+    from nrllm_core import CONTENT_MAX_BYTES
+
+    url = _notes_database(tmp_path, 50)
+    answer = call("read_records", {"table": "notes", "limit": 50}, {"records_url": url})
+
+    assert len(answer.content.encode()) <= CONTENT_MAX_BYTES
+    assert "truncated" not in answer.content
+    ids = [row[0] for row in answer.table()["rows"]]
+    assert ids == [str(n) for n in range(1, len(ids) + 1)]
+    assert len(ids) < 50
+    assert answer.content.startswith(f"Records in notes ({len(ids)}, offset 0):")
+    assert answer.content.endswith(
+        f"\n… {50 - len(ids)} more rows not shown (text limit); continue with offset {len(ids)}."
+    )
+    cells_in_text(answer)
+    shown = [line for line in answer.content.splitlines() if line.startswith("- notes:")]
+    assert shown == [f"- notes:{n}" for n in ids]
+    rest = call(
+        "read_records", {"table": "notes", "limit": 50, "offset": len(ids)}, {"records_url": url}
+    )
+    assert rest.table()["rows"][0][0] == str(len(ids) + 1)
+
+
+def test_reflected_names_reach_the_text_on_one_line(call, tmp_path):
+    import sqlite3
+
+    path = tmp_path / "odd.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute('create table "odd\nname" (id integer primary key, "evil\ncolumn" text)')
+        connection.execute("insert into \"odd\nname\" values (1, 'v')")
+    connection.close()
+    settings = {"records_url": f"sqlite+pysqlite:///{path}"}
+
+    schema = call("get_table_schema", {"table": "odd\nname"}, settings)
+    assert schema.content == (
+        "Table odd name (2 readable columns):\n- id: INTEGER, primary key\n- evil column: TEXT"
+    )
+    assert [row[0] for row in schema.table()["rows"]] == ["id", "evil column"]
+    listed = call("list_tables", {}, settings)
+    assert listed.content == "Readable tables (1):\n- odd name: id, evil column (writable: no)"
+    read = call("read_records", {"table": "odd\nname"}, settings)
+    assert read.content == "Records in odd name (1, offset 0):\n- odd name:1\n  evil column: v"

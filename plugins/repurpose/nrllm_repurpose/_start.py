@@ -113,7 +113,12 @@ def check_request(arguments: Mapping[str, Any]) -> JobRequest | str:
 def _is_job_url(url: str) -> bool:
     from urllib.parse import urlsplit
 
-    if not url or len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
+    try:
+        # Strict: a lone surrogate cannot be stored, so it is refused here with check 2's text.
+        size = len(url.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    if not url or size > MAX_URL_BYTES:
         return False
     try:
         parts = urlsplit(url)

@@ -45,7 +45,11 @@ class LeaseLost(Exception):
 
 @final
 class JobStore:
-    """Jobs and artifacts. Build it with :meth:`open`; every write commits before returning."""
+    """Jobs and artifacts. Build it with :meth:`open`; every write commits before returning.
+
+    Leases are written and judged with ``clock``, the worker machine's UTC time, not the
+    database's: workers on several machines need clocks that agree to well within the part of
+    a lease the heartbeat leaves unrenewed (two thirds)."""
 
     __slots__ = ("_clock", "_engine")
 
@@ -256,16 +260,20 @@ class JobStore:
             now = self._clock()
             lease = None if lease_seconds is None else now + timedelta(seconds=lease_seconds)
             renewed = connection.execute(
-                sa.update(JOBS)
-                .where(JOBS.c.uid == claim.uid)
-                .where(JOBS.c.worker == claim.worker)
-                .where(JOBS.c.attempt == claim.attempt)
-                .where(JOBS.c.status.in_([s.value for s in RUNNING]))
-                .values(updated_at=now, lease_until=lease, **values)
+                _holding(claim).values(updated_at=now, lease_until=lease, **values)
             )
             if renewed.rowcount != 1:
                 raise LeaseLost(f"job {claim.uid} is no longer held by {claim.worker}")
             yield connection
+
+    def renew(self, claim: Claim, *, lease_seconds: int) -> None:
+        """Extend a held job's lease and change nothing else (the worker's heartbeat), or raise
+        :class:`LeaseLost`."""
+        with self._engine.begin() as connection:
+            lease = self._clock() + timedelta(seconds=lease_seconds)
+            renewed = connection.execute(_holding(claim).values(lease_until=lease))
+        if renewed.rowcount != 1:
+            raise LeaseLost(f"job {claim.uid} is no longer held by {claim.worker}")
 
     def advance(self, claim: Claim, status: JobStatus, *, lease_seconds: int) -> None:
         """Move a held job to a running ``status`` and renew its lease."""
@@ -319,6 +327,17 @@ class JobStore:
             raise ValueError(f"{status} is not a final status")
         with self._held(claim, None, status=status.value, message=message):
             pass
+
+
+def _holding(claim: Claim) -> sa.Update:
+    """An update of the claim's job that matches only while this worker still holds it."""
+    return (
+        sa.update(JOBS)
+        .where(JOBS.c.uid == claim.uid)
+        .where(JOBS.c.worker == claim.worker)
+        .where(JOBS.c.attempt == claim.attempt)
+        .where(JOBS.c.status.in_([s.value for s in RUNNING]))
+    )
 
 
 def _job(row: Any) -> JobInfo:

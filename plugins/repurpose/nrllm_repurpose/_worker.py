@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, final
 
@@ -99,7 +100,7 @@ class Worker:
                         return
                     stop.wait(settings.poll_seconds)
                     continue
-                self.process(claim)
+                self.process(claim, lease_seconds=settings.lease_seconds)
                 counts[index] += 1
 
         threads = [
@@ -112,11 +113,14 @@ class Worker:
             thread.join()
         return sum(counts)
 
-    def process(self, claim: Claim) -> None:
-        """Run one claimed job to a final status; a crash stores :data:`CRASHED` only."""
+    def process(self, claim: Claim, *, lease_seconds: int) -> None:
+        """Run one claimed job to a final status; a crash stores :data:`CRASHED` only.
+
+        A heartbeat keeps the lease (claimed for ``lease_seconds``) while the job runs."""
         log = logger().bind(job=claim.uid, attempt=claim.attempt, worker=claim.worker)
         try:
-            self._process(claim)
+            with _heartbeat(self.store, claim, lease_seconds):
+                self._process(claim)
         except LeaseLost:
             log.warning("nrllm.repurpose.lease_lost")
         except Exception:
@@ -232,6 +236,40 @@ class Worker:
                 lease_seconds=lease,
             )
         return failed
+
+
+@contextlib.contextmanager
+def _heartbeat(store: JobStore, claim: Claim, lease_seconds: int) -> Iterator[None]:
+    """Renew the claim's lease every third of ``lease_seconds`` while the block runs.
+
+    Writes alone renew it only between steps, and one fetch, parse or provider call can take
+    longer than a lease: another worker would take the job and pay for it again. The thread is
+    a daemon, so a worker process that dies stops renewing and its lease runs out."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(lease_seconds / 3):
+            try:
+                store.renew(claim, lease_seconds=lease_seconds)
+            except LeaseLost:
+                # Settled, or taken after all: the job's own next write finds out and says so.
+                return
+            except Exception as exc:
+                # The driver's text can hold the database URL and its password.
+                logger().warning(
+                    "nrllm.repurpose.heartbeat_failed",
+                    job=claim.uid,
+                    worker=claim.worker,
+                    error=type(exc).__name__,
+                )
+
+    thread = threading.Thread(target=beat, name=f"repurpose-heartbeat-{claim.uid}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _gate(config: HostConfig, name: str | None, data_class: DataClass) -> str | None:

@@ -154,6 +154,10 @@ REFUSED = [
         {**GOOD, "source_url": "https://example.com/" + "a" * 1981}, BAD_URL, id="2001-bytes"
     ),
     pytest.param({**GOOD, "source_url": "https://example.com:99999/"}, BAD_URL, id="bad-port"),
+    pytest.param({**GOOD, "source_url": "https://example.com/\ud800"}, BAD_URL, id="surrogate"),
+    pytest.param(
+        {**GOOD, "source_url": "https://ex\udfffample.com/"}, BAD_URL, id="surrogate-host"
+    ),
     pytest.param({**GOOD, "source_type": "pdf_fal"}, BAD_TYPE, id="type-pdf-fal"),
     pytest.param({**GOOD, "source_type": None}, BAD_TYPE, id="type-null"),
     pytest.param({**GOOD, "source_type": 5}, BAD_TYPE, id="type-number"),
@@ -212,7 +216,7 @@ def test_invalid_settings_refuse_with_a_fixed_message_and_store_nothing(home):
 
 
 def test_an_editor_starts_a_job_owned_by_themselves(home):
-    url = "https://example.com/article?token=s3cret#part"
+    url = "https://example.com/article;jsessionid=s3cret?token=s3cret#part"
     result = call({"source_url": f"  {url}\n", "artifacts": ["faq", "exec_summary", "faq"]})
     (job,) = job_rows(home)
     assert result.is_error is False
@@ -283,6 +287,7 @@ def test_the_preview_shows_the_redacted_source_and_the_formats():
         ("example.com/no-scheme", "(URL not shown)"),
         ("https://", "(URL not shown)"),
         ("https://example.com:bad/", "(URL not shown)"),
+        ("https://example.com/a;jsessionid=SECRET?x=1", "https://example.com/a"),
     ],
 )
 def test_display_url_keeps_scheme_host_port_and_path_only(url, shown):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,90 @@ def test_a_finished_job_is_never_claimed_again(backend):
         store.finish(claim, JobStatus.DONE, None)
         assert store.claim("w2", lease_seconds=1) is None
         assert store.job(uid).status is JobStatus.DONE
+
+
+def test_a_job_that_outlasts_its_lease_keeps_it_while_the_worker_lives(
+    backend, page_server, tmp_path, monkeypatch
+):
+    config = host_config(tmp_path, (FAQ,), store=backend.url, lease_seconds=1)
+    intruders: list[object] = []
+
+    with backend.open() as store:
+
+        def slow_prepare(text: str) -> str:
+            # Two and a half leases with no write of the worker's own: only a heartbeat holds it.
+            until = time.monotonic() + 2.5
+            while time.monotonic() < until:
+                intruders.append(store.claim("intruder", lease_seconds=1))
+                time.sleep(0.2)
+            return text
+
+        monkeypatch.setattr(_worker, "_prepare", slow_prepare)
+        uid = queue(store, f"{page_server.base}/slow", "faq")
+        worker_for(store, config, backend.data_dir).run(once=True, concurrency=1)
+        job = store.job(uid)
+
+    assert len(intruders) >= 10
+    assert intruders == [None] * len(intruders)
+    assert (job.status, job.attempt) == (JobStatus.DONE, 1)
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from nrllm_repurpose._store import JobStore
+from nrllm_repurpose._worker import _heartbeat
+
+with JobStore.open(sys.argv[1] or None, data_dir=Path(sys.argv[2])) as store:
+    claim = store.claim("doomed", lease_seconds=1)
+    with _heartbeat(store, claim, 1):
+        print(claim.uid, flush=True)
+        time.sleep(120)
+"""
+
+
+def test_a_worker_process_that_dies_loses_its_lease(backend):
+    with backend.open() as store:
+        uid = queue(store, "https://example.com/", "faq")
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, backend.url or "", str(backend.data_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == str(uid)
+            # Alive in another process, the holder keeps the job past two leases.
+            for _ in range(10):
+                assert store.claim("intruder", lease_seconds=60) is None
+                time.sleep(0.2)
+        finally:
+            holder.kill()
+            holder.communicate(timeout=30)
+        claimed = None
+        deadline = time.monotonic() + 5
+        while claimed is None and time.monotonic() < deadline:
+            claimed = store.claim("intruder", lease_seconds=60)
+            time.sleep(0.1)
+        assert claimed is not None
+        assert (claimed.uid, claimed.attempt) == (uid, 2)
+
+
+def test_the_heartbeat_renews_nothing_but_the_lease_and_stops_on_a_lost_claim(backend):
+    clock = Clock()
+    with JobStore.open(backend.url, data_dir=backend.data_dir, clock=clock) as store:
+        uid = queue(store, "https://example.com/", "faq")
+        claim = store.claim("w", lease_seconds=10)
+        before = store.job(uid)
+        clock.now += timedelta(seconds=9)
+        store.renew(claim, lease_seconds=10)
+        clock.now += timedelta(seconds=9)
+        # Renewed at second nine, the lease holds at eighteen; nothing else moved.
+        assert store.claim("other", lease_seconds=10) is None
+        assert store.job(uid) == before
+        store.finish(claim, JobStatus.DONE, None)
+        with pytest.raises(LeaseLost):
+            store.renew(claim, lease_seconds=10)
 
 
 WORKER_CONFIG = """
