@@ -16,7 +16,7 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, post_json
+from nrllm_core.providers._http import HttpSettings, post_json, token_count
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["AnthropicProvider", "anthropic_factory"]
@@ -136,8 +136,8 @@ class AnthropicProvider:
             content="".join(texts),
             tool_calls=tuple(calls),
             usage=Usage(
-                prompt_tokens=_tokens(usage, "input_tokens"),
-                completion_tokens=_tokens(usage, "output_tokens"),
+                prompt_tokens=token_count(usage, "input_tokens"),
+                completion_tokens=token_count(usage, "output_tokens"),
             ),
             finish_reason=stop if isinstance(stop, str) else None,
             thinking="\n".join(thoughts) or None,
@@ -174,11 +174,6 @@ def _wire_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
         else:
             out.append({"role": message.role.value, "content": message.content})
     return out
-
-
-def _tokens(usage: object, key: str) -> int:
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if type(value) is int and value >= 0 else 0
 
 
 def anthropic_factory(

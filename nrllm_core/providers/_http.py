@@ -149,3 +149,9 @@ def excerpt(body: bytes, secrets: tuple[str, ...]) -> str:
     if len(text) > EXCERPT_MAX_CHARS:
         text = text[:EXCERPT_MAX_CHARS] + "…"
     return text or "(empty body)"
+
+
+def token_count(usage: object, key: str) -> int:
+    """A token count from a provider's usage object; anything but a count is 0."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if type(value) is int and value >= 0 else 0

@@ -17,7 +17,7 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, post_json
+from nrllm_core.providers._http import HttpSettings, post_json, token_count
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["OpenAIProvider", "openai_factory"]
@@ -126,8 +126,8 @@ class OpenAIProvider:
             content=_str_or_empty(message.get("content")),
             tool_calls=tuple(c for c in calls if c is not None),
             usage=Usage(
-                prompt_tokens=_tokens(usage, "prompt_tokens"),
-                completion_tokens=_tokens(usage, "completion_tokens"),
+                prompt_tokens=token_count(usage, "prompt_tokens"),
+                completion_tokens=token_count(usage, "completion_tokens"),
             ),
             finish_reason=finish if isinstance(finish, str) else None,
             thinking=thinking if isinstance(thinking, str) and thinking else None,
@@ -155,11 +155,6 @@ def _wire_message(message: ChatMessage) -> dict[str, Any]:
 
 def _str_or_empty(value: object) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _tokens(usage: object, key: str) -> int:
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if type(value) is int and value >= 0 else 0
 
 
 def openai_factory(
