@@ -10,7 +10,14 @@ from typing import Final
 from nrllm_core import ToolArtifact
 from nrllm_core.redact import mask_secrets
 
-__all__ = ["CELL_MAX_CHARS", "ELLIPSIS", "RecordTable", "format_cell", "shows_whole"]
+__all__ = [
+    "CELL_MAX_CHARS",
+    "ELLIPSIS",
+    "RecordTable",
+    "fit_lines",
+    "format_cell",
+    "shows_whole",
+]
 
 CELL_MAX_CHARS: Final = 300
 ELLIPSIS: Final = "…"
@@ -31,6 +38,29 @@ def format_cell(value: object) -> str:
     if len(text) > CELL_MAX_CHARS:
         return text[:CELL_MAX_CHARS] + ELLIPSIS
     return text
+
+
+def fit_lines(
+    header: str, lines: Sequence[str], rows: Sequence[list[str]], *, max_bytes: int
+) -> tuple[list[str], list[list[str]]]:
+    """The header and as many (line, row) pairs as fit in ``max_bytes`` of text, in order,
+    plus a closing line when some did not: the rows kept are exactly the lines kept, so a
+    table built from them never shows more than the text."""
+    closing = "… {} more not shown (text limit)."
+    budget = max_bytes - len(header.encode()) - len(closing.format(len(rows)).encode()) - 2
+    kept_lines: list[str] = []
+    kept_rows: list[list[str]] = []
+    used = 0
+    for line, row in zip(lines, rows, strict=True):
+        used += len(line.encode()) + 1
+        if used > budget:
+            break
+        kept_lines.append(line)
+        kept_rows.append(row)
+    text = [header, *kept_lines]
+    if len(kept_rows) < len(rows):
+        text.append(closing.format(len(rows) - len(kept_rows)))
+    return text, kept_rows
 
 
 def shows_whole(value: object) -> bool:

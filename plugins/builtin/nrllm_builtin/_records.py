@@ -16,7 +16,7 @@ from nrllm_builtin._access import (
     records_call,
     resolve_table,
 )
-from nrllm_builtin._cells import RecordTable, format_cell, shows_whole
+from nrllm_builtin._cells import RecordTable, fit_lines, format_cell, shows_whole
 from nrllm_builtin._database import reflect_table, table_names
 from nrllm_builtin._policy import TablePolicy
 from nrllm_core import CONTENT_MAX_BYTES, Tool, ToolArtifact, ToolContext, ToolResult
@@ -234,8 +234,12 @@ def _list_tables(connection: Connection, policy: TablePolicy) -> ToolResult:
                 "yes" if policy.can_write(name) else "no",
             ]
         )
-    lines = [f"Readable tables ({len(rows)}):"]
-    lines += [f"- {name}: {columns} (writable: {w})" for name, columns, w in rows]
+    lines, rows = fit_lines(
+        f"Readable tables ({len(rows)}):",
+        [f"- {name}: {columns} (writable: {w})" for name, columns, w in rows],
+        rows,
+        max_bytes=CONTENT_MAX_BYTES,
+    )
     artifact = ToolArtifact.table(["table", "columns", "writable"], rows, label="Tables")
     return ToolResult.text("\n".join(lines), artifact)
 
@@ -280,14 +284,21 @@ def _schema(connection: Connection, policy: TablePolicy, arguments: dict[str, An
         )
     withheld = len(table.columns) - len(rows)
     name = format_cell(table.name)
-    lines = [f"Table {name} ({len(rows)} readable columns):"]
+    described = []
     for column_name, kind, nullable, primary, refs in rows:
         notes = [kind] + (["primary key"] if primary == "yes" else [])
         notes += [] if nullable == "yes" else ["not null"]
         notes += [f"references {refs}"] if refs else []
-        lines.append(f"- {column_name}: {', '.join(notes)}")
+        described.append(f"- {column_name}: {', '.join(notes)}")
+    note = f"{withheld} column(s) withheld as credential-like or denied."
+    lines, rows = fit_lines(
+        f"Table {name} ({len(rows)} readable columns):",
+        described,
+        rows,
+        max_bytes=CONTENT_MAX_BYTES - (len(note.encode()) + 1 if withheld else 0),
+    )
     if withheld:
-        lines.append(f"{withheld} column(s) withheld as credential-like or denied.")
+        lines.append(note)
     artifact = ToolArtifact.table(
         ["column", "type", "nullable", "primary_key", "references"],
         rows,

@@ -385,3 +385,30 @@ def test_reflected_names_reach_the_text_on_one_line(call, tmp_path):
     assert listed.content == "Readable tables (1):\n- odd name: id, evil column (writable: no)"
     read = call("read_records", {"table": "odd\nname"}, settings)
     assert read.content == "Records in odd name (1, offset 0):\n- odd name:1\n  evil column: v"
+
+
+def test_schema_tools_never_show_more_rows_in_the_table_than_in_the_text(tmp_path, call):
+    import sqlite3
+
+    from nrllm_core import CONTENT_MAX_BYTES
+
+    path = tmp_path / "wide.db"
+    connection = sqlite3.connect(path)
+    columns = ", ".join(f"column_{i:04d}_{'y' * 40} TEXT" for i in range(1_500))
+    connection.execute(f"create table wide (id integer primary key, {columns})")
+    for t in range(400):
+        connection.execute(f"create table t{t:03d}_{'x' * 90} (id integer primary key, v text)")
+    connection.close()
+    settings = {"records_url": f"sqlite+pysqlite:///{path}"}
+
+    for name, arguments in [("get_table_schema", {"table": "wide"}), ("list_tables", {})]:
+        answer = call(name, arguments, settings)
+        assert len(answer.content.encode()) <= CONTENT_MAX_BYTES
+        assert "more not shown (text limit)." in answer.content
+        shown = [line for line in answer.content.splitlines() if line.startswith("- ")]
+        (artifact,) = answer.artifacts
+        if artifact.type == "table":
+            assert len(artifact.data["rows"]) == len(shown)
+        else:
+            # Too large as JSON even so: the seam omits it whole, never in part.
+            assert artifact.label == "Artifacts omitted"
