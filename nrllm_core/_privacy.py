@@ -36,7 +36,6 @@ CONTENT_KEYS: Final = (
 )
 
 _CONTENT_SET: Final = frozenset(CONTENT_KEYS)
-_MODEL_NAMED: Final = ("tool_name", "tool_call_id")
 _SEQUENCES: Final = (list, tuple)
 
 
@@ -87,11 +86,13 @@ def _metadata(step: RunStep) -> dict[str, Any]:
         value = content.get(key)
         if isinstance(value, str):
             data[f"{key}_length"] = len(value)
-    # As in to_dict(): the step's own artifacts win over an artifact list among its fields.
-    artifacts = [a.to_dict() for a in step.tool_artifacts] or content.get("tool_artifacts")
-    if isinstance(artifacts, _SEQUENCES):
-        data["tool_artifacts_count"] = len(artifacts)
-        data["tool_artifact_types"] = _strings_at(artifacts, "type")
+    if step.tool_artifacts:
+        data["tool_artifacts_count"] = len(step.tool_artifacts)
+        data["tool_artifact_types"] = [str(a.type) for a in step.tool_artifacts]
+    elif isinstance(listed := content.get("tool_artifacts"), _SEQUENCES):
+        # As in to_dict(), an artifact list among the fields counts when the step has none.
+        data["tool_artifacts_count"] = len(listed)
+        data["tool_artifact_types"] = _strings_at(listed, "type")
     calls = content.get("requested_tool_calls")
     if isinstance(calls, _SEQUENCES):
         data["requested_tool_names"] = [redact(name) for name in _strings_at(calls, "name")]
@@ -99,15 +100,11 @@ def _metadata(step: RunStep) -> dict[str, Any]:
 
 
 def _mask_model_names(data: dict[str, Any]) -> None:
-    """Tool names and call ids are metadata, but the model chose them: a secret it was led to
-    put there is masked like any other text the audit keeps."""
-    names = [k for k in _MODEL_NAMED if isinstance(data.get(k), str)]
-    joined = "\n".join(data[k] for k in names)
-    # One scan for the common case, a registered name and a provider's id: nothing to mask.
-    if len(joined) <= LEAF_MAX_CHARS and mask_secrets(joined) is joined:
-        return
-    for key in names:
-        data[key] = redact(data[key])
+    """A tool name is metadata, but the model chose it: a secret it was led to put there is
+    masked like any other text the audit keeps. (Call ids come from the provider's server.)"""
+    name = data.get("tool_name")
+    if isinstance(name, str) and (len(name) > LEAF_MAX_CHARS or mask_secrets(name) is not name):
+        data["tool_name"] = redact(name)
 
 
 _VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {

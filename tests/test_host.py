@@ -961,12 +961,12 @@ def test_a_configuration_file_that_disappears_refuses_every_tool(tmp_path, monke
         load()
 
 
-def test_model_chosen_names_and_ids_are_masked_in_the_metadata_audit(make_host):
+def test_a_model_chosen_tool_name_is_masked_in_the_metadata_audit(make_host):
     secret = "sk-proj-" + "A1b2C3d4" * 5
     lookup = Counting("lookup")
     host = make_host(
         [
-            {"tool_calls": [{"id": f"id-{secret}", "name": f"tool-{secret}", "arguments": {}}]},
+            {"tool_calls": [{"id": "call-1", "name": f"tool-{secret}", "arguments": {}}]},
             {"content": "done"},
         ],
         lookup,
