@@ -168,6 +168,7 @@ class Host:
             raise ValueError(
                 f'no skill named "{skill}" is configured (configured: {_names(config.skills)})'
             )
+        rounds = clamp_rounds(max_rounds)
         report = self.gate(provider=provider_name, skill=skill, actor=actor)
         run_id = new_run_id()
         self.store.start_run(
@@ -176,7 +177,7 @@ class Host:
         with self.store.leased(run_id):
             try:
                 return self._first_segment(
-                    run_id, config, report, prompt, system, max_rounds, actor, on_event
+                    run_id, config, report, prompt, system, rounds, actor, on_event
                 )
             except Exception:
                 return self._crashed(run_id)
@@ -188,7 +189,7 @@ class Host:
         report: GateReport,
         prompt: str,
         system: str | None,
-        max_rounds: int | None,
+        rounds: int,
         actor: Actor,
         on_event: Callable[[TraceEvent], None] | None,
     ) -> RunOutcome:
@@ -216,7 +217,7 @@ class Host:
             recorder=recorder,
             context_for=self._context_for(run_id, actor, config),
             actor=actor,
-            max_rounds=clamp_rounds(max_rounds),
+            max_rounds=rounds,
         )
         return self._settle(run_id, outcome, actor)
 
@@ -299,11 +300,11 @@ class Host:
         the audit before anything executes.
         """
         config = self.config
-        if not turn_digest:
-            raise ApprovalRefused("an approval must name the turn digest it approves")
         suspension = self.store.suspension(run_id)
         if suspension is None:
             raise ApprovalRefused(f'run "{run_id}" is not awaiting approval')
+        if not turn_digest:
+            raise ApprovalRefused("an approval must name the turn digest it approves")
         if suspension.turn_digest != turn_digest:
             raise ApprovalRefused("the digest does not match the pending turn; it may be stale")
         state = self._open_state(run_id, turn_digest, suspension.sealed)

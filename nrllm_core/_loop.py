@@ -44,6 +44,9 @@ MAX_ROUNDS_CAP: Final = 20
 PREVIEW_MAX_LINES: Final = 20
 PREVIEW_MAX_LINE_CHARS: Final = 500
 _WHITESPACE: Final = re.compile(r"\s+")
+PREVIEW_FAILED: Final = (
+    "The preview for this call failed, so it shows nothing about what the call would do."
+)
 
 
 class TerminationReason(enum.StrEnum):
@@ -137,13 +140,15 @@ class LoopOutcome:
 
 
 def clamp_rounds(requested: int | None) -> int:
-    """The round limit: default 5, at least 1, at most 20 (a warning when clamped)."""
+    """The round limit: default 5, at most 20 (a warning when clamped); below 1 is refused."""
     if requested is None:
         return MAX_ROUNDS_DEFAULT
+    if requested < 1:
+        raise ValueError(f"max rounds must be at least 1, not {requested}")
     if requested > MAX_ROUNDS_CAP:
         logger().warning("nrllm.loop.rounds_clamped", requested=requested, cap=MAX_ROUNDS_CAP)
         return MAX_ROUNDS_CAP
-    return max(1, requested)
+    return requested
 
 
 def turn_digest(run_id: str, nonce: str, pending: Sequence[PendingCall]) -> str:
@@ -368,22 +373,18 @@ def _preview(
         return (), False
     try:
         lines = registered.tool.preview(dict(call.arguments), context)
-    except Exception as exc:
+    except Exception:
         logger().warning("nrllm.preview.failed", tool=call.name, exc_info=True)
-        return (
-            f"The preview for this call failed ({type(exc).__name__}), so it shows nothing "
-            "about what the call would do.",
-        ), True
+        return (PREVIEW_FAILED,), True
     if lines is None:
         return (), False
     if not isinstance(lines, list) or not lines or not all(isinstance(x, str) for x in lines):
         return ("The tool produced no usable preview for this call.",), True
-    shown = [
-        _WHITESPACE.sub(" ", line).strip()[:PREVIEW_MAX_LINE_CHARS]
-        for line in lines[:PREVIEW_MAX_LINES]
-    ]
-    if len(lines) > PREVIEW_MAX_LINES:
-        shown.append(f"… and {len(lines) - PREVIEW_MAX_LINES} more line(s), not shown.")
+    # At most 20 lines in all: a longer preview keeps 19 and says how many it left out.
+    kept = lines if len(lines) <= PREVIEW_MAX_LINES else lines[: PREVIEW_MAX_LINES - 1]
+    shown = [_WHITESPACE.sub(" ", line).strip()[:PREVIEW_MAX_LINE_CHARS] for line in kept]
+    if len(kept) < len(lines):
+        shown.append(f"… and {len(lines) - len(kept)} more line(s), not shown.")
     return tuple(shown), False
 
 

@@ -243,7 +243,10 @@ def test_a_bad_configuration_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('[privacy]\nlevel = "partial"\n', encoding="utf-8")
 
-    result = nrllm(path, "runs")
+    for command in (["runs"], ["purge"], ["runs", "show", "x"]):
+        result = nrllm(path, *command)
 
-    assert result.exit_code == 1
-    assert "privacy.level" in result.stderr
+        # Like every nrllm command: bad input, exit 2, the key named.
+        assert result.exit_code == 2
+        assert "invalid configuration:" in result.stderr
+        assert "privacy.level" in result.stderr

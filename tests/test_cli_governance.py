@@ -29,7 +29,7 @@ CONFIG = """
 disabled = ["off"]
 
 [providers.home]
-kind = "ollama"
+kind = "openai"
 trust_zone = "local"
 
 [providers.cloud]
@@ -274,7 +274,7 @@ def test_config_check_prints_what_it_resolved(config_file: Path) -> None:
         "run zone externalGlobal (ceiling editorContent), four_eyes no"
     ) in lines
     assert (
-        "provider home: kind ollama, trust_zone local, fallback -, "
+        "provider home: kind openai, trust_zone local, fallback -, "
         "run zone local (ceiling secretAdjacent), four_eyes no"
     ) in lines
     assert "skill writing: enabled yes, allowed_tools notes, ghost, four_eyes no" in lines
@@ -349,3 +349,14 @@ def test_invoke_without_a_provider_is_a_direct_call_despite_a_default(
     report = invoke_json("--config", str(path), "invoke", "secrets")
     assert report["wire"]["content"] == "ran for bob"
     assert tools["secrets"].calls == 1
+
+
+def test_config_check_refuses_a_provider_kind_no_plugin_provides(tmp_path: Path) -> None:
+    path = tmp_path / "nrllm.toml"
+    path.write_text('[providers.odd]\nkind = "weird"\n', encoding="utf-8")
+
+    result = nrllm("--config", str(path), "config", "check")
+
+    assert result.exit_code == 2
+    assert 'providers.odd.kind: unknown kind "weird"' in result.stderr
+    assert "scripted" in result.stderr

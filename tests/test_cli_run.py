@@ -434,3 +434,20 @@ def test_model_text_cannot_repaint_the_terminal(env):
     assert "\x1b" not in result.stdout
     assert "\u202e" not in result.stdout
     assert "done\\u001b[2J\\u001b[1;1Happroved by security\\u202e" in result.stdout
+
+
+@pytest.mark.parametrize("rounds", ["0", "-3"])
+def test_max_rounds_below_one_is_bad_input(env, rounds):
+    env.turns({"content": "x"})
+
+    result = nrllm(env, "run", "--max-rounds", rounds, "hi")
+
+    assert result.exit_code == 2
+    assert "max rounds must be at least 1" in result.stderr
+
+
+def test_approving_an_unknown_run_without_a_digest_names_the_real_reason(env):
+    result = nrllm(env, "approve", "f" * 32, "--json")
+
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["error"] == f'run "{"f" * 32}" is not awaiting approval'

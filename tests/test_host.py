@@ -243,9 +243,10 @@ def test_previews_are_shown_and_bounded(make_host):
 
     previews = {p.name: p.preview for p in host.run("go").pending}
 
-    assert len(previews["many"]) == PREVIEW_MAX_LINES + 1
+    # At most 20 lines in all, the last one saying how many were left out.
+    assert len(previews["many"]) == PREVIEW_MAX_LINES
     assert previews["many"][0] == "line 0 with spaces"
-    assert previews["many"][-1] == "… and 5 more line(s), not shown."
+    assert previews["many"][-1] == "… and 6 more line(s), not shown."
     assert previews["wide"] == ("x" * PREVIEW_MAX_LINE_CHARS,)
     assert previews["plain"] == ()
     assert previews["echo"] == ("will write echo arg",)
@@ -260,8 +261,7 @@ def _raise(arguments: dict[str, Any]) -> list[str]:
     [
         (
             _raise,
-            "The preview for this call failed (RuntimeError), so it shows nothing about what "
-            "the call would do.",
+            "The preview for this call failed, so it shows nothing about what the call would do.",
         ),
         (lambda a: [], "The tool produced no usable preview for this call."),
         (lambda a: "not a list", "The tool produced no usable preview for this call."),

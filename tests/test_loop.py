@@ -209,13 +209,14 @@ def make_host(tmp_path: Path, recording: Recording) -> Iterator[Callable[..., Ho
 # -- rounds ---------------------------------------------------------------------------------------
 
 
-def test_clamp_rounds_defaults_to_five_and_keeps_at_least_one():
+def test_clamp_rounds_defaults_to_five_and_refuses_less_than_one():
     with capture_logs() as logs:
         assert clamp_rounds(None) == MAX_ROUNDS_DEFAULT == 5
         assert clamp_rounds(3) == 3
         assert clamp_rounds(20) == MAX_ROUNDS_CAP == 20
-        assert clamp_rounds(0) == 1
-        assert clamp_rounds(-4) == 1
+        for bad in (0, -4):
+            with pytest.raises(ValueError, match="at least 1"):
+                clamp_rounds(bad)
     assert logs == []
 
 

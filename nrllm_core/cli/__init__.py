@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nrllm_core.cli import _audit, _governance, _run, _serve  # noqa: F401 - registers commands
+from nrllm_core.cli._common import BadInput
 from nrllm_core.cli._main import cli, main
 
-__all__ = ["cli", "main"]
+__all__ = ["BadInput", "cli", "main"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from nrllm_core._serde import to_json
+from nrllm_core.cli._common import host_config
 from nrllm_core.cli._main import cli
 
 if TYPE_CHECKING:
@@ -17,12 +18,7 @@ _STATUSES = ("running", "completed", "awaiting_approval", "failed", "interrupted
 
 
 def _config(ctx: click.Context) -> HostConfig:
-    from nrllm_core._config import ConfigError, load_config
-
-    try:
-        return load_config(ctx.obj["config_path"])
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    return host_config(ctx)
 
 
 def _open_store(config: HostConfig) -> Store:

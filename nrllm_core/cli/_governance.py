@@ -7,34 +7,21 @@ from typing import Any
 import click
 
 from nrllm_core._catalog import RegisteredTool
-from nrllm_core._config import ConfigError, HostConfig, load_config
+from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
-
-
-class _Refused(click.ClickException):
-    """A configuration or a name the command cannot work with: exit status 2."""
-
-    exit_code = 2
-
-
-def host_config(ctx: click.Context) -> HostConfig:
-    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``."""
-    try:
-        return load_config(ctx.find_root().obj["config_path"])
-    except ConfigError as exc:
-        raise _Refused(f"invalid configuration: {exc}") from None
+from nrllm_core.cli._common import BadInput, host_config
 
 
 def require_names(config: HostConfig, *, provider: str | None, skill: str | None) -> None:
     """Refuse a ``--provider`` or ``--skill`` the configuration does not define."""
     if provider is not None and provider not in config.providers:
         known = ", ".join(sorted(config.providers)) or "none"
-        raise _Refused(f'no provider named "{provider}" is configured (configured: {known})')
+        raise BadInput(f'no provider named "{provider}" is configured (configured: {known})')
     if skill is not None and skill not in config.skills:
         known = ", ".join(sorted(config.skills)) or "none"
-        raise _Refused(f'no skill named "{skill}" is configured (configured: {known})')
+        raise BadInput(f'no skill named "{skill}" is configured (configured: {known})')
 
 
 @_main.cli.command()
@@ -112,6 +99,14 @@ def config() -> None:
 def check(ctx: click.Context) -> None:
     """Validate the configuration and print what it resolved to."""
     settings = host_config(ctx)
+    # A provider kind is a plugin's: only the installed plugins can say which kinds exist.
+    kinds = _main._plugin_manager().provider_registry().kinds
+    for name, provider in sorted(settings.providers.items()):
+        if provider.kind not in kinds:
+            raise BadInput(
+                f'invalid configuration: providers.{name}.kind: unknown kind "{provider.kind}"; '
+                f"installed kinds: {_names(kinds)}"
+            )
     click.echo(f"configuration: {settings.source or '(no file: every default applies)'}")
     tools_settings = settings.tools
     click.echo(f"tools.data_class_enforcement: {tools_settings.data_class_enforcement}")

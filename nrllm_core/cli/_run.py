@@ -13,7 +13,7 @@ from nrllm_core._config import ConfigError
 from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
-from nrllm_core.cli._governance import _Refused
+from nrllm_core.cli._common import BadInput
 
 # C0 and C1 controls but newline and tab, and the bidirectional overrides.
 _CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -23,7 +23,7 @@ def open_host(ctx: click.Context) -> Host:
     try:
         return Host.from_config(ctx.find_root().obj["config_path"], pm=_main._plugin_manager())
     except ConfigError as exc:
-        raise _Refused(f"invalid configuration: {exc}") from None
+        raise BadInput(f"invalid configuration: {exc}") from None
 
 
 @_main.cli.command()
@@ -48,7 +48,7 @@ def run(
     try:
         outcome = host.run(prompt, provider=provider, skill=skill, max_rounds=max_rounds)
     except ValueError as exc:
-        raise _Refused(str(exc)) from None
+        raise BadInput(str(exc)) from None
     _report(ctx, outcome, as_json)
 
 

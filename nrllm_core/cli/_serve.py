@@ -9,7 +9,7 @@ import socket
 import click
 
 from nrllm_core.cli import _main
-from nrllm_core.cli._governance import _Refused
+from nrllm_core.cli._common import BadInput
 
 
 def _loopback(host: str) -> bool:
@@ -28,7 +28,7 @@ def _loopback(host: str) -> bool:
 def serve(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
     """Serve the inspector: playground, live run stream, runs and the approvals inbox."""
     if not _loopback(host) and not allow_remote:
-        raise _Refused(
+        raise BadInput(
             f"--host {host} is reachable from other machines; pass --allow-remote to serve there"
         )
     import uvicorn
@@ -44,7 +44,7 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
         listener.bind((host, port))
     except OSError as exc:
         listener.close()
-        raise _Refused(f"cannot listen on {host}:{port} ({exc.strerror})") from None
+        raise BadInput(f"cannot listen on {host}:{port} ({exc.strerror})") from None
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     click.echo("nrllm inspector: open this address (it holds the access token):")

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from nrllm_core import ConfigError, HostConfig, load_config, to_json
+from nrllm_core.cli import BadInput
 from nrllm_repurpose._records import ArtifactInfo, JobInfo
 from nrllm_repurpose._settings import SettingsError
 from nrllm_repurpose._start import display_url
@@ -20,7 +21,7 @@ def _config(ctx: click.Context) -> HostConfig:
     try:
         return load_config(root.get("config_path"))
     except ConfigError as exc:
-        raise click.ClickException(f"invalid configuration: {exc}") from None
+        raise BadInput(f"invalid configuration: {exc}") from None
 
 
 def _open(ctx: click.Context) -> tuple[HostConfig, Any]:
@@ -32,7 +33,7 @@ def _open(ctx: click.Context) -> tuple[HostConfig, Any]:
     try:
         settings = settings_for(config)
     except SettingsError as exc:
-        raise click.ClickException(f"invalid configuration: {exc}") from None
+        raise BadInput(f"invalid configuration: {exc}") from None
     store = JobStore.open(settings.store_url, data_dir=default_data_dir())
     ctx.call_on_close(store.close)
     return config, store

@@ -181,5 +181,5 @@ def test_the_commands_refuse_a_jobs_database_other_than_the_audits(home, tmp_pat
     config = tmp_path / "nrllm.toml"
     config.write_text('[repurpose]\nstore_url = "sqlite:///other.db"\n', encoding="utf-8")
     result = CliRunner().invoke(commands(), ["repurpose", "jobs"], obj={"config_path": str(config)})
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input, as for every nrllm command
     assert "repurpose.store_url: must be the same as [store] url" in result.output
