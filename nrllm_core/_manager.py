@@ -6,7 +6,7 @@ import os
 import types
 from collections.abc import Callable, Iterable
 from importlib import metadata
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import pluggy
@@ -18,6 +18,9 @@ from nrllm_core._providers import ProviderRegistry
 from nrllm_core._tool import Tool, ToolContext
 from nrllm_core._values import DataClass
 from nrllm_core.log import logger
+
+if TYPE_CHECKING:
+    import click
 
 __all__ = ["PluginManager", "PluginRecord", "make_plugin_manager"]
 
@@ -154,6 +157,10 @@ class PluginManager(pluggy.PluginManager):
             a if a is None or isinstance(a, DataClass) else DataClass.SECRET_ADJACENT
             for a in answers
         ]
+
+    def register_commands(self, cli: click.Group) -> None:
+        """Let every plugin add its subcommands to the ``nrllm`` group."""
+        self.hook.nrllm_register_commands(cli=cli)
 
     def execute_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
         """The first non-``None`` answer of ``nrllm_execute_tool``; unchecked until the seam."""

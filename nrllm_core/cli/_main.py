@@ -30,7 +30,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 def main() -> None:
     """Console-script entry point: plugins may add commands before the command line is read."""
     configure_for_cli()
-    _plugin_manager().hook.nrllm_register_commands(cli=cli)
+    _plugin_manager().register_commands(cli)
     cli()
 
 
