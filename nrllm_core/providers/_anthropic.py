@@ -16,7 +16,7 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, post_json, token_count
+from nrllm_core.providers._http import HttpSettings, http_settings, post_json, token_count
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["AnthropicProvider", "anthropic_factory"]
@@ -59,15 +59,13 @@ class AnthropicProvider:
     ) -> AnthropicProvider:
         """Build from a provider section; the key is read from ``api_key_env``."""
         read = Settings(name, settings)
-        base_url = read.text("base_url", DEFAULT_BASE_URL).rstrip("/")
         key = read.secret("api_key_env", environ, DEFAULT_KEY_VARIABLE)
-        http = HttpSettings(
-            provider=name,
-            url=f"{base_url}/v1/messages",
+        http = http_settings(
+            read,
+            path="/v1/messages",
+            default_base_url=DEFAULT_BASE_URL,
             headers={"x-api-key": key, "anthropic-version": API_VERSION},
             secrets=(key,),
-            timeout=read.seconds("timeout_seconds", 60.0),
-            max_retries=read.count("max_retries", 2),
             sleep=sleep,
         )
         return cls(

@@ -13,6 +13,7 @@ from typing import Any, Final, final
 from nrllm_core import _json
 from nrllm_core._messages import ProviderError
 from nrllm_core.log import logger
+from nrllm_core.providers._settings import Settings
 
 __all__ = ["BACKOFF_CAP_SECONDS", "RETRY_AFTER_CAP_SECONDS", "HttpSettings", "post_json"]
 
@@ -54,6 +55,29 @@ class HttpSettings:
 
     def __repr__(self) -> str:
         return f"HttpSettings(provider={self.provider!r}, url={self.url!r})"
+
+
+def http_settings(
+    read: Settings,
+    *,
+    path: str,
+    default_base_url: str,
+    headers: Mapping[str, str],
+    secrets: tuple[str, ...],
+    sleep: Callable[[float], None],
+) -> HttpSettings:
+    """The POST target and limits every HTTP provider kind reads the same way from its section:
+    ``base_url`` (+ ``path``), ``timeout_seconds`` (60) and ``max_retries`` (2)."""
+    base_url = read.text("base_url", default_base_url).rstrip("/")
+    return HttpSettings(
+        provider=read.name,
+        url=f"{base_url}{path}",
+        headers=headers,
+        secrets=secrets,
+        timeout=read.seconds("timeout_seconds", 60.0),
+        max_retries=read.count("max_retries", 2),
+        sleep=sleep,
+    )
 
 
 def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:

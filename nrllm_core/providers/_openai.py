@@ -17,7 +17,7 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, post_json, token_count
+from nrllm_core.providers._http import HttpSettings, http_settings, post_json, token_count
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["OpenAIProvider", "openai_factory"]
@@ -55,7 +55,6 @@ class OpenAIProvider:
     ) -> OpenAIProvider:
         """Build from a provider section; ``api_key_env`` is optional (local servers need none)."""
         read = Settings(name, settings)
-        base_url = read.text("base_url", DEFAULT_BASE_URL).rstrip("/")
         headers: dict[str, str] = {}
         secrets: tuple[str, ...] = ()
         if read.optional_text("api_key_env") is not None:
@@ -69,13 +68,12 @@ class OpenAIProvider:
         }
         if "max_tokens" in options:
             options["max_tokens"] = read.count("max_tokens", 0, minimum=1)
-        http = HttpSettings(
-            provider=name,
-            url=f"{base_url}/chat/completions",
+        http = http_settings(
+            read,
+            path="/chat/completions",
+            default_base_url=DEFAULT_BASE_URL,
             headers=headers,
             secrets=secrets,
-            timeout=read.seconds("timeout_seconds", 60.0),
-            max_retries=read.count("max_retries", 2),
             sleep=sleep,
         )
         return cls(name=name, model=read.text("model"), http=http, options=options)

@@ -20,6 +20,11 @@ class Settings:
         self._name = name
         self._values = values
 
+    @property
+    def name(self) -> str:
+        """The provider section's name."""
+        return self._name
+
     def error(self, message: str) -> ProviderConfigError:
         return ProviderConfigError(f'provider "{self._name}": {message}')
 
