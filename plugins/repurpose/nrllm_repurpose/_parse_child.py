@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import io
-import resource
 import sys
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -46,11 +45,7 @@ class _Stopped(Exception):
 def main(argv: Sequence[str]) -> int:
     """Limit this process, parse stdin as ``argv[0]`` (``url`` or ``pdf_url``), print the text."""
     kind, cpu_seconds, memory_mib = argv[0], int(argv[1]), int(argv[2])
-    _limit(resource.RLIMIT_CORE, 0, 0)  # SIGXCPU would otherwise dump the parser's memory
-    # The soft limit sends SIGXCPU, whose default action ends the process; the hard one,
-    # a second later, is SIGKILL in case anything caught it.
-    _limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
-    _limit(resource.RLIMIT_AS, memory_mib * _MIB, memory_mib * _MIB)
+    _limit_self(cpu_seconds, memory_mib * _MIB)
     try:
         text = _PARSERS[kind](sys.stdin.buffer.read())
         data = text.encode("utf-8", "replace")
@@ -69,12 +64,23 @@ def main(argv: Sequence[str]) -> int:
     return Outcome.TEXT
 
 
-def _limit(which: int, soft: int, hard: int) -> None:
-    """Lower a limit; never above a hard limit the process already has."""
-    _, current = resource.getrlimit(which)
-    if current != resource.RLIM_INFINITY:
-        soft, hard = min(soft, current), min(hard, current)
-    resource.setrlimit(which, (soft, hard))
+def _limit_self(cpu_seconds: int, address_space: int) -> None:
+    """Set this process's limits, each never above a hard limit it already has."""
+    # Imported here: the worker imports this module for its constants, on any system.
+    import resource
+
+    limits = {
+        resource.RLIMIT_CORE: (0, 0),  # SIGXCPU would otherwise dump the parser's memory
+        # The soft limit sends SIGXCPU, whose default action ends the process; the hard one,
+        # a second later, is SIGKILL in case anything caught it.
+        resource.RLIMIT_CPU: (cpu_seconds, cpu_seconds + 1),
+        resource.RLIMIT_AS: (address_space, address_space),
+    }
+    for which, (soft, hard) in limits.items():
+        _, current = resource.getrlimit(which)
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        resource.setrlimit(which, (soft, hard))
 
 
 def _page(body: bytes) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import zlib
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,22 @@ def test_the_limits_are_checked(key, value, least):
     with pytest.raises(SettingsError) as refused:
         load_settings({key: value})
     assert str(refused.value) == f"repurpose.{key}: expected an integer of {least} or more"
+
+
+def test_a_child_that_blocks_is_stopped_by_the_wall_clock(monkeypatch):
+    from nrllm_repurpose import _parse
+
+    seen: dict[str, Any] = {}
+
+    def blocked(command: list[str], **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+    serve_pdf(monkeypatch, b"%PDF-1.7")
+    monkeypatch.setattr(_parse.subprocess, "run", blocked)
+    with pytest.raises(IngestionFailed) as stopped:
+        ingest("https://example.com/d.pdf", "pdf_url", limits=ParseLimits(cpu_seconds=3))
+    assert str(stopped.value) == "Parsing stopped: time limit of 16 s reached"
+    assert seen["timeout"] == 16
+    # The child gets the import path and nothing else of the worker's environment.
+    assert list(seen["env"]) == ["PYTHONPATH"]
