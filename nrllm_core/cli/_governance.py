@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from nrllm_core._catalog import RegisteredTool
+from nrllm_core._catalog import RegisteredTool, WithheldTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
 from nrllm_core.cli import _main
@@ -36,6 +36,7 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     catalog = _main._plugin_manager().catalog()
     report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
+    rows += [_withheld_row(catalog.withheld[name]) for name in sorted(catalog.withheld)]
     if as_json:
         echo_json(
             {
@@ -59,10 +60,10 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
         table.append(
             (
                 row["name"],
-                row["group"],
-                row["data_class"],
-                row["data_class_source"],
-                row["effect"],
+                row["group"] or "-",
+                row["data_class"] or "-",
+                row["data_class_source"] or "-",
+                row["effect"] or "-",
                 "required" if row["requires_approval"] else "-",
                 verdict,
             )
@@ -84,6 +85,21 @@ def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
         "offered": decision.offered,
         "reason": None if decision.reason is None else decision.reason.value,
         "observed": None if decision.observed is None else decision.observed.value,
+    }
+
+
+def _withheld_row(tool: WithheldTool) -> dict[str, Any]:
+    """A tool its plugin withholds: nothing about it is known but its name and the reason."""
+    return {
+        "name": tool.name,
+        "group": None,
+        "data_class": None,
+        "data_class_source": None,
+        "effect": None,
+        "requires_approval": False,
+        "offered": False,
+        "reason": tool.reason,
+        "observed": None,
     }
 
 
