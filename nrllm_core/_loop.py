@@ -34,6 +34,7 @@ __all__ = [
     "ToolInvocation",
     "ToolLoopResult",
     "clamp_rounds",
+    "preview_lines",
     "resume_loop",
     "run_loop",
     "turn_digest",
@@ -339,7 +340,7 @@ def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunStat
     for call in calls:
         # A tool the run was not offered shows no preview: its code does not run for it.
         registered = catalog.get(call.name) if call.name in offered else None
-        lines, failed = _preview(registered, call, seg.context_for(call.id))
+        lines, failed = preview_lines(registered, call, seg.context_for(call.id))
         pending.append(
             PendingCall(
                 call_id=call.id,
@@ -366,9 +367,10 @@ def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunStat
     )
 
 
-def _preview(
+def preview_lines(
     registered: RegisteredTool | None, call: ToolCall, context: ToolContext
 ) -> tuple[tuple[str, ...], bool]:
+    """The lines a person sees for ``call`` (bounded), and whether the tool's preview failed."""
     if registered is None:
         return (), False
     try:
