@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nrllm_core import HostConfig
+from nrllm_core import HostConfig, TrustZone
 from nrllm_core.cli import BadInput, echo, echo_json
 from nrllm_mcp._settings import SECTION, McpSettings, SettingsError, load_settings
 
@@ -169,3 +169,133 @@ def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bo
         raise click.ClickException("nothing was approved")
     store.pin(server.name, pending, by=config.actor().id)
     echo(f"pinned {len(pending)} tool(s) of {server.name}")
+
+
+@mcp.command()
+@click.option(
+    "--zone",
+    type=click.Choice([zone.value for zone in TrustZone]),
+    default=None,
+    help="Serve the tools this zone is offered (default: externalGlobal).",
+)
+@click.option("--provider", default=None, help="Serve the tools this provider's gate offers.")
+@click.option("--skill", default=None, help="Narrow to this skill's tools.")
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+@click.option("--host", "bind", default="127.0.0.1", show_default=True, help="HTTP: address.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--token-env",
+    default=None,
+    help="HTTP: the environment variable holding the bearer token (default: a new one).",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    zone: str | None,
+    provider: str | None,
+    skill: str | None,
+    transport: str,
+    bind: str,
+    port: int,
+    token_env: str | None,
+) -> None:
+    """Serve the tools the gate offers one zone (or provider) to MCP clients."""
+    from nrllm_core import Host
+    from nrllm_mcp._serve import Served
+
+    if zone is not None and provider is not None:
+        raise BadInput("name a zone or a provider, not both")
+    config, _ = _config(ctx)
+    if provider is not None and provider not in config.providers:
+        raise BadInput(f'no provider named "{provider}" is configured')
+    if skill is not None and skill not in config.skills:
+        raise BadInput(f'no skill named "{skill}" is configured')
+    token = None
+    if transport == "http":
+        token = _token(bind, token_env)
+    served = Served(
+        provider=provider,
+        zone=None if provider is not None else TrustZone(zone or TrustZone.EXTERNAL_GLOBAL),
+        skill=skill,
+    )
+    host = Host.from_config((ctx.find_root().obj or {}).get("config_path"))
+    ctx.call_on_close(host.store.close)
+    from nrllm_mcp._client import close_all
+
+    ctx.call_on_close(close_all)
+    if token is None:
+        _serve_stdio(host, served)
+    else:
+        _serve_http(host, served, bind=bind, port=port, token=token, shown=token_env is None)
+
+
+def _token(bind: str, token_env: str | None) -> str:
+    import ipaddress
+    import secrets
+
+    try:
+        loopback = ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        # A name may resolve anywhere; only a loopback address literal counts as local.
+        loopback = False
+    if token_env is None:
+        if not loopback:
+            raise BadInput(f"--host {bind} is reachable from other machines; it needs --token-env")
+        return secrets.token_urlsafe(32)
+    token = os.environ.get(token_env, "")
+    if len(token) < 16:
+        raise BadInput(f"--token-env {token_env}: the variable must hold at least 16 characters")
+    return token
+
+
+def _serve_stdio(host: Any, served: Any) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from nrllm_mcp._serve import build_server
+
+    server = build_server(host, served)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def _serve_http(host: Any, served: Any, *, bind: str, port: int, token: str, shown: bool) -> None:
+    import socket
+
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from nrllm_mcp._serve import bearer_guard, build_server
+
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((bind, port))
+    except OSError as exc:
+        listener.close()
+        raise BadInput(f"cannot listen on {bind}:{port} ({exc.strerror})") from None
+    bound = listener.getsockname()[1]
+    name = f"[{bind}]" if family == socket.AF_INET6 else bind
+    # DNS-rebinding protection: only this address as Host, and no page of another origin.
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:{bound}"],
+        allowed_origins=[f"http://{name}:{bound}"],
+    )
+    app = build_server(host, served).streamable_http_app(transport_security=security, host=bind)
+    echo(f"nrllm MCP endpoint: http://{name}:{bound}/mcp")
+    if shown:
+        echo(f"bearer token: {token}")
+    else:
+        echo("bearer token: the value of --token-env")
+    server = uvicorn.Server(
+        uvicorn.Config(bearer_guard(app, token=token), log_level="warning", access_log=False)
+    )
+    server.run(sockets=[listener])

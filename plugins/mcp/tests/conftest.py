@@ -108,6 +108,41 @@ def http_server(state: Path) -> Iterator[str]:
         process.wait(10)
 
 
+@pytest.fixture
+def served(tmp_path: Path) -> dict[str, str]:
+    """The environment of an ``nrllm mcp serve`` child whose host has ``served_plugin``
+    installed (a dist-info on its path), its own data folder and configuration."""
+    site = tmp_path / "site"
+    info = site / "served_plugin-0.0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "served_plugin.py").write_text(
+        (Path(__file__).parent / "served_plugin.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: served_plugin\nVersion: 0.0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        "[nrllm]\nserved_plugin = served_plugin\n", encoding="utf-8"
+    )
+    home = tmp_path / "served-home"
+    home.mkdir()
+    config = tmp_path / "served.toml"
+    config.write_text('[actor]\nid = "alice"\n', encoding="utf-8")
+    import os
+
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(site),
+        "NRLLM_HOME": str(home),
+        "NRLLM_CONFIG": str(config),
+        "NRLLM_LOAD_PLUGINS": "served_plugin,mcp",
+    }
+
+
+def serve_command(*options: str) -> list[str]:
+    return [sys.executable, "-m", "nrllm_core", "mcp", "serve", *options]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, home: Path) -> Iterator[str | None]:
     if request.param == "sqlite":
