@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nrllm_core
+import nrllm_mcp
 import nrllm_repurpose
 from nrllm_core import (
     DataClass,
@@ -315,6 +316,7 @@ CLI_MODULES = [
         p for p in Path(nrllm_core.cli.__file__).parent.glob("*.py") if p.name != "_terminal.py"
     ),
     Path(nrllm_repurpose.__file__).parent / "_cli.py",
+    Path(nrllm_mcp.__file__).parent / "_cli.py",
 ]
 
 

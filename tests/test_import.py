@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("structlog", "cattrs", "jsonschema", "click", "sqlalchemy", "httpx")
-PLUGINS = ("nrllm_builtin", "nrllm_repurpose")
+PLUGINS = ("nrllm_builtin", "nrllm_repurpose", "nrllm_mcp")
 
 
 def run_python(code: str) -> str:
