@@ -320,7 +320,7 @@ CLI_MODULES = [
 ]
 
 
-@pytest.mark.parametrize("module", CLI_MODULES, ids=lambda path: path.name)
+@pytest.mark.parametrize("module", CLI_MODULES, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_commands_print_only_through_the_sanitiser(module: Path) -> None:
     tree = ast.parse(module.read_text(encoding="utf-8"))
     direct = [

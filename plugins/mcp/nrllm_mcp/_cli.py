@@ -17,9 +17,8 @@ __all__ = ["mcp"]
 
 def _config(ctx: click.Context) -> tuple[HostConfig, McpSettings]:
     from nrllm_core import ConfigError
-    from nrllm_mcp._config import current_config, use_config
+    from nrllm_mcp._config import current_config
 
-    use_config((ctx.find_root().obj or {}).get("config_path"))
     try:
         config = current_config()
         return config, load_settings(config.plugin_settings.get(SECTION, {}))

@@ -166,3 +166,13 @@ def test_a_cleaned_description_has_no_invisible_character_and_fits(text: str) ->
     cleaned = clean_description(text)
     assert len(cleaned.encode("utf-8")) <= DESCRIPTION_MAX_BYTES
     assert not any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co") for c in cleaned)
+
+
+def test_nrllm_config_names_the_file_the_servers_are_read_from(configure, state, monkeypatch):
+    path = configure({"demo": stdio_server(state, read_only_tools=READ_ONLY)})
+    monkeypatch.delenv("NRLLM_CONFIG")
+    with capture_logs():
+        result = CliRunner().invoke(cli, ["--config", str(path), "tools", "--json"])
+    assert result.exit_code == 0, result.output
+    names = {row["name"] for row in json.loads(result.stdout)["tools"]}
+    assert "demo__echo" in names
