@@ -71,7 +71,13 @@ def survey(
 
     connection = connection_for(server, environ)
     try:
-        listed = connection.list_tools() if connection.is_open else connection.open()
+        listed = connection.reopen()
+        if listed is None:
+            try:
+                listed = connection.list_tools()
+            except Exception:
+                # A session that broke since it was opened: opened again, once.
+                listed = connection.open()
     except Exception as exc:
         connection.close()
         reason = str(exc) if isinstance(exc, ConnectionFailed) else "the server did not answer"
@@ -178,11 +184,11 @@ def call(
     """Call the tool; a failure closes the session and the next call opens it again, once,
     and refuses to run a tool whose definition no longer matches its pin."""
     server = connection.settings.name
-    if not connection.is_open:
-        try:
-            listed = connection.open()
-        except ConnectionFailed:
-            return ToolResult.error(f'Error: MCP server "{server}" cannot be reached.')
+    try:
+        listed = connection.reopen()
+    except ConnectionFailed:
+        return ToolResult.error(f'Error: MCP server "{server}" cannot be reached.')
+    if listed is not None:
         now = {t.name: Definition.from_mcp(t).digest for t in listed}
         if now.get(definition.name) != definition.digest:
             logger().error("nrllm.mcp.tool_changed", server=server, tool=name)

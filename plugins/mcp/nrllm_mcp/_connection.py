@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final, final
 
@@ -36,27 +37,32 @@ class Connection:
     def __init__(self, settings: ServerSettings, environ: Mapping[str, str]) -> None:
         self.settings = settings
         self._environ = environ
+        # Tools run on any thread: opening and closing take turns.
+        self._lock = threading.RLock()
         self._session: Any = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-
-    @property
-    def is_open(self) -> bool:
-        return self._session is not None
 
     # -- synchronous, for the tools and the commands --------------------------------------------
 
     def open(self) -> list[Any]:
         """Open the session and list the server's tools (every page)."""
-        self.close()
-        try:
-            return _runner.run(self._open(), max(self.settings.timeout_seconds, _OPEN_SECONDS))
-        except ConnectionFailed:
+        with self._lock:
             self.close()
-            raise
-        except Exception as exc:
-            self.close()
-            raise ConnectionFailed(_reason(exc)) from None
+            try:
+                return _runner.run(self._open(), max(self.settings.timeout_seconds, _OPEN_SECONDS))
+            except ConnectionFailed:
+                self.close()
+                raise
+            except Exception as exc:
+                self.close()
+                raise ConnectionFailed(_reason(exc)) from None
+
+    def reopen(self) -> list[Any] | None:
+        """Open the session if it is closed and return the fresh listing; ``None`` when it
+        was open (another thread may just have opened it)."""
+        with self._lock:
+            return None if self._session is not None else self.open()
 
     def list_tools(self) -> list[Any]:
         return _runner.run(self._list(), self.settings.timeout_seconds)
@@ -64,15 +70,19 @@ class Connection:
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The server's ``CallToolResult``; raises on a timeout or a broken session."""
         timeout = self.settings.timeout_seconds
+        session = self._session
+        if session is None:
+            raise ConnectionFailed("the session is closed")
         return _runner.run(
-            self._session.call_tool(name, arguments, read_timeout_seconds=timeout), timeout
+            session.call_tool(name, arguments, read_timeout_seconds=timeout), timeout
         )
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the holding task; with ``wait``, wait (bounded) for the transport to shut
         down. A hung server's caller does not wait: its session stops in the background."""
-        task, stop = self._task, self._stop
-        self._session = self._task = self._stop = None
+        with self._lock:
+            task, stop = self._task, self._stop
+            self._session = self._task = self._stop = None
         if task is None or stop is None:
             return
         if not wait:
