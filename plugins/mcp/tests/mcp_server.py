@@ -47,6 +47,12 @@ def _tools() -> list[types.Tool]:
             annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
         ),
     ]
+    if (STATE / "collide").exists():
+        # Two names that are one after nrllm's reduction.
+        tools += [
+            types.Tool(name="echo.v2", description="One.", input_schema=empty),
+            types.Tool(name="echo_v2", description="Two.", input_schema=empty),
+        ]
     if (STATE / "extra").exists():
         tools.append(types.Tool(name="extra", description="Added later.", input_schema=empty))
     return tools

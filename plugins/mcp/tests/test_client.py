@@ -193,3 +193,12 @@ def test_over_streamable_http(configure, http_server, monkeypatch):
     pm = make_plugin_manager()
     assert call(pm, "web__echo", {"text": "over http"}).content == "over http"
     assert call(pm, "web__broken").is_error
+
+
+def test_names_equal_after_reduction_are_withheld_as_a_clash(configure, state):
+    (state / "collide").write_text("1")
+    configure({"demo": stdio_server(state, read_only_tools=READ_ONLY)})
+    catalog = make_plugin_manager().catalog()
+    assert "demo__echo_v2" not in catalog.tools
+    assert catalog.clashes["demo__echo_v2"] == ("mcp", "mcp")
+    assert "demo__echo" in catalog.tools

@@ -245,3 +245,23 @@ def test_zone_and_provider_are_exclusive(served):
     )
     assert done.returncode == 2
     assert sys.executable  # the child ran with this interpreter
+
+
+def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
+    config = Path(served["NRLLM_CONFIG"])
+    config.write_text(
+        config.read_text()
+        + '[providers.desk]\nkind = "scripted"\nscript = "none.toml"\ntrust_zone = "local"\n'
+        + "four_eyes = true\n"
+    )
+    elicit, asked = answering("accept")
+
+    async def body(session):
+        return await session.call_tool("write_note", {"text": "buy milk"})
+
+    result = run(over_stdio, served, body, elicit, ("--provider", "desk"))
+    assert result.content[0].text == (
+        'Error: tool "write_note" needs an approval this client cannot give'
+    )
+    assert asked == []
+    assert notes(served) == []
