@@ -129,7 +129,10 @@ class Host:
         config = loader()
         folder = data_dir or default_data_dir()
         store = Store.open(
-            config.store.url, data_dir=folder, lease_seconds=config.store.lease_seconds
+            config.store.url,
+            data_dir=folder,
+            lease_seconds=config.store.lease_seconds,
+            environ=environ,
         )
         if pm is None:
             pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
