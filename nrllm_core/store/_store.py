@@ -233,7 +233,7 @@ class Store:
             ).scalar_one_or_none()
         if not secret:
             # Never made up again: a new key would turn every stored chain into a break.
-            raise RuntimeError("the audit database has lost its chain key (table audit_keys)")
+            raise LookupError("the audit database has lost its chain key (table audit_keys)")
         return bytes(secret)
 
     # -- writing -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ Revises: 0002
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from alembic import context, op
@@ -56,11 +57,17 @@ def upgrade() -> None:
     # Made here, once per database: no two hosts can ever race to create different keys.
     stored = secrets.token_bytes(32)
     op.bulk_insert(keys, [{"id": 1, "secret": stored}])
-    key = chain_key(context.config.attributes["environ"], lambda: stored)
-    _chain_existing(op.get_bind(), key)
+    _chain_existing(
+        op.get_bind(), lambda: chain_key(context.config.attributes["environ"], lambda: stored)
+    )
 
 
-def _chain_existing(connection: sa.Connection, key: ChainKey) -> None:
+def _chain_existing(connection: sa.Connection, derive: Callable[[], ChainKey]) -> None:
+    run_ids = list(connection.execute(sa.select(_runs.c.id)).scalars())
+    if not run_ids:
+        # A new database: nothing to chain, and no key needed until the first run.
+        return
+    key = derive()
     set_mac = (
         sa.update(_steps)
         .where(_steps.c.run_id == sa.bindparam("r"), _steps.c.sequence == sa.bindparam("s"))
@@ -72,7 +79,7 @@ def _chain_existing(connection: sa.Connection, key: ChainKey) -> None:
         .values(chain_head=sa.bindparam("h"), steps=sa.bindparam("n"))
     )
     fields = [_steps.c[name] for name in STEP_FIELDS]
-    for run_id in list(connection.execute(sa.select(_runs.c.id)).scalars()):
+    for run_id in run_ids:
         head = initial_mac(key, run_id)
         macs = []
         query = sa.select(*fields).where(_steps.c.run_id == run_id).order_by(_steps.c.sequence)
