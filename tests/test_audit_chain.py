@@ -77,6 +77,21 @@ def test_untouched_chains_hold(store: Store) -> None:
     assert store.verify("r1").to_dict() == {"runs_checked": 1, "broken": []}
 
 
+def test_the_run_reports_its_head_the_mac_of_its_last_step(store: Store) -> None:
+    detail = store.get_run("r1")
+    assert detail is not None
+    with store._engine.connect() as connection:
+        last = connection.execute(
+            text("SELECT mac FROM run_steps WHERE run_id = 'r1' AND sequence = 5")
+        ).scalar_one()
+    assert detail.run.chain_head == last
+    assert len(last) == 64
+    store.record_step(record("r1", 6))
+    again = store.get_run("r1")
+    assert again is not None
+    assert again.run.chain_head not in (None, last)
+
+
 def test_an_edited_payload_is_named(store: Store) -> None:
     sql(store, "UPDATE run_steps SET payload = :p WHERE run_id = 'r1' AND sequence = 3", p="{}")
     assert broken(store) == [("r1", 3, "edited")]

@@ -626,6 +626,7 @@ class Store:
             steps=row.steps,
             prompt_tokens=row.prompt_tokens,
             completion_tokens=row.completion_tokens,
+            chain_head=row.chain_head,
         )
 
 
