@@ -1,4 +1,4 @@
-"""nrllm's data folder is 0700 and its SQLite database, WAL and SHM files 0600, whatever the umask."""
+"""nrllm's data folder is 0700, its SQLite database, WAL and SHM files 0600, whatever the umask."""
 
 from __future__ import annotations
 
