@@ -152,7 +152,7 @@ def test_a_deleted_last_step_is_a_head_mismatch(store: Store) -> None:
 
 @pytest.mark.parametrize(
     "change",
-    ["chain_head = NULL", "chain_head = :mac", "steps = 6", "steps = 4"],
+    ["chain_head = NULL", "chain_head = :mac", "chain_head = 'é'", "steps = 6", "steps = 4"],
 )
 def test_a_changed_head_or_count_is_a_head_mismatch(store: Store, change: str) -> None:
     sql(store, f"UPDATE runs SET {change} WHERE id = 'r1'", mac="ab" * 32)
@@ -247,6 +247,37 @@ def test_steps_written_to_one_run_at_once_still_chain(backend: Any) -> None:
     finally:
         for store in stores:
             store.close()
+
+
+def test_verify_sees_a_run_being_written_consistently(backend: Any) -> None:
+    writer = backend.open()
+    reader = backend.open()
+    writer.start_run("live")
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for sequence in range(1, 301):
+                writer.record_step(record("live", sequence))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    checks = []
+    try:
+        while not done.is_set():
+            checks.append(reader.verify("live").broken)
+        thread.join()
+        assert errors == []
+        assert len(checks) > 1
+        assert set(checks) == {()}
+    finally:
+        writer.close()
+        reader.close()
 
 
 def test_concurrent_runs_all_chain(backend: Any) -> None:

@@ -11,7 +11,6 @@ for a run recorded one step at a time.
 from __future__ import annotations
 
 import enum
-import hashlib
 import hmac
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -130,8 +129,7 @@ def chain_key(environ: Mapping[str, str], stored: Callable[[], bytes]) -> ChainK
 
 def initial_mac(key: ChainKey, run_id: str) -> str:
     """The value a run's first step chains from, as hex."""
-    message = _json.dumps([_VERSION, run_id])
-    return hmac.new(key.secret, message, hashlib.sha256).hexdigest()
+    return hmac.digest(key.secret, _json.dumps([_VERSION, run_id]), "sha256").hex()
 
 
 def step_mac(key: ChainKey, previous: str, row: Row) -> str:
@@ -142,7 +140,7 @@ def step_mac(key: ChainKey, previous: str, row: Row) -> str:
         raise ValueError("audit timestamps must be timezone-aware")
     fields["recorded_at"] = recorded_at.astimezone(UTC).isoformat(timespec="microseconds")
     message = bytes.fromhex(previous) + _json.dumps(fields)
-    return hmac.new(key.secret, message, hashlib.sha256).hexdigest()
+    return hmac.digest(key.secret, message, "sha256").hex()
 
 
 def find_break(
@@ -180,7 +178,7 @@ def find_break(
             return ChainBreak(run_id=run_id, sequence=sequence, problem=problem)
         used[found] = True
         current, last, consumed = rows[found]["mac"], rows[found]["sequence"], consumed + 1
-    if head is None or not hmac.compare_digest(current, head) or consumed != count:
+    if current != head or consumed != count:
         return ChainBreak(run_id=run_id, sequence=last + 1, problem=Problem.HEAD_MISMATCH)
     return None
 

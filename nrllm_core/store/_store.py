@@ -72,6 +72,8 @@ _SETTLED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.AW
 _OPEN: Final = (RunStatus.RUNNING.value, RunStatus.AWAITING_APPROVAL.value)
 _FINISHED: Final = (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
 _PURGE_CHUNK: Final = 500
+# How many runs' heads a store remembers; past it, it forgets them all and reads them again.
+_HEADS_KEPT: Final = 1_024
 
 # Built once: composing a statement costs more than executing it on SQLite.
 _INSERT_STEP: Final = insert(StepRow)
@@ -80,9 +82,11 @@ _INSERT_STEP: Final = insert(StepRow)
 _CHAIN_HEAD: Final = (
     select(RunRow.chain_head).where(RunRow.id == bindparam("target")).with_for_update()
 )
+# Moves the head only from the one the step was chained to: a compare-and-set, so a head this
+# store remembered but another writer moved meanwhile is caught, never forked.
 _COUNT_STEP: Final = (
     update(RunRow)
-    .where(RunRow.id == bindparam("target"))
+    .where(RunRow.id == bindparam("target"), RunRow.chain_head == bindparam("previous"))
     .values(
         steps=RunRow.steps + 1,
         chain_head=bindparam("head"),
@@ -111,6 +115,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class _HeadMoved(Exception):
+    """The run's head is not the one this store remembered: another writer moved it."""
+
+
 class ClaimRefused(Exception):
     """A suspension or a decision the store cannot accept."""
 
@@ -128,6 +136,7 @@ class Store:
         "_clock",
         "_engine",
         "_environ",
+        "_heads",
         "_lease",
         "_leased",
         "_leased_lock",
@@ -147,6 +156,9 @@ class Store:
         self._environ = os.environ if environ is None else environ
         # Derived on first use, then fixed: a run's chain never changes key halfway.
         self._chain_key: ChainKey | None = None
+        # The head each run had after this store's last write to it: a step then needs no
+        # read of the run row first (see _COUNT_STEP for why a stale one is harmless).
+        self._heads: dict[str, str] = {}
         self._lease = timedelta(seconds=lease_seconds)
         self._clock = clock
         # SQLite has one writer at a time; queueing this process's threads here is fairer and
@@ -272,6 +284,7 @@ class Store:
                     "chain_head": head,
                 },
             )
+        self._remember(run_id, head)
 
     def record_step(self, record: AuditRecord) -> None:
         """Persist one step, chained to its run's head, and renew the run's lease, in one
@@ -292,24 +305,47 @@ class Store:
             "payload": _json.dumps(dict(record.payload)).decode(),
             "recorded_at": self._clock(),
         }
+        try:
+            mac = self._chain_step(record, key, row, remembered=True)
+        except _HeadMoved:
+            mac = self._chain_step(record, key, row, remembered=False)
+        self._remember(record.run_id, mac)
+
+    def _chain_step(
+        self, record: AuditRecord, key: ChainKey, row: dict[str, Any], *, remembered: bool
+    ) -> str:
         with self._write() as connection:
-            run = connection.execute(_CHAIN_HEAD, {"target": record.run_id}).one_or_none()
-            if run is None:
-                raise LookupError(f'no run "{record.run_id}" to record a step of')
-            if run.chain_head is None:
-                raise ValueError(f'run "{record.run_id}" has lost its audit chain head')
-            mac = step_mac(key, run.chain_head, row)
+            previous = self._heads.get(record.run_id) if remembered else None
+            if previous is None:
+                run = connection.execute(_CHAIN_HEAD, {"target": record.run_id}).one_or_none()
+                if run is None:
+                    raise LookupError(f'no run "{record.run_id}" to record a step of')
+                if run.chain_head is None:
+                    raise ValueError(f'run "{record.run_id}" has lost its audit chain head')
+                previous = run.chain_head
+            mac = step_mac(key, previous, row)
             connection.execute(_INSERT_STEP, {**row, "mac": mac})
-            connection.execute(
+            moved = connection.execute(
                 _COUNT_STEP,
                 {
                     "target": record.run_id,
+                    "previous": previous,
                     "head": mac,
                     "now": row["recorded_at"],
                     "prompt": _count(record.payload, "prompt_tokens"),
                     "completion": _count(record.payload, "completion_tokens"),
                 },
             )
+            if moved.rowcount != 1:
+                # Rolled back with the step; read under the row lock, the head cannot move.
+                self._heads.pop(record.run_id, None)
+                raise _HeadMoved
+        return mac
+
+    def _remember(self, run_id: str, head: str) -> None:
+        if len(self._heads) >= _HEADS_KEPT:
+            self._heads.clear()
+        self._heads[run_id] = head
 
     def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
         """Persist a turn's gate decisions together."""
