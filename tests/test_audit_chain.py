@@ -280,37 +280,6 @@ def test_verify_sees_a_run_being_written_consistently(backend: Any) -> None:
         reader.close()
 
 
-def test_concurrent_runs_all_chain(backend: Any) -> None:
-    threads, steps = 8, 50
-    store = backend.open()
-    errors: list[BaseException] = []
-    start = threading.Barrier(threads)
-
-    def writer(index: int) -> None:
-        own = backend.open()
-        try:
-            own.start_run(f"run-{index}")
-            start.wait()
-            for sequence in range(1, steps + 1):
-                own.record_step(record(f"run-{index}", sequence))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            own.close()
-
-    workers = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    try:
-        assert errors == []
-        check = store.verify()
-        assert (check.runs_checked, check.broken) == (threads, ())
-    finally:
-        store.close()
-
-
 # -- the key -------------------------------------------------------------------------------------
 
 

@@ -374,6 +374,7 @@ def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any, shared: bo
             assert [s.payload["n"] for s in detail.steps] == list(range(1, steps + 1))
             assert detail.run.steps == steps
             assert detail.run.status is RunStatus.COMPLETED
+        assert store.verify().broken == ()
     finally:
         store.close()
 
