@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import inspect, text
 
 from nrllm_core import AuditRecord, StepKind
 from nrllm_core._sealing import _decode_key
 from nrllm_core.cli import cli
 from nrllm_core.store import KeySource, RunStatus, Store
-from nrllm_core.store._chain import STEP_FIELDS, chain_key
+from nrllm_core.store._chain import STEP_FIELDS, chain_key, find_break, initial_mac, step_mac
 
 AUDIT_KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
 OTHER_KEY = base64.urlsafe_b64encode(bytes(range(1, 33))).decode()
@@ -504,3 +506,72 @@ def test_verify_reports_a_malformed_key_by_name(
     assert result.exit_code == 1
     assert "NRLLM_AUDIT_KEY" in result.stderr
     assert "bad key value" not in result.output
+
+
+# -- any tampering, as a property ----------------------------------------------------------------
+
+KEY = chain_key({"NRLLM_AUDIT_KEY": AUDIT_KEY}, bytes)
+EDITS = {
+    "kind": lambda v: v + "x",
+    "round": lambda v: v + 1,
+    "duration_ms": lambda v: v + 0.5,
+    "payload": lambda v: v + " ",
+    "recorded_at": lambda v: v + timedelta(microseconds=1),
+    "run_id": lambda v: v + "x",
+}
+
+
+def chained(steps: int) -> tuple[list[dict[str, Any]], str]:
+    head = initial_mac(KEY, "r")
+    rows = []
+    for sequence in range(1, steps + 1):
+        row: dict[str, Any] = {
+            "run_id": "r",
+            "sequence": sequence,
+            "kind": "tool",
+            "round": 1,
+            "duration_ms": 1.0,
+            "payload": f'{{"n":{sequence}}}',
+            "recorded_at": datetime(2030, 1, 1, tzinfo=UTC) + timedelta(seconds=sequence),
+        }
+        head = row["mac"] = step_mac(KEY, head, row)
+        rows.append(row)
+    return rows, head
+
+
+@given(
+    steps=st.integers(min_value=1, max_value=12),
+    data=st.data(),
+)
+def test_every_single_tampering_is_detected(steps: int, data: st.DataObject) -> None:
+    rows, head = chained(steps)
+    assert find_break(KEY, "r", head=head, count=steps, rows=rows) is None
+    count = steps
+    at = data.draw(st.integers(min_value=0, max_value=steps - 1))
+    actions = ["edit", "delete", "insert", "head", "count"] + (["swap"] if steps > 1 else [])
+    action = data.draw(st.sampled_from(actions))
+    if action == "edit":
+        field = data.draw(st.sampled_from(sorted(EDITS)))
+        rows[at] = {**rows[at], field: EDITS[field](rows[at][field])}
+    elif action == "delete":
+        del rows[at]
+    elif action == "swap":
+        other = data.draw(st.integers(min_value=0, max_value=steps - 1).filter(lambda i: i != at))
+        rows[at], rows[other] = (
+            {**rows[other], "sequence": rows[at]["sequence"]},
+            {**rows[at], "sequence": rows[other]["sequence"]},
+        )
+    elif action == "insert":
+        count += data.draw(st.integers(min_value=0, max_value=1))
+        rows.append({**rows[at], "sequence": steps + 1})
+    elif action == "head":
+        head = (
+            data.draw(st.sampled_from([rows[at]["mac"], "00" * 32]))
+            if at < steps - 1
+            else "00" * 32
+        )
+    else:
+        count += data.draw(st.sampled_from([-1, 1]))
+    rows.sort(key=lambda row: row["sequence"])
+
+    assert find_break(KEY, "r", head=head, count=count, rows=rows) is not None
