@@ -335,20 +335,10 @@ def suspend(env: Env, *args: str) -> dict[str, Any]:
     return data
 
 
-def test_approve_without_a_digest_approves_the_stored_one_and_shows_it(env):
-    pending = suspend(env)
-
-    result = nrllm(env, "approve", pending["run_id"])
-
-    assert result.exit_code == 0, result.output
-    assert result.stdout == f"turn digest: {pending['turn_digest']}\ndone\n"
-    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
-
-
 def test_approve_json_prints_the_outcome(env):
     pending = suspend(env)
 
-    result = nrllm(env, "approve", pending["run_id"], "--json")
+    result = nrllm(env, "approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
 
     assert result.exit_code == 0, result.output
     data = as_json(result)
@@ -357,14 +347,15 @@ def test_approve_json_prints_the_outcome(env):
         "completed",
         "done",
     )
-    # The digest it approved is shown on stderr, so stdout stays one JSON object.
-    assert result.stderr == f"turn digest: {pending['turn_digest']}\n"
+    assert result.stderr == ""
 
 
 def test_approve_deny_executes_nothing(env):
     pending = suspend(env)
 
-    result = nrllm(env, "approve", pending["run_id"], "--deny", "--json")
+    result = nrllm(
+        env, "approve", pending["run_id"], "--deny", "--digest", pending["turn_digest"], "--json"
+    )
 
     assert as_json(result)["status"] == "completed"
     assert env.calls == []
@@ -396,7 +387,7 @@ def test_a_refused_approval_exits_1_with_the_reason(env, case):
 
 
 def test_a_refused_approval_is_readable_on_stderr(env):
-    result = nrllm(env, "approve", "f" * 32)
+    result = nrllm(env, "approve", "f" * 32, "--digest", "0" * 64)
 
     assert result.exit_code == 1
     assert "approval refused:" in result.stderr
@@ -404,15 +395,16 @@ def test_a_refused_approval_is_readable_on_stderr(env):
 
 def test_approve_as_names_the_approver_and_four_eyes_applies(env):
     pending = suspend(env, "--provider", "guarded")
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
 
-    refused = nrllm(env, "approve", pending["run_id"], "--as", "alice", "--json")
+    refused = nrllm(env, *decide, "--as", "alice")
     assert refused.exit_code == 1
     assert "four-eyes" in as_json(refused)["error"]
-    refused_default = nrllm(env, "approve", pending["run_id"], "--json")
+    refused_default = nrllm(env, *decide)
     assert refused_default.exit_code == 1
     assert env.calls == []
 
-    done = nrllm(env, "approve", pending["run_id"], "--as", "bob", "--json")
+    done = nrllm(env, *decide, "--as", "bob")
 
     assert done.exit_code == 0, done.output
     assert as_json(done)["status"] == "completed"
@@ -446,7 +438,9 @@ def test_max_rounds_below_one_is_bad_input(env, rounds):
     assert "max rounds must be at least 1" in result.stderr
 
 
-def test_approving_an_unknown_run_without_a_digest_names_the_real_reason(env):
+def test_approving_an_unknown_run_without_a_digest_names_the_real_reason(env, monkeypatch):
+    monkeypatch.setattr("nrllm_core.cli._run._interactive", lambda: True)
+
     result = nrllm(env, "approve", "f" * 32, "--json")
 
     assert result.exit_code == 1
