@@ -335,6 +335,114 @@ def suspend(env: Env, *args: str) -> dict[str, Any]:
     return data
 
 
+def test_approve_without_a_digest_off_a_terminal_exits_2_naming_digest(env):
+    pending = suspend(env)
+
+    result = nrllm(env, "approve", pending["run_id"])
+
+    assert result.exit_code == 2
+    assert "--digest" in result.stderr
+    assert env.calls == []
+    assert nrllm(env, "approve", pending["run_id"], "--deny").exit_code == 2
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("nrllm_core.cli._run._interactive", lambda: True)
+
+
+def prompted(env: Env, *args: str, answer: str) -> Result:
+    with capture_logs():
+        return CliRunner().invoke(cli, ["--config", str(env.config), *args], input=answer)
+
+
+@pytest.mark.usefixtures("terminal")
+def test_approve_without_a_digest_on_a_terminal_shows_the_turn_and_asks(env):
+    pending = suspend(env)
+
+    result = prompted(env, "approve", pending["run_id"], answer="y\n")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines == [
+        f"run {pending['run_id']} is waiting for approval of this turn:",
+        '  write_note (needs approval) {"text":"hello"}',
+        "    | would write: hello",
+        "  read_notes (runs with the turn) {}",
+        f"turn digest: {pending['turn_digest']}",
+        "Approve? [y/N]: y",
+        "done",
+    ]
+    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+
+
+@pytest.mark.usefixtures("terminal")
+@pytest.mark.parametrize("answer", ["\n", "n\n", "no\n"])
+def test_the_prompt_defaults_to_no_and_decides_nothing(env, answer):
+    pending = suspend(env)
+
+    result = prompted(env, "approve", pending["run_id"], answer=answer)
+
+    assert result.exit_code == 1
+    assert "Approve? [y/N]" in result.stdout
+    assert "nothing was decided" in result.stderr
+    assert env.calls == []
+    again = nrllm(env, "approve", pending["run_id"], "--digest", pending["turn_digest"])
+    assert again.exit_code == 0, again.output
+
+
+@pytest.mark.usefixtures("terminal")
+def test_a_denial_on_a_terminal_asks_too(env):
+    pending = suspend(env)
+
+    result = prompted(env, "approve", pending["run_id"], "--deny", "--json", answer="y\n")
+
+    assert result.exit_code == 0, result.output
+    assert as_json(result)["status"] == "completed"
+    # With --json the turn and the question go to stderr: stdout stays one JSON object.
+    assert f"turn digest: {pending['turn_digest']}" in result.stderr
+    assert "Deny? [y/N]" in result.stderr
+    assert env.calls == []
+
+
+def test_the_terminal_check_is_stdin_being_a_tty(monkeypatch):
+    import io
+
+    from nrllm_core.cli._run import _interactive
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", io.StringIO())
+    assert _interactive() is False
+    monkeypatch.setattr("sys.stdin", Tty())
+    assert _interactive() is True
+
+
+def test_a_state_put_back_after_the_run_exits_1_as_stale(env):
+    import sqlite3
+
+    pending = suspend(env)
+    database = env.home / "nrllm.db"
+    with sqlite3.connect(database) as db:
+        (sealed,) = db.execute("SELECT sealed FROM suspensions").fetchone()
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
+    assert nrllm(env, *decide).exit_code == 0
+    with sqlite3.connect(database) as db:
+        db.execute(
+            "UPDATE suspensions SET sealed = ?, decided_at = NULL, decision = NULL", (sealed,)
+        )
+        db.execute("UPDATE runs SET status = 'awaiting_approval', ended_at = NULL")
+    db.close()
+
+    result = nrllm(env, *decide)
+
+    assert result.exit_code == 1
+    assert "stale" in as_json(result)["error"]
+    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+
+
 def test_approve_json_prints_the_outcome(env):
     pending = suspend(env)
 
