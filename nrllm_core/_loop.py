@@ -46,6 +46,8 @@ MAX_ROUNDS_CAP: Final = 20
 PREVIEW_MAX_LINES: Final = 20
 PREVIEW_MAX_LINE_CHARS: Final = 500
 _WHITESPACE: Final = re.compile(r"\s+")
+# The documented ``[run]`` defaults, for a loop driven without a host configuration.
+_DEFAULT_LIMITS: Final = RunConfig()
 PREVIEW_FAILED: Final = (
     "The preview for this call failed, so it shows nothing about what the call would do."
 )
@@ -101,7 +103,8 @@ class PendingCall:
     preview_failed: bool = False
     # False when the model's arguments were malformed: the call is refused, never run.
     arguments_valid: bool = True
-    # The fixed answer of a call a turn cap refused: it is answered so, never run.
+    # The fixed answer of a call a turn cap refused (also its preview): it is answered so and
+    # never runs.
     refusal: str | None = None
 
 
@@ -198,7 +201,7 @@ def run_loop(
     context_for: Callable[[str], ToolContext],
     actor: Actor,
     max_rounds: int,
-    limits: RunConfig = RunConfig(),
+    limits: RunConfig = _DEFAULT_LIMITS,
     usage: Usage | None = None,
     iterations: int = 0,
 ) -> LoopOutcome:
@@ -387,11 +390,13 @@ def _approval_scan(
         return None
     pending = []
     for call, refusal in turn:
-        # A tool the run was not offered, or a refused call, shows no preview: its code does
-        # not run for it.
-        runnable = call.name in offered and refusal is None
-        registered = catalog.get(call.name) if runnable else None
-        lines, failed = _preview(registered, call, seg.context_for(call.id))
+        # A tool the run was not offered shows no preview, a refused call its refusal: the
+        # tool's code does not run for either.
+        registered = catalog.get(call.name) if call.name in offered else None
+        if refusal is None:
+            lines, failed = _preview(registered, call, seg.context_for(call.id))
+        else:
+            lines, failed = (refusal,), False
         pending.append(
             PendingCall(
                 call_id=call.id,
@@ -504,7 +509,7 @@ def resume_loop(
     permits: Callable[[RegisteredTool], bool],
     recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
-    limits: RunConfig = RunConfig(),
+    limits: RunConfig = _DEFAULT_LIMITS,
 ) -> LoopOutcome:
     """Answer the suspended turn as the person decided, re-gated live, then continue the loop.
 

@@ -202,10 +202,11 @@ def test_a_capped_call_in_a_suspended_turn_stays_refused_after_approval(make_hos
 
     assert waiting.status == "awaiting_approval"
     first = waiting.pending[0]
+    # The approver sees that it will not run, and why.
     assert (first.refusal, first.requires_approval, first.preview) == (
         TOO_LARGE.format(100),
         False,
-        (),
+        (TOO_LARGE.format(100),),
     )
     assert [p.refusal for p in waiting.pending[1:]] == [None, None]
     assert read.calls == []

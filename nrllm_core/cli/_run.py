@@ -166,7 +166,7 @@ def _show_turn(outcome: RunOutcome, *, err: bool = False) -> None:
         else:
             need = "needs approval" if pending.requires_approval else "runs with the turn"
         click.echo(f"  {_shown(pending.name)} ({need}) {to_json(pending.arguments)}", err=err)
-        for line in (pending.refusal,) if pending.refusal is not None else pending.preview:
+        for line in pending.preview:
             click.echo(f"    | {_shown(line)}", err=err)
     click.echo(f"turn digest: {outcome.turn_digest}", err=err)
 
