@@ -20,9 +20,7 @@ from nrllm_core import (
     Effect,
     Tool,
     ToolContext,
-    ToolRegistry,
     ToolResult,
-    hookimpl,
     load_config,
 )
 from nrllm_core._host import ApprovalRefused, Host, RefusalReason
@@ -49,16 +47,6 @@ class Write(Tool):
         return ToolResult.text("written")
 
 
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -77,7 +65,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def make_host(
-    tmp_path: Path, backend: Any, clock: Clock
+    tmp_path: Path, backend: Any, clock: Clock, tools_plugin: Any
 ) -> Iterator[Callable[..., tuple[Host, Write]]]:
     hosts: list[Host] = []
 
@@ -96,7 +84,7 @@ def make_host(
         write = Write()
         host = Host.from_config(
             data=data,
-            plugins=[Tools(write)],
+            plugins=[tools_plugin(write)],
             load_entry_points=False,
             data_dir=backend.data_dir,
             environ={},
@@ -156,6 +144,17 @@ def writer(backend: Any) -> Iterator[Writer]:
     db.engine.dispose()
 
 
+def refusals(host: Host, run_id: str, digest: str) -> tuple[RefusalReason, RefusalReason]:
+    """Why deciding the turn, and why showing it, are refused; each message names its reason."""
+    with pytest.raises(ApprovalRefused) as deciding:
+        host.approve(run_id, approver="bob", turn_digest=digest)
+    with pytest.raises(ApprovalRefused) as showing:
+        host.pending(run_id)
+    for refused in (deciding.value, showing.value):
+        assert refused.reason.value in str(refused)
+    return deciding.value.reason, showing.value.reason
+
+
 def approved_once(make_host: Callable[..., tuple[Host, Write]], writer: Writer) -> Any:
     host, write = make_host([WRITE_TURN, {"content": "done"}])
     run_id, digest = suspended(host)
@@ -184,13 +183,7 @@ def test_a_state_whose_run_moved_on_is_stale(make_host, writer):
     # Even with the record of its claim erased, the steps after the suspension remain.
     writer.execute("DELETE FROM consumed_approvals WHERE run_id = :r", r=run_id)
 
-    with pytest.raises(ApprovalRefused, match="stale") as refused:
-        host.approve(run_id, approver="bob", turn_digest=digest)
-    with pytest.raises(ApprovalRefused) as shown:
-        host.pending(run_id)
-
-    assert refused.value.reason is RefusalReason.STALE
-    assert shown.value.reason is RefusalReason.STALE
+    assert refusals(host, run_id, digest) == (RefusalReason.STALE, RefusalReason.STALE)
     assert write.calls == [{"text": "hello"}]
 
 
@@ -242,13 +235,7 @@ def test_a_turn_past_its_expiry_cannot_be_decided(make_host, clock):
     run_id, digest = suspended(host)
     clock.now += timedelta(seconds=60)
 
-    with pytest.raises(ApprovalRefused, match="expired") as refused:
-        host.approve(run_id, approver="bob", turn_digest=digest)
-    with pytest.raises(ApprovalRefused) as shown:
-        host.pending(run_id)
-
-    assert refused.value.reason is RefusalReason.EXPIRED
-    assert shown.value.reason is RefusalReason.EXPIRED
+    assert refusals(host, run_id, digest) == (RefusalReason.EXPIRED, RefusalReason.EXPIRED)
     assert write.calls == []
     # Nothing was claimed: the run is still waiting, and stays undecidable.
     assert host.store.suspension(run_id) is not None

@@ -156,26 +156,16 @@ def test_above_metadata_the_finish_reason_is_kept(run_at):
 # -- a direct call keeps the actor's rights ------------------------------------------------------
 
 
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
-
-
 @pytest.fixture
 def admin_tool() -> Echo:
     return Echo(requires_admin=True)
 
 
 @pytest.fixture
-def host(tmp_path: Path, admin_tool: Echo) -> Iterator[Host]:
+def host(tmp_path: Path, admin_tool: Echo, tools_plugin: Any) -> Iterator[Host]:
     made = Host.from_config(
         data={"actor": {"id": "ann"}},
-        plugins=[Tools(admin_tool)],
+        plugins=[tools_plugin(admin_tool)],
         load_entry_points=False,
         data_dir=tmp_path,
         environ={},
@@ -202,13 +192,15 @@ def test_a_direct_call_of_an_admin_tool_by_an_admin_runs(host, admin_tool):
     assert admin_tool.calls == 1
 
 
-def test_nrllm_invoke_refuses_an_admin_tool_to_a_non_admin(tmp_path, monkeypatch, admin_tool):
+def test_nrllm_invoke_refuses_an_admin_tool_to_a_non_admin(
+    tmp_path, monkeypatch, admin_tool, tools_plugin
+):
     config = tmp_path / "nrllm.toml"
     config.write_text('[actor]\nid = "ann"\n', encoding="utf-8")
     monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(
         "nrllm_core.cli._main._plugin_manager",
-        lambda: make_plugin_manager(plugins=[Tools(admin_tool)], load_entry_points=False),
+        lambda: make_plugin_manager(plugins=[tools_plugin(admin_tool)], load_entry_points=False),
     )
 
     with capture_logs():

@@ -17,9 +17,7 @@ from nrllm_core import (
     Effect,
     Tool,
     ToolContext,
-    ToolRegistry,
     ToolResult,
-    hookimpl,
     load_config,
 )
 from nrllm_core._host import Host
@@ -55,16 +53,6 @@ class Counting(Tool):
         return [f"would write {arguments.get('text', '')[:20]}"]
 
 
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
-
-
 def call(name: str, text: str = "x", call_id: str | None = None) -> dict[str, Any]:
     made: dict[str, Any] = {"name": name, "arguments": {"text": text}}
     if call_id is not None:
@@ -78,7 +66,9 @@ def sinks() -> SinkRecorder:
 
 
 @pytest.fixture
-def make_host(tmp_path: Path, sinks: SinkRecorder) -> Iterator[Callable[..., Host]]:
+def make_host(
+    tmp_path: Path, sinks: SinkRecorder, tools_plugin: Any
+) -> Iterator[Callable[..., Host]]:
     hosts: list[Host] = []
 
     def build(turns: list[dict[str, Any]], *tools: Tool, run: dict[str, Any] | None = None) -> Host:
@@ -96,7 +86,7 @@ def make_host(tmp_path: Path, sinks: SinkRecorder) -> Iterator[Callable[..., Hos
             data["run"] = run
         host = Host.from_config(
             data=data,
-            plugins=[Tools(*tools), sinks],
+            plugins=[tools_plugin(*tools), sinks],
             load_entry_points=False,
             data_dir=tmp_path / "home",
             environ={},
