@@ -377,7 +377,8 @@ class Host:
             )
         except ClaimRefused as exc:
             raise ApprovalRefused(str(exc), RefusalReason(exc.reason)) from None
-        state = self._open_state(run_id, turn_digest, sealed)
+        # The claimed state itself, not checked for its turn again: the claim decided that.
+        state = self._open_turn(run_id, turn_digest, sealed).state
         with self.store.leased(run_id):
             try:
                 return self._resume_segment(
@@ -469,22 +470,10 @@ class Host:
     def _open_state(self, run_id: str, turn_digest: str, sealed: bytes) -> SuspendedRunState:
         """The state sealed for this run and this turn, while its turn is still open.
 
-        A state from another run or another turn of this run does not open (a refusal that
-        never shows why; the log does), nor one whose expiry has passed, nor one whose run has
-        any step after the suspension: that turn is over, whatever the database says.
+        A state whose expiry has passed does not open, nor one whose run has any step after
+        the suspension: that turn is over, whatever the database says.
         """
-        try:
-            key = load_state_key(self._data_dir, dict(self._environ))
-            turn = _turn_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
-        except (SealError, OSError, ValueError, KeyError, TypeError, BaseExceptionGroup) as exc:
-            logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
-            raise ApprovalRefused(
-                "the suspended state cannot be opened", RefusalReason.UNOPENABLE
-            ) from None
-        state = turn.state
-        if state.run_id != run_id or state.digest != turn_digest:
-            logger().warning("nrllm.run.state_mismatch", run_id=run_id)
-            raise ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
+        turn = self._open_turn(run_id, turn_digest, sealed)
         if self._clock() >= turn.expires_at:
             raise ApprovalRefused(
                 f"the suspended turn expired at {turn.expires_at.isoformat()}; "
@@ -496,7 +485,23 @@ class Host:
             raise ApprovalRefused(
                 "the suspended turn is stale: the run has steps after it", RefusalReason.STALE
             )
-        return state
+        return turn.state
+
+    def _open_turn(self, run_id: str, turn_digest: str, sealed: bytes) -> _SealedTurn:
+        """What was sealed for this run and this turn. A state from another run or another
+        turn of this run does not open: a refusal that never shows why (the log does)."""
+        try:
+            key = load_state_key(self._data_dir, dict(self._environ))
+            turn = _turn_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
+        except (SealError, OSError, ValueError, KeyError, TypeError, BaseExceptionGroup) as exc:
+            logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
+            raise ApprovalRefused(
+                "the suspended state cannot be opened", RefusalReason.UNOPENABLE
+            ) from None
+        if turn.state.run_id != run_id or turn.state.digest != turn_digest:
+            logger().warning("nrllm.run.state_mismatch", run_id=run_id)
+            raise ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
+        return turn
 
     def _provider_name(self, config: HostConfig, provider: str | None) -> str:
         name = provider or config.defaults.provider
