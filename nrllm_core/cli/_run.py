@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
-from typing import Any, Final, NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -14,9 +13,7 @@ from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput
-
-# C0 and C1 controls but newline and tab, and the bidirectional overrides.
-_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from nrllm_core.cli._terminal import echo, echo_json
 
 
 def open_host(ctx: click.Context) -> Host:
@@ -108,7 +105,7 @@ def _confirmed_digest(host: Host, run_id: str, *, deny: bool, as_json: bool) -> 
     # On stderr with --json, so stdout stays one JSON object.
     _show_turn(outcome, err=as_json)
     if not click.confirm("Deny?" if deny else "Approve?", default=False, err=as_json):
-        click.echo("nothing was decided; the run is still waiting", err=True)
+        echo("nothing was decided; the run is still waiting", err=True)
         sys.exit(1)
     return outcome.turn_digest
 
@@ -117,58 +114,48 @@ def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
     if as_json:
         # A refusal changes nothing: the status is the run's own, as stored (none if unknown).
         detail = host.store.get_run(run_id)
-        click.echo(
-            to_json(
-                RunOutcome(
-                    run_id=run_id,
-                    status=None if detail is None else detail.run.status.value,
-                    termination_reason=None,
-                    final_content="",
-                    error=reason,
-                ).to_dict()
-            )
+        echo_json(
+            RunOutcome(
+                run_id=run_id,
+                status=None if detail is None else detail.run.status.value,
+                termination_reason=None,
+                final_content="",
+                error=reason,
+            ).to_dict()
         )
     else:
-        click.echo(f"approval refused: {reason}", err=True)
+        echo(f"approval refused: {reason}", err=True)
     sys.exit(1)
-
-
-def _shown(text: str) -> str:
-    """Model and tool text as the terminal shows it: control characters (escape sequences
-    that could repaint an approval prompt) appear as escapes, never as effects."""
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
-        click.echo(to_json(outcome.to_dict()))
+        echo_json(outcome.to_dict())
     elif outcome.status == "completed":
-        click.echo(_shown(outcome.final_content))
+        echo(outcome.final_content, multiline=True)
     elif outcome.status == "awaiting_approval":
         _show_turn(outcome)
         base = _command_prefix(ctx)
-        click.echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
-        click.echo(
-            f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}"
-        )
+        echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
+        echo(f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}")
     else:
-        click.echo(f"run {outcome.run_id} failed: {_shown(outcome.error or '')}", err=True)
+        echo(f"run {outcome.run_id} failed: {outcome.error or ''}", err=True)
     if outcome.status == "failed":
         sys.exit(1)
 
 
 def _show_turn(outcome: RunOutcome, *, err: bool = False) -> None:
     """The pending calls, their previews and the digest: what a person decides on."""
-    click.echo(f"run {outcome.run_id} is waiting for approval of this turn:", err=err)
+    echo(f"run {outcome.run_id} is waiting for approval of this turn:", err=err)
     for pending in outcome.pending:
         if pending.refusal is not None:
             need = "refused, never runs"
         else:
             need = "needs approval" if pending.requires_approval else "runs with the turn"
-        click.echo(f"  {_shown(pending.name)} ({need}) {to_json(pending.arguments)}", err=err)
+        echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}", err=err)
         for line in pending.preview:
-            click.echo(f"    | {_shown(line)}", err=err)
-    click.echo(f"turn digest: {outcome.turn_digest}", err=err)
+            echo(f"    | {line}", err=err)
+    echo(f"turn digest: {outcome.turn_digest}", err=err)
 
 
 def _command_prefix(ctx: click.Context) -> str:
