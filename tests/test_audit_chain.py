@@ -491,6 +491,25 @@ def test_verify_without_a_key_says_it_detects_accidents_not_attackers(
     assert json.loads(result.stdout)["runs_checked"] == 2
 
 
+def test_verify_prints_a_run_id_planted_in_the_database_inertly(config: Path, store: Store) -> None:
+    sql(
+        store,
+        "INSERT INTO runs (id, kind, status, started_at, heartbeat_at, steps, prompt_tokens, "
+        "completion_tokens) SELECT :id, kind, status, started_at, heartbeat_at, 0, 0, 0 "
+        "FROM runs WHERE id = 'r1'",
+        id="x\x1b[2J\x07",
+    )
+    text_out = nrllm(config, "runs", "verify", "--all")
+    json_out = nrllm(config, "runs", "verify", "--all", "--json")
+
+    for result in (text_out, json_out):
+        assert result.exit_code == 1
+        assert "\x1b" not in result.output
+        assert "\x07" not in result.output
+    assert "run x\\x1b[2J\\x07: broken at step 1: head mismatch" in text_out.stdout
+    assert json.loads(json_out.stdout)["broken"][0]["run_id"] == "x\x1b[2J\x07"
+
+
 @pytest.mark.parametrize("args", [(), ("r1", "--all")])
 def test_verify_needs_a_run_id_or_all(config: Path, args: tuple[str, ...]) -> None:
     result = nrllm(config, "runs", "verify", *args)

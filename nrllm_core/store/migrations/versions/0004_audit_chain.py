@@ -5,7 +5,7 @@ key the store will use (run ``nrllm db upgrade`` with the host's environment), s
 run has a head afterwards and a run without one is a break, never a run nobody can check.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from nrllm_core.store._chain import STEP_FIELDS, ChainKey, chain_key, initial_ma
 from nrllm_core.store._models import UTCDateTime
 
 revision = "0004"
-# Written beside 0003 (consumed approvals, another branch); the merge re-chains this revision
-# onto 0003: set down_revision = "0003" then.
-down_revision = "0002"
+# Written beside 0003 (consumed approvals) on another branch, against 0002; re-chained onto
+# 0003 when main, which has 0003, was merged in.
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
