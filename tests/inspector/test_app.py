@@ -285,7 +285,13 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
         "status": "completed",
         "termination_reason": "completed",
         "final_content": "Oslo it is.",
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        "truncated": False,
+        "usage": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cached_tokens": 0,
+            "reasoning_tokens": 0,
+        },
     }
     assert {s["step"]["run_id"] for s in steps} == {run_id}
 
