@@ -469,6 +469,8 @@ def _provider_problems(
         count = getattr(provider, key)
         if count is not None and count < 1:
             errors.append(f"{where}.{key}: must be 1 or more")
+    if provider.max_tokens is not None and provider.max_completion_tokens is not None:
+        errors.append(f"{where}: set max_tokens or max_completion_tokens, not both")
     if kinds is not None and provider.kind not in kinds:
         errors.append(
             f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
