@@ -54,7 +54,8 @@ function summary(step) {
   }
   if (step.kind === "llm") {
     const cut = step.truncated === true ? " (truncated)" : "";
-    return `${asText(step.finish_reason ?? "")}${cut} · ${usageText(step)}`;
+    const tokens = Number.isInteger(step.prompt_tokens) ? ` · ${usageText(step)}` : "";
+    return `${asText(step.finish_reason ?? "")}${cut}${tokens}`;
   }
   if (step.kind === "approval") return `${asText(step.decision ?? "")} by ${asText(step.approver ?? "?")}`;
   if (step.kind === "gate") return `provider ${asText(step.provider ?? "none")}`;
