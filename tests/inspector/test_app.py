@@ -13,7 +13,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from nrllm_core import _json
+from nrllm_core import Usage, _json
 from nrllm_core._host import ApprovalRefused
 from nrllm_core.inspector import create_app
 from nrllm_core.inspector._guard import cookie_name
@@ -286,12 +286,7 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
         "termination_reason": "completed",
         "final_content": "Oslo it is.",
         "truncated": False,
-        "usage": {
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "cached_tokens": 0,
-            "reasoning_tokens": 0,
-        },
+        "usage": Usage().to_dict(),
     }
     assert {s["step"]["run_id"] for s in steps} == {run_id}
 

@@ -84,6 +84,38 @@ def sleeps() -> Sleeps:
     return Sleeps()
 
 
+def _plain_answer(kind: str, content: str = "ok") -> str:
+    """A final answer of ``kind`` built with the SDK's response model, as the server sends it."""
+    if kind == "openai":
+        from openai.types.chat import ChatCompletion, ChatCompletionMessage
+        from openai.types.chat.chat_completion import Choice
+
+        message = ChatCompletionMessage(role="assistant", content=content)
+        return ChatCompletion(
+            id="chatcmpl-1",
+            object="chat.completion",
+            created=1,
+            model="m",
+            choices=[Choice(index=0, finish_reason="stop", message=message)],
+        ).model_dump_json()
+    from anthropic import types as at
+
+    return at.Message(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        model="m",
+        content=[at.TextBlock(type="text", text=content)],
+        stop_reason="end_turn",
+        usage=at.Usage(input_tokens=1, output_tokens=1),
+    ).model_dump_json()
+
+
+@pytest.fixture(scope="session")
+def plain_answer() -> Callable[..., str]:
+    return _plain_answer
+
+
 # -- the SDK oracles ---------------------------------------------------------------------------
 
 _STRICT = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic import types as at
 from click.testing import CliRunner, Result
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
@@ -46,17 +45,6 @@ def completion(content: str, finish: Any = "stop", cached: int = 0) -> str:
             prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
         ),
     ).model_dump_json()
-
-
-MESSAGE = at.Message(
-    id="m",
-    type="message",
-    role="assistant",
-    model="m",
-    content=[at.TextBlock(type="text", text="ok")],
-    stop_reason="end_turn",
-    usage=at.Usage(input_tokens=1, output_tokens=1),
-).model_dump_json()
 
 
 # -- request settings ----------------------------------------------------------------------------
@@ -104,7 +92,7 @@ def test_anthropic_refuses_max_completion_tokens():
         )
 
 
-def test_params_are_sent_as_they_are(server, openai_oracle, anthropic_oracle):
+def test_params_are_sent_as_they_are(server, openai_oracle, anthropic_oracle, plain_answer):
     openai_params = {"top_p": 0.9, "seed": 7, "parallel_tool_calls": False}
     config = load_config(data={"providers": {"gpt": {"kind": "openai", "params": openai_params}}})
     assert dict(config.providers["gpt"].params) == openai_params
@@ -113,7 +101,7 @@ def test_params_are_sent_as_they_are(server, openai_oracle, anthropic_oracle):
         "metadata": {"user_id": "u-1"},
         "stop_sequences": ["ENDE"],
     }
-    server.answer(completion("ok"), MESSAGE)
+    server.answer(completion("ok"), plain_answer("anthropic"))
 
     gpt = {"model": "m", "base_url": f"{server.url}/v1", "params": openai_params}
     OpenAIProvider.from_settings("gpt", gpt, environ={}).complete(HELLO, [])

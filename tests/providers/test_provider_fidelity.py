@@ -32,10 +32,8 @@ from nrllm_core import (
     Effect,
     Tool,
     ToolContext,
-    ToolRegistry,
     ToolResult,
     ToolSpec,
-    hookimpl,
 )
 from nrllm_core._host import Host
 from nrllm_core._loop import CUT_OFF
@@ -99,16 +97,6 @@ class WriteNote(Tool):
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         self.calls.append(arguments)
         return ToolResult.text("noted")
-
-
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
 
 
 # -- SDK-built answers ---------------------------------------------------------------------------
@@ -195,7 +183,7 @@ def _dumps(value: Any) -> str:
 
 
 @pytest.fixture
-def make_host(tmp_path: Path, server: Any) -> Callable[..., Host]:
+def make_host(tmp_path: Path, server: Any, tools_plugin: Any) -> Callable[..., Host]:
     def make(kind: str, *tools: Tool, privacy: str = "full", **settings: Any) -> Host:
         section: dict[str, Any] = {"kind": kind, "model": f"{kind}-test", "trust_zone": "local"}
         if kind == "openai":
@@ -209,7 +197,7 @@ def make_host(tmp_path: Path, server: Any) -> Callable[..., Host]:
                 "actor": {"id": "alice"},
                 "privacy": {"level": privacy},
             },
-            plugins=[Tools(*tools)],
+            plugins=[tools_plugin(*tools)],
             load_entry_points=False,
             data_dir=tmp_path / "home",
             environ={"TEST_ANTHROPIC_KEY": KEY},

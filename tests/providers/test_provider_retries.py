@@ -5,37 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from anthropic import types as at
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
-from openai.types.chat.chat_completion import Choice
 
 from nrllm_core import ChatMessage, ProviderError
 from nrllm_core.providers import AnthropicProvider, OpenAIProvider
 from nrllm_core.providers._http import RETRY_AFTER_CAP_SECONDS
 
 HELLO = [ChatMessage.user("hi")]
-OK_OPENAI = ChatCompletion(
-    id="c",
-    object="chat.completion",
-    created=1,
-    model="m",
-    choices=[
-        Choice(
-            index=0,
-            finish_reason="stop",
-            message=ChatCompletionMessage(role="assistant", content="ok"),
-        )
-    ],
-).model_dump_json()
-OK_ANTHROPIC = at.Message(
-    id="m",
-    type="message",
-    role="assistant",
-    model="m",
-    content=[at.TextBlock(type="text", text="ok")],
-    stop_reason="end_turn",
-    usage=at.Usage(input_tokens=1, output_tokens=1),
-).model_dump_json()
 
 
 def provider(kind: str, server: Any, sleeps: Any, **settings: Any) -> Any:
@@ -48,19 +23,15 @@ def provider(kind: str, server: Any, sleeps: Any, **settings: Any) -> Any:
     )
 
 
-def ok(kind: str) -> str:
-    return OK_OPENAI if kind == "openai" else OK_ANTHROPIC
-
-
 KINDS = pytest.mark.parametrize("kind", ["openai", "anthropic"])
 FAILED = {"error": {"message": "try later", "type": "server_error"}}
 
 
 @KINDS
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 529])
-def test_the_statuses_the_sdks_retry_are_retried(kind, status, server, sleeps):
+def test_the_statuses_the_sdks_retry_are_retried(kind, status, server, sleeps, plain_answer):
     server.answer(FAILED, status=status)
-    server.answer(ok(kind))
+    server.answer(plain_answer(kind))
 
     assert provider(kind, server, sleeps).complete(HELLO, []).content == "ok"
     assert (len(server.bodies), sleeps) == (2, [0.5])
@@ -78,19 +49,19 @@ def test_other_client_errors_fail_at_once(kind, status, server, sleeps):
 
 
 @KINDS
-def test_retry_after_ms_comes_before_retry_after(kind, server, sleeps):
+def test_retry_after_ms_comes_before_retry_after(kind, server, sleeps, plain_answer):
     server.answer(FAILED, status=429, headers={"retry-after-ms": "1500", "retry-after": "7"})
     server.answer(FAILED, status=503, headers={"retry-after-ms": "soon", "retry-after": "3"})
-    server.answer(ok(kind))
+    server.answer(plain_answer(kind))
 
     provider(kind, server, sleeps).complete(HELLO, [])
 
     assert sleeps == [1.5, 3.0]
 
 
-def test_retry_after_ms_is_capped(server, sleeps):
+def test_retry_after_ms_is_capped(server, sleeps, plain_answer):
     server.answer(FAILED, status=429, headers={"retry-after-ms": "90000"})
-    server.answer(ok("openai"))
+    server.answer(plain_answer("openai"))
 
     provider("openai", server, sleeps).complete(HELLO, [])
 
@@ -102,9 +73,11 @@ def test_retry_after_ms_is_capped(server, sleeps):
     ("status", "header", "retried"),
     [(503, "false", False), (529, "false", False), (400, "true", True), (409, "true", True)],
 )
-def test_x_should_retry_overrides_the_status(kind, status, header, retried, server, sleeps):
+def test_x_should_retry_overrides_the_status(
+    kind, status, header, retried, server, sleeps, plain_answer
+):
     server.answer(FAILED, status=status, headers={"x-should-retry": header})
-    server.answer(ok(kind))
+    server.answer(plain_answer(kind))
     model = provider(kind, server, sleeps)
 
     if retried:
@@ -131,9 +104,9 @@ def test_a_429_for_insufficient_quota_is_not_retried(error, server, sleeps):
     assert (len(server.bodies), sleeps) == (1, [])
 
 
-def test_a_rate_limit_429_is_still_retried(server, sleeps):
+def test_a_rate_limit_429_is_still_retried(server, sleeps, plain_answer):
     server.answer({"error": {"message": "slow down", "code": "rate_limit_exceeded"}}, status=429)
-    server.answer(ok("openai"))
+    server.answer(plain_answer("openai"))
 
     assert provider("openai", server, sleeps).complete(HELLO, []).content == "ok"
 
