@@ -8,7 +8,7 @@ from typing import Any, Final, final
 
 from nrllm_core._providers import ProviderConfigError
 
-__all__ = ["PARAMS_FORBIDDEN", "REQUEST_SETTINGS", "Settings", "params_problems"]
+__all__ = ["Settings", "params_problems"]
 
 # Request fields a section sets under their own names.
 REQUEST_SETTINGS: Final = ("temperature", "max_tokens", "max_completion_tokens")
@@ -118,7 +118,9 @@ class Settings:
             else:
                 fields[key] = self.count(key, 0, minimum=1)
         params = self._values.get("params") or {}
-        for key, problem in params_problems(params):
+        first = next(params_problems(params), None)
+        if first is not None:
+            key, problem = first
             raise self.error(f"params{'.' + key if key else ''} {problem}")
         fields.update({key: _plain(value) for key, value in params.items()})
         return fields
