@@ -6,6 +6,7 @@ import enum
 import hashlib
 import re
 import secrets
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
@@ -14,11 +15,21 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
+from nrllm_core._config import RunConfig
 from nrllm_core._invoke import invoke, refuse
 from nrllm_core._manager import PluginManager
-from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, ToolSpec, Usage
+from nrllm_core._messages import (
+    ChatMessage,
+    ProviderAnswer,
+    ProviderError,
+    Stop,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
 from nrllm_core._payloads import RunStep, StepKind
-from nrllm_core._providers import Provider
+from nrllm_core._providers import Provider, complete
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor
@@ -45,15 +56,22 @@ MAX_ROUNDS_CAP: Final = 20
 PREVIEW_MAX_LINES: Final = 20
 PREVIEW_MAX_LINE_CHARS: Final = 500
 _WHITESPACE: Final = re.compile(r"\s+")
+# The documented ``[run]`` defaults, for a loop driven without a host configuration.
+_DEFAULT_LIMITS: Final = RunConfig()
 PREVIEW_FAILED: Final = (
     "The preview for this call failed, so it shows nothing about what the call would do."
 )
+CUT_OFF: Final = "Error: the model's answer was cut off before this call was complete."
 
 
 class TerminationReason(enum.StrEnum):
     """Why a run stopped."""
 
     COMPLETED = "completed"
+    # Completed, but the answer stopped at its token limit.
+    TRUNCATED = "truncated"
+    # Completed with the model's (or its provider's filter's) refusal as the answer.
+    REFUSED = "refused"
     MAX_ITERATIONS = "max_iterations"
     AWAITING_APPROVAL = "awaiting_approval"
     PROVIDER_FAILED = "provider_failed"
@@ -82,6 +100,7 @@ class ToolLoopResult:
     final_content: str
     invocations: tuple[ToolInvocation, ...]
     iterations: int
+    # The final answer stopped at its token limit.
     truncated: bool
     usage: Usage
     termination_reason: TerminationReason
@@ -100,6 +119,9 @@ class PendingCall:
     preview_failed: bool = False
     # False when the model's arguments were malformed: the call is refused, never run.
     arguments_valid: bool = True
+    # The fixed answer of a call a turn cap refused (also its preview): it is answered so and
+    # never runs.
+    refusal: str | None = None
 
 
 @final
@@ -173,6 +195,7 @@ class _Segment:
     context_for: Callable[[str], ToolContext]
     actor: Actor
     max_rounds: int
+    limits: RunConfig
     messages: list[ChatMessage]
     usage: Usage
     iterations: int
@@ -194,13 +217,14 @@ def run_loop(
     context_for: Callable[[str], ToolContext],
     actor: Actor,
     max_rounds: int,
+    limits: RunConfig = _DEFAULT_LIMITS,
     usage: Usage | None = None,
     iterations: int = 0,
 ) -> LoopOutcome:
     """Run rounds until the model answers without tool calls, a turn needs approval, or the cap.
 
     Only ``offered`` tools can run, and ``permits`` (the live gate) is asked again for every
-    call at execution time.
+    call at execution time. ``limits`` caps each turn's calls and their arguments' size.
     """
     segment = _Segment(
         pm=pm,
@@ -213,6 +237,7 @@ def run_loop(
         context_for=context_for,
         actor=actor,
         max_rounds=max_rounds,
+        limits=limits,
         messages=list(messages),
         usage=usage or Usage(),
         iterations=iterations,
@@ -252,31 +277,72 @@ def _rounds(seg: _Segment) -> LoopOutcome:
         ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
         for t in seg.offered
     ]
-    if not specs:
-        answer = _ask(seg, [], seg.iterations + 1)
-        seg.iterations += 1
-        return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
     for _ in range(seg.max_rounds):
         seg.iterations += 1
         answer = _ask(seg, specs, seg.iterations)
-        if not answer.tool_calls:
-            return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
-        seg.messages.append(ChatMessage.assistant(answer.content, answer.tool_calls))
-        suspended = _approval_scan(seg, answer.tool_calls)
+        ended = _ended(seg, answer)
+        if ended is not None:
+            return ended
+        # Calls to answer, or a paused turn to send back so that the model continues it.
+        seg.messages.append(
+            ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
+        )
+        refusals = _turn_caps(seg.limits, answer.tool_calls)
+        suspended = _approval_scan(seg, answer.tool_calls, refusals)
         if suspended is not None:
             return LoopOutcome(
                 result=_result(seg, "", TerminationReason.AWAITING_APPROVAL), suspended=suspended
             )
-        for call in answer.tool_calls:
-            _execute(seg, call)
-    # The cap was reached with calls answered but no final text: one tool-less synthesis call.
-    answer = _ask(seg, [], seg.iterations + 1)
+        for call, refusal in zip(answer.tool_calls, refusals, strict=True):
+            if refusal is None:
+                _execute(seg, call)
+            else:
+                _refuse(seg, call, refusal)
+    # The cap: one last request, the tools still declared (the history calls them) but none
+    # to be called. Calls the model makes anyway are not executed.
+    answer = _ask(seg, specs, seg.iterations + 1, tool_choice="none")
+    if answer.stop is Stop.REFUSAL:
+        return _refused(seg, answer)
     return LoopOutcome(
-        result=_result(seg, answer.content, TerminationReason.MAX_ITERATIONS, truncated=True)
+        result=_result(
+            seg,
+            answer.content,
+            TerminationReason.MAX_ITERATIONS,
+            truncated=answer.stop is Stop.LENGTH,
+        )
     )
 
 
-def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
+def _ended(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome | None:
+    """The run's end when ``answer`` ends it: a refusal, an answer cut off at its length limit
+    (its calls answered, never executed), or a final answer without calls."""
+    if answer.stop is Stop.REFUSAL:
+        return _refused(seg, answer)
+    if answer.stop is Stop.LENGTH:
+        if answer.tool_calls:
+            seg.messages.append(
+                ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
+            )
+            for call in answer.tool_calls:
+                _refuse(seg, call, CUT_OFF)
+        return LoopOutcome(
+            result=_result(seg, answer.content, TerminationReason.TRUNCATED, truncated=True)
+        )
+    if answer.tool_calls or answer.stop is Stop.PAUSE:
+        return None
+    return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
+
+
+def _refused(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome:
+    from nrllm_core.redact import redact
+
+    # The refusal may quote what it refused: bounded and masked like audited text.
+    return LoopOutcome(result=_result(seg, redact(answer.content), TerminationReason.REFUSED))
+
+
+def _ask(
+    seg: _Segment, specs: list[ToolSpec], round_: int, *, tool_choice: ToolChoice = "auto"
+) -> ProviderAnswer:
     seg.recorder.record(
         RunStep(
             kind=StepKind.REQUEST,
@@ -285,12 +351,13 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
             fields={
                 "messages_sent": [m.to_dict() for m in seg.messages],
                 "tool_specs": [s.name for s in specs],
+                "tool_choice": tool_choice,
             },
         )
     )
     started = time.perf_counter()
     try:
-        answer = seg.provider.complete(seg.messages, specs)
+        answer = complete(seg.provider, seg.messages, specs, tool_choice=tool_choice)
     except ProviderError:
         raise
     except Exception as exc:
@@ -308,8 +375,8 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
                 "content": answer.content,
                 "thinking": answer.thinking,
                 "finish_reason": answer.finish_reason,
-                "prompt_tokens": answer.usage.prompt_tokens,
-                "completion_tokens": answer.usage.completion_tokens,
+                "truncated": answer.stop is Stop.LENGTH,
+                **answer.usage.to_dict(),
                 "requested_tool_calls": [
                     {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
                     for c in answer.tool_calls
@@ -321,35 +388,79 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
     return answer
 
 
-def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunState | None:
+def _turn_caps(limits: RunConfig, calls: Sequence[ToolCall]) -> list[str | None]:
+    """The fixed answer of each call a cap of the turn refuses (``None``: not refused).
+
+    Applied before the approval scan: a refused call never runs, shows no preview and never
+    makes its turn wait for a person.
+    """
+    refusals: list[str | None] = []
+    for index, call in enumerate(calls):
+        if index >= limits.max_tool_calls_per_turn:
+            refusals.append(
+                f"Error: too many tool calls in one turn (limit {limits.max_tool_calls_per_turn})"
+            )
+        elif _argument_bytes(call) > limits.max_argument_bytes:
+            refusals.append(
+                f"Error: the arguments of this call exceed {limits.max_argument_bytes} bytes"
+            )
+        else:
+            refusals.append(None)
+    return refusals
+
+
+def _argument_bytes(call: ToolCall) -> int:
+    try:
+        return len(_json.dumps(dict(call.arguments)))
+    except _json.EncodeError:
+        # Arguments with no canonical JSON form (a provider plugin's own values) have no size
+        # to measure: they count as too large, so the call is refused (fail closed).
+        return sys.maxsize
+
+
+def _approval_scan(
+    seg: _Segment, calls: Sequence[ToolCall], refusals: Sequence[str | None]
+) -> SuspendedRunState | None:
     """Before any call of the turn runs: does a call of an offered tool in it need a person?
 
     Asked of the tools as offered to this run, not of the live configuration: a change between
-    this scan and execution can refuse a call, never let a write skip its approval.
+    this scan and execution can refuse a call, never let a write skip its approval. A call a
+    turn cap refused needs no one: it will not run.
     """
     catalog = seg.pm.catalog()
     offered = {t.name for t in seg.offered}
 
-    def needs_approval(call: ToolCall) -> bool:
+    def needs_approval(call: ToolCall, refusal: str | None) -> bool:
         registered = catalog.get(call.name)
-        return registered is not None and call.name in offered and registered.requires_approval
+        return (
+            refusal is None
+            and registered is not None
+            and call.name in offered
+            and registered.requires_approval
+        )
 
-    if not any(needs_approval(c) for c in calls):
+    turn = list(zip(calls, refusals, strict=True))
+    if not any(needs_approval(c, r) for c, r in turn):
         return None
     pending = []
-    for call in calls:
-        # A tool the run was not offered shows no preview: its code does not run for it.
+    for call, refusal in turn:
+        # A tool the run was not offered shows no preview, a refused call its refusal: the
+        # tool's code does not run for either.
         registered = catalog.get(call.name) if call.name in offered else None
-        lines, failed = preview_lines(registered, call, seg.context_for(call.id))
+        if refusal is None:
+            lines, failed = preview_lines(registered, call, seg.context_for(call.id))
+        else:
+            lines, failed = (refusal,), False
         pending.append(
             PendingCall(
                 call_id=call.id,
                 name=call.name,
                 arguments=dict(call.arguments),
-                requires_approval=needs_approval(call),
+                requires_approval=needs_approval(call, refusal),
                 preview=lines,
                 preview_failed=failed,
                 arguments_valid=call.arguments_valid,
+                refusal=refusal,
             )
         )
     return SuspendedRunState(
@@ -431,7 +542,7 @@ def _refuse(seg: _Segment, call: ToolCall, content: str) -> None:
 
 
 def _answer(seg: _Segment, call: ToolCall, content: str, is_error: bool) -> None:
-    seg.messages.append(ChatMessage.tool_result(call.id, content))
+    seg.messages.append(ChatMessage.tool_result(call.id, content, is_error=is_error))
     seg.invocations.append(
         ToolInvocation(
             call_id=call.id,
@@ -453,6 +564,7 @@ def resume_loop(
     permits: Callable[[RegisteredTool], bool],
     recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
+    limits: RunConfig = _DEFAULT_LIMITS,
 ) -> LoopOutcome:
     """Answer the suspended turn as the person decided, re-gated live, then continue the loop.
 
@@ -470,6 +582,7 @@ def resume_loop(
         context_for=context_for,
         actor=state.actor,
         max_rounds=state.max_rounds,
+        limits=limits,
         messages=[ChatMessage.from_dict(m) for m in state.messages],
         usage=state.usage,
         iterations=state.iterations,
@@ -486,7 +599,9 @@ def resume_loop(
                 arguments_valid=pending.arguments_valid,
             )
             registered = catalog.get(call.name)
-            if not approved:
+            if pending.refusal is not None:
+                _refuse(segment, call, pending.refusal)
+            elif not approved:
                 _refuse(segment, call, f'Error: tool "{call.name}" was denied by the operator.')
             elif registered is None or not segment.permits(registered):
                 _refuse(

@@ -18,6 +18,7 @@ from typing import Any
 
 from nrllm_core._host import Host, RunOutcome
 from nrllm_core._payloads import TraceEvent
+from nrllm_core._private_files import private_dir
 from nrllm_core._serde import to_json, trace_dict
 
 _CONFIG = """\
@@ -232,7 +233,7 @@ def _show_outcome(outcome: RunOutcome) -> None:
 
 
 def main(home: Path) -> int:
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     server_script, description = home / "mcp_notes.py", home / "mcp_notes_description.txt"
     server_script.write_text(_MCP_SERVER, encoding="utf-8")
     description.write_text("Look up the team's notes that mention a term.", encoding="utf-8")

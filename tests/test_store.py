@@ -144,7 +144,7 @@ def test_a_step_that_cannot_be_stored_raises(store: Store) -> None:
 
     with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
         store.record_step(record("r1", 1))
-    with pytest.raises(Exception, match=r"(?i)foreign key"):
+    with pytest.raises(LookupError, match='no run "nope"'):
         store.record_step(record("nope", 1))
     with pytest.raises(ValueError, match="NaN"):
         store.record_step(record("r1", 2, cost=math.nan))
@@ -374,6 +374,7 @@ def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any, shared: bo
             assert [s.payload["n"] for s in detail.steps] == list(range(1, steps + 1))
             assert detail.run.steps == steps
             assert detail.run.status is RunStatus.COMPLETED
+        assert store.verify().broken == ()
     finally:
         store.close()
 
@@ -422,6 +423,9 @@ def test_a_killed_run_keeps_every_committed_step_and_shows_interrupted(backend: 
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait(timeout=30)
+        # Under load the child runs ahead of this reader: what it reported before the kill
+        # is still in the pipe, and the last of it is what it had committed.
+        committed = max([committed, *(int(line) for line in child.stdout)])
         stderr = child.stderr.read()
     assert child.returncode == -signal.SIGKILL, stderr
     assert committed >= 300
