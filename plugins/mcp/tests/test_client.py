@@ -115,6 +115,7 @@ def test_the_child_gets_only_the_listed_environment_and_path(configure, state, m
 def test_a_hung_server_times_out_and_the_next_call_reconnects(configure, state):
     configure({"demo": stdio_server(state, read_only_tools=READ_ONLY, timeout_seconds=1)})
     pm = make_plugin_manager()
+    assert "demo__hang" in pm.catalog().tools
     started = time.monotonic()
     wire = call(pm, "demo__hang")
     assert time.monotonic() - started < 5

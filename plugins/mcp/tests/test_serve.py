@@ -249,6 +249,7 @@ def test_zone_and_provider_are_exclusive(served):
 
 def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
     config = Path(served["NRLLM_CONFIG"])
+    (config.parent / "none.toml").write_text('[[turns]]\ncontent = "unused"\n')
     config.write_text(
         config.read_text()
         + '[providers.desk]\nkind = "scripted"\nscript = "none.toml"\ntrust_zone = "local"\n'
