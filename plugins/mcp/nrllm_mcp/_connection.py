@@ -73,9 +73,9 @@ class Connection:
         session = self._session
         if session is None:
             raise ConnectionFailed("the session is closed")
-        return _runner.run(
-            session.call_tool(name, arguments, read_timeout_seconds=timeout), timeout
-        )
+        # The limit is this wait's alone: an SDK read timeout of the same length would race it
+        # and fail the call as something other than a timeout.
+        return _runner.run(session.call_tool(name, arguments), timeout)
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the holding task; with ``wait``, wait (bounded) for the transport to shut
