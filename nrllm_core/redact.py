@@ -27,87 +27,196 @@ _MAX_TREE_DEPTH: Final = 100
 # passes settle every input found so far; the cap only guards against a pathological chain.
 _MAX_PASSES: Final = 4
 
-# A cheap necessary condition for every pattern below: text without any of these fragments
+# The line breaks ``str.splitlines`` knows. No mask removes one, so a caller may mask a whole
+# file and split it afterwards with every line where it was (a key block spans many lines).
+_BREAKS: Final = "\\n\\r\\x0b\\x0c\\x1c-\\x1e\\x85\\u2028\\u2029"
+_LINE: Final = re.compile(f"[^{_BREAKS}]+")
+
+# A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
 _TRIGGER: Final = re.compile(
-    r"@|[?&;][\w\-]+=|(?i:bearer)|sk-|k_(?:live|test)_|AKIA|gh[pousr]_|github_pat_"
-    r"|xox[abprs]-|xapp-|AIza|SG\.|eyJ|-us\d"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pwd|secret|credential|contrase|key|token|authoriz)|-{4}"
+    r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
+    r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
+    r"|(?:AC|SK)[0-9a-f]{32}|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
+)
+
+# Every line of a private key block, from its BEGIN line to its END line, or to the end of
+# the text when the END line is missing: a block cut short is still a key.
+_KEY_BLOCK: Final = (
+    r"(?P<key_block>"
+    r"-{4,5}[ ]?BEGIN[ ][A-Z0-9 ]{0,40}PRIVATE[ ]KEY(?:[ ]BLOCK)?[ ]?-{4,5}"
+    r"(?:(?s:.*?)-{4,5}[ ]?END[ ][A-Z0-9 ]{0,40}PRIVATE[ ]KEY(?:[ ]BLOCK)?[ ]?-{4,5}|(?s:.*))"
+    rf"|PuTTY-User-Key-File-[0-9]+:(?:(?s:.*?)Private-MAC:[^{_BREAKS}]*|(?s:.*))"
+    r")"
 )
 
 # The user part and password stop at quotes, commas and semicolons so that a port followed
 # later by an unrelated address (``"https://example.com:8080","contact":"a@b.org"``) is never
 # read as ``user:password@``. The lookbehind only lets a scheme start at the beginning of a
 # run, which keeps the scan linear on long dotted strings.
-_URL_USERINFO: Final = re.compile(
-    r"(?<![\w+.\-])([a-z][a-z0-9+.\-]*://[^\s:/?#@\"'<>`,;\\]*):[^\s/?#@\"'<>`,;\\]+@",
-    re.IGNORECASE,
+_URL_USERINFO: Final = (
+    r"(?<![\w+.\-])(?P<userinfo>(?P<userinfo_keep>[A-Za-z][A-Za-z0-9+.\-]*://"
+    r"[^\s:/?#@\"'<>`,;\\]*):[^\s/?#@\"'<>`,;\\]+@)"
 )
 
 # ``client_secret``, ``x_api_key`` or ``X-Amz-Signature``: any name *ending* in a credential
 # word counts, but a bare ``key``, ``sig`` or ``auth`` only on its own, so ``sort_key`` and
 # ``max_tokens`` survive. ``&amp;`` covers URLs quoted in HTML. The value stops at structural
 # characters so that fragments, JSON, HTML and Markdown neighbours survive.
-_URL_QUERY_CREDENTIAL: Final = re.compile(
-    r"(&amp;|[?&])"
-    r"((?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
+_URL_QUERY_CREDENTIAL: Final = (
+    r"(?P<query>(?P<query_keep>(?:&amp;|[?&])"
+    r"(?i:(?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
     r"|password|passwd|signature|credential)|key|sig|auth)"
-    r"=[^&\s\"'#<>`)\\]+",
-    re.IGNORECASE,
+    r"=)[^&\s\"'#<>`)\\]+)"
 )
 
-# Runs before the vendor shapes so ``Bearer sk-…`` collapses to one mask. The lookahead asks
-# for something token-like (a digit, an inner symbol, or 20+ characters) so that prose such
-# as "the bearer of this letter" is left alone.
-_BEARER: Final = re.compile(
-    r"\b((?i:bearer)\s+)"
+# ``Authorization: Basic …``, ``"Authorization": "Bearer …"``: the scheme stays, whatever
+# follows it up to a quote or the end of the line is the credential.
+_AUTHORIZATION: Final = (
+    r"(?<![A-Za-z0-9_\-])(?P<authz>(?P<authz_keep>(?i:(?:proxy-)?authorization)[\"']?[ \t]*"
+    r"[:=][ \t]*[\"']?(?:(?i:basic|bearer|digest|negotiate|ntlm|token|hmac)[ \t]+)?)"
+    rf"[^{_BREAKS}\"'`]+)"
+)
+
+# Before the vendor shapes, so ``Bearer sk-…`` collapses to one mask. The lookahead asks for
+# something token-like (a digit, an inner symbol, or 20+ characters) so that prose such as
+# "the bearer of this letter" is left alone.
+_BEARER: Final = (
+    r"\b(?P<bearer>(?P<bearer_keep>(?i:bearer)\s+)"
     r"(?=[A-Za-z0-9._~+/\-]{20}|[A-Za-z0-9._~+/\-]*?(?:[0-9]|[._~+/\-][A-Za-z0-9._~+/\-]))"
-    r"[A-Za-z0-9._~+/\-]+=*"
+    r"[A-Za-z0-9._~+/\-]+=*)"
+)
+
+# A credential name: one that contains a word only credentials use (``dbPassword``,
+# ``client_secret``, ``AccountKey``, ``private_key_id``), or that ends in ``token`` or in a
+# ``pass`` of its own (``DB_PASS``, ``keyPass``; not ``bypass``). A name only starts where a
+# run of name characters starts, and the atomic group commits to the first credential word
+# in it: a later one would leave the same run end, so the scan stays linear.
+_NAME_CHAR: Final = r"[A-Za-z0-9_.\-]"
+_NAME: Final = (
+    rf"(?<!{_NAME_CHAR})(?:(?>{_NAME_CHAR}*?(?i:passwor[dt]|passwd|passphrase|pwd|secret"
+    r"|credential|contrase(?:ñ|n)a|(?:db|database|key)[_.\-]?pass"
+    r"|(?:api|auth|service|account|db|database|priv|private|client|access|signing|master"
+    r"|encryption|license|app|consumer|storage|subscription|hmac|jwt|session|aws)[_.\-]?key))"
+    rf"{_NAME_CHAR}*+|{_NAME_CHAR}*?(?:(?i:token)|(?<![A-Za-z])(?i:pass)|(?<=[a-z0-9])Pass)"
+    rf"(?!{_NAME_CHAR}))"
+)
+# What joins a name to its value: ``=``, ``:=``, ``=>``, ``==``, a ``:`` that is not a port
+# or a scope, and for a Go-style declaration a type in between (``password string =``). A
+# quoted name also takes ``,`` (``define('DB_PASSWORD', …)``), ``] =`` (``env["TOKEN"] =``)
+# and an XML ``value=`` attribute (``<add key="ApiKey" value="…"/>``).
+_BARE_JOIN: Final = (
+    r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:]))|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
+)
+_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|:|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
+# A type annotation before the value (``password: str = "…"``) goes with the value.
+_ANNOTATION: Final = r"(?:[A-Za-z_][\w.\[\]|, ]{0,60}?[ \t]*=(?![=>])[ \t]*)?"
+# A quoted value keeps its quotes (and a ``f``/``b``/``@`` prefix); an unquoted one ends at
+# whitespace or a structural character, except at the start of a line (``.env``, YAML, INI,
+# properties), where it is the rest of the line.
+_ASSIGNMENT: Final = (
+    r"(?P<assign>(?P<assign_keep>(?P<assign_bol>(?m:^)[ \t]*(?:export[ \t]+|-[ \t]+)?)?"
+    rf"(?:(?P<assign_q>[\"'`]){_NAME}(?P=assign_q){_QUOTED_JOIN}|{_NAME}{_BARE_JOIN})"
+    rf"[ \t]*{_ANNOTATION})"
+    rf"(?:(?P<assign_open>[rRbBfFuU]{{0,2}}[@$]?(?P<assign_quote>[\"'`]))"
+    rf"(?P<assign_body>(?:(?!(?P=assign_quote))[^\\{_BREAKS}]|\\[^{_BREAKS}])*+)"
+    r"(?P<assign_close>(?P=assign_quote)?)"
+    rf"|(?(assign_bol)[^\s{_BREAKS}][^{_BREAKS}]*|[^\s\"'`,;&<>(){{}}\[\]\\]+)))"
+)
+# ``<password>…</password>`` and ``<db:password>…``: the text up to the next tag, each of its
+# lines masked.
+_XML_ELEMENT: Final = (
+    rf"(?P<xml>(?P<xml_keep><(?:[A-Za-z_][\w.\-]*:)?{_NAME}(?:[ \t][^<>{_BREAKS}]{{0,200}})?>)"
+    r"[^<]++(?=</))"
 )
 
 # One alternation rather than one pass per vendor: the leftmost shape wins, so a key whose
-# body happens to contain another vendor's prefix is masked whole instead of half-eaten.
-# The trailing ``\w*`` takes any glued word characters along, so a mask never leaves a word
-# character behind it that could start a new match on the next pass. A JWT glued to a hyphen
-# gets a bounded header: unbounded, a long ``eyJ-eyJ-…`` run would be rescanned from every
-# hyphen, which is quadratic.
-_VENDOR_KEY: Final = re.compile(
-    r"""
-    \b(?:
-        (?P<openai>sk-)[A-Za-z0-9_\-]{16,}
-      | [sp]k_(?:live|test)_[A-Za-z0-9]{24,}
-      | AKIA[0-9A-Z]{16,}
-      | gh[pousr]_[A-Za-z0-9]{36,}
-      | github_pat_\w{22,}
-      | xox[abprs]-[A-Za-z0-9\-]{10,}
-      | xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+
-      | AIza[0-9A-Za-z_\-]{35,}
-      | [a-f0-9]{32}-us\d{1,2}
-      | SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}
-      | (?<![\w\-])eyJ[\w\-]++\.[\w\-]++\.[\w\-]++
-      | (?<=-)eyJ[\w\-]{1,1024}+\.[\w\-]++\.[\w\-]++
-    )\w*
-    """,
-    re.ASCII | re.VERBOSE,
+# body happens to contain another vendor's prefix is masked whole instead of half-eaten. No
+# shape asks for a word boundary before it (``token_ghp_…`` and ``xAKIA…`` are keys), and
+# the trailing ``[A-Za-z0-9_]*`` takes any glued word characters along, so a mask never
+# leaves a word character behind it that could start a new match on the next pass. Only
+# ``sk-`` glued to a letter or digit asks for a digit in its body: ``task-…`` is a word.
+# A JWT starts at the beginning of its run, glued characters and all, and the atomic group
+# commits to the first ``eyJ`` in it, which keeps a long ``eyJeyJ…`` run linear.
+_VENDOR_KEY: Final = r"""(?P<vendor>(?:
+    (?P<openai>sk-)(?:(?<![A-Za-z0-9]sk-)|(?=[A-Za-z0-9_\-]{0,64}[0-9]))[A-Za-z0-9_\-]{16,}
+  | (?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{24,} | whsec_[A-Za-z0-9]{24,}
+  | (?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}
+  | gh[pousr]_[A-Za-z0-9]{36,} | github_pat_[A-Za-z0-9_]{22,}
+  | gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_\-]{20,} | GR1348941[A-Za-z0-9_\-]{20,}
+  | npm_[A-Za-z0-9]{36,} | hf_[A-Za-z0-9]{30,} | api_org_[A-Za-z0-9]{30,}
+  | pypi-AgE[A-Za-z0-9_\-]{50,} | sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}
+  | xox[abeoprs]-[A-Za-z0-9\-]{10,} | xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+
+  | hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,}
+  | AIza[0-9A-Za-z_\-]{35,} | (?:AC|SK)[a-f0-9]{32} | [a-f0-9]{32}-us[0-9]{1,2}
+  | SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}
+  | [0-9]{8,10}:[A-Za-z0-9_\-]{35}
+  | [MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27}
+  | (?<![A-Za-z0-9_\-])(?>(?P<jwt_glue>[A-Za-z0-9_\-]*?)eyJ)[A-Za-z0-9_\-]*+
+    \.[A-Za-z0-9_\-]++\.[A-Za-z0-9_\-]++
+)[A-Za-z0-9_]*)"""
+
+# An AWS secret access key has no prefix: 40 characters of its alphabet standing alone, with
+# an upper-case letter, a lower-case letter and a digit among them. A git SHA-1 (lower-case
+# hex) and an absolute path (a leading ``/``) are not keys.
+_AWS_SECRET: Final = (
+    r"(?<![A-Za-z0-9/+=])(?P<aws_secret>(?=[A-Za-z0-9/+]{0,39}[A-Z])"
+    r"(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9][A-Za-z0-9/+]{39})"
+    r"(?![A-Za-z0-9/+=])"
 )
 
 # The lookbehind makes a match start only where a run of address characters starts, which
 # keeps a long run without ``@`` linear instead of quadratic. ``_`` is allowed in the local
 # part so ``first_last@…`` is not half-masked.
-_EMAIL: Final = re.compile(
-    r"(?<![\w.%+\-])[\w.%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\w*",
-    re.ASCII,
+_EMAIL: Final = (
+    r"(?<![A-Za-z0-9_.%+\-])(?P<email>[A-Za-z0-9_.%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
+    r"[A-Za-z0-9_]*)"
 )
 
-# Order is the contract: URL credentials, then ``Bearer``, then vendor shapes, then e-mail.
-_CATALOGUE: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (_URL_USERINFO, rf"\1:{REDACTION_MASK}@"),
-    (_URL_QUERY_CREDENTIAL, rf"\1\2={REDACTION_MASK}"),
-    (_BEARER, rf"\1{REDACTION_MASK}"),
-    # The OpenAI mask keeps ``sk-`` so a reader can tell what was removed; the group is empty
-    # for every other shape.
-    (_VENDOR_KEY, rf"\g<openai>{REDACTION_MASK}"),
-    (_EMAIL, REDACTION_MASK),
+# One pass over the text for the whole catalogue. Where two shapes start at the same place
+# the order decides: key blocks, URL credentials, ``Authorization``, ``Bearer``, credential
+# assignments, vendor shapes, AWS secret keys, e-mail addresses.
+_CATALOGUE: Final = re.compile(
+    "|".join(
+        (
+            _KEY_BLOCK,
+            _URL_USERINFO,
+            _URL_QUERY_CREDENTIAL,
+            _AUTHORIZATION,
+            _BEARER,
+            _ASSIGNMENT,
+            _XML_ELEMENT,
+            _VENDOR_KEY,
+            _AWS_SECRET,
+            _EMAIL,
+        )
+    ),
+    re.VERBOSE,
 )
+
+
+def _masked(match: re.Match[str]) -> str:
+    kind = match.lastgroup
+    if kind == "key_block":
+        return _LINE.sub(REDACTION_MASK, match[0])
+    if kind == "xml":
+        keep = match["xml_keep"]
+        return keep + _LINE.sub(REDACTION_MASK, match[0][len(keep) :])
+    if kind == "assign":
+        if match["assign_quote"] is None:
+            return match["assign_keep"] + REDACTION_MASK
+        if not match["assign_body"]:
+            return match[0]
+        return match["assign_keep"] + match["assign_open"] + REDACTION_MASK + match["assign_close"]
+    if kind == "userinfo":
+        return f"{match['userinfo_keep']}:{REDACTION_MASK}@"
+    if kind == "vendor":
+        # The OpenAI mask keeps ``sk-`` so a reader can tell what was removed.
+        return (match["jwt_glue"] or match["openai"] or "") + REDACTION_MASK
+    if kind in ("query", "authz", "bearer"):
+        return match[f"{kind}_keep"] + REDACTION_MASK
+    return REDACTION_MASK
 
 
 def mask_secrets(text: str) -> str:
@@ -115,9 +224,7 @@ def mask_secrets(text: str) -> str:
     if _TRIGGER.search(text) is None:
         return text
     for _ in range(_MAX_PASSES):
-        masked = text
-        for pattern, replacement in _CATALOGUE:
-            masked = pattern.sub(replacement, masked)
+        masked = _CATALOGUE.sub(_masked, text)
         if masked == text:
             break
         text = masked
