@@ -134,9 +134,7 @@ def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
     """A credential assignment: a quoted value keeps its quotes (and an ``f``, ``b`` or ``@``
     prefix); an unquoted one ends at whitespace or a structural character, or with
     ``whole_line`` (``.env``, YAML, INI, properties) at the end of the line."""
-    unquoted = (
-        rf"[^\s{_BREAKS}][^{_BREAKS}]*" if whole_line else r"[^\s\"'`,;&<>(){}\[\]\\]+"
-    )
+    unquoted = rf"[^\s{_BREAKS}][^{_BREAKS}]*" if whole_line else r"[^\s\"'`,;&<>(){}\[\]\\]+"
     return (
         rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}[ \t]*{_ANNOTATION})"
         rf"(?:(?P<{kind}_open>[rRbBfFuU]{{0,2}}[@$]?(?P<{kind}_quote>[\"'`]))"
@@ -213,6 +211,15 @@ _EMAIL: Final = (
 # the first listed wins. Every shape either starts with a character the engine checks before
 # trying it, or only where a run of letters and digits starts (the shared lookbehind): a
 # position inside a long run costs a few checks, not one per shape.
+_AT_RUN_START: Final = (
+    _URL_USERINFO,
+    _AUTHORIZATION,
+    _BEARER,
+    _BARE_ASSIGNMENT,
+    _JWT,
+    _AWS_SECRET,
+    _EMAIL,
+)
 _CATALOGUE: Final = re.compile(
     "|".join(
         (
@@ -222,11 +229,7 @@ _CATALOGUE: Final = re.compile(
             _QUOTED_ASSIGNMENT,
             _LINE_ASSIGNMENT,
             _VENDOR_KEY,
-            "(?=[A-Za-z0-9_.%+\\-])(?<![A-Za-z0-9])(?:"
-            + "|".join(
-                (_URL_USERINFO, _AUTHORIZATION, _BEARER, _BARE_ASSIGNMENT, _JWT, _AWS_SECRET, _EMAIL)
-            )
-            + ")",
+            "(?=[A-Za-z0-9_.%+\\-])(?<![A-Za-z0-9])(?:" + "|".join(_AT_RUN_START) + ")",
         )
     ),
     re.VERBOSE,
