@@ -119,11 +119,13 @@ _NAME: Final = (
     r"|(?i:(?<=token))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass))"
 )
 # What joins a name to its value: ``=``, ``:=``, ``=>``, ``==``, a ``:`` that is not a port
-# or a scope, and for a Go-style declaration a type in between (``password string =``). A
+# or a scope, the parenthesis of a call with a quoted argument (``setPassword("…")``), and
+# for a Go-style declaration a type in between (``password string =``). A
 # quoted name also takes ``,`` (``define('DB_PASSWORD', …)``), ``] =`` (``env["TOKEN"] =``)
 # and an XML ``value=`` attribute (``<add key="ApiKey" value="…"/>``).
 _BARE_JOIN: Final = (
-    r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:]))|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
+    r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
+    r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
 )
 _QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|:|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
 # A type annotation before the value (``password: str = "…"``) goes with the name.

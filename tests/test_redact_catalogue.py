@@ -118,6 +118,7 @@ CATALOGUE = [
         id="keyword-argument",
     ),
     pytest.param('os.environ["API_KEY"] = "abc"', 'os.environ["API_KEY"] = "***"', id="subscript"),
+    pytest.param('ds.setPassword("hunter2");', 'ds.setPassword("***");', id="setter"),
     pytest.param('password: str = "hunter2"', 'password: str = "***"', id="annotated"),
     pytest.param('var password string = "hunter2"', 'var password string = "***"', id="go-var"),
     pytest.param('apiKey := "abc123"', 'apiKey := "***"', id="go-short"),
@@ -126,7 +127,9 @@ CATALOGUE = [
     pytest.param("api_key: abc 123", "api_key: ***", id="yaml"),
     pytest.param("  - password: x y z", "  - password: ***", id="yaml-list"),
     pytest.param('api_key = "abc123"', 'api_key = "***"', id="toml"),
-    pytest.param("[db]\npassword = two words\nhost = x", "[db]\npassword = ***\nhost = x", id="ini"),
+    pytest.param(
+        "[db]\npassword = two words\nhost = x", "[db]\npassword = ***\nhost = x", id="ini"
+    ),
     pytest.param("export GITHUB_TOKEN=abc", "export GITHUB_TOKEN=***", id="env-export"),
     pytest.param("spring.datasource.password=s3cr3t", "spring.datasource.password=***", id="props"),
     pytest.param("//registry/:_authToken=abcd-1234", "//registry/:_authToken=***", id="npmrc"),
@@ -145,6 +148,7 @@ SURVIVORS = [
     pytest.param("Basic usage of the API", id="basic-in-prose"),
     pytest.param("The password must be long.", id="password-in-prose"),
     pytest.param('password = ""', id="empty-password"),
+    pytest.param("def check_password(password, hashed):", id="function-definition"),
     pytest.param("/usr/local/lib/python3.11/site-packages/x", id="absolute-path"),
     pytest.param("-----BEGIN PUBLIC KEY-----", id="public-key-block"),
     pytest.param("data-key='abc'", id="attribute-named-key"),
