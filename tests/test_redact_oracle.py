@@ -31,6 +31,9 @@ HUGGING = "hf_" + "HtKqmZpXvLnBcRwYeTvWyBnCdFgJsAeUkQ"
 AZURE = (
     "Xq8vT2mK9pL4zR7wN1bY5cH3fJ6dG0sA" + "8gE2uV4iO7lP9kM1nB3cX5zQ7wE9rT1yU3iO5pA7sD9fG1hJ3kL5mN7=="
 )
+AZURE_CONNECTION = (
+    f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={AZURE};EndpointSuffix=core.net"
+)
 BODY = [
     "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi2aEXGQnPLc7ztk9mXrOJJQOXl",
     "q2kEeBeUPd0vL4Cw7cJdYo6N3hLPUaTn2P0wT4bWQ8eJ5ZxA1sX9kR6cF3mG2vD7",
@@ -127,7 +130,7 @@ service:
 <configuration>
   <appSettings>
     <add key="ApiKey" value="{next(pw)}" />
-    <add key="StorageConnection" value="DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={AZURE};EndpointSuffix=core.windows.net" />
+    <add key="StorageConnection" value="{AZURE_CONNECTION}" />
   </appSettings>
   <connectionStrings>
     <add name="Main" connectionString="Server=db;Database=app;User Id=sa;Password={next(pw)};" />
