@@ -14,9 +14,9 @@ from nrllm_builtin._settings import BuiltinSettings
 __all__ = ["TablePolicy", "is_nrllm_table", "is_sensitive_column", "is_sensitive_table"]
 
 # Before a name is judged it is reduced to what it looks like: compatibility forms folded
-# (NFKC: ``ｐａｓｓ`` is ``pass``), accents, zero-width and other format characters dropped,
-# and the Cyrillic and Greek letters that look like Latin ones read as those
-# (``pаssword`` with a Cyrillic ``а`` is a password).
+# (NFKC: a fullwidth ``pass`` is ``pass``), accents, zero-width and other format characters
+# dropped, and the Cyrillic and Greek letters that look like Latin ones read as those
+# (``p\u0430ssword`` with a Cyrillic ``\u0430`` is a password).
 _CONFUSABLES: Final = str.maketrans(
     "аеорсухіјѕԁԛԝһкмнтвьүӏгпАВЕКМНОРСТУХІЈЅαβγεικνορτυχωΑΒΕΖΗΙΚΜΝΟΡΤΥΧıɑ",
     "aeopcyxijsdqwhkmhtbbylrnABEKMHOPCTYXIJSabyeikvoptuxwABEZHIKMNOPTYXia",

@@ -57,11 +57,8 @@ def widgets(tmp_path):
                 + ")"
             )
         )
-        connection.execute(
-            text(
-                "INSERT INTO widgets VALUES (1, 'Lamp', 'light', 'h1', 'k1', 'm1', 's1', 'o1', 'p1')"
-            )
-        )
+        values = ", ".join(f"'{value}'" for value in ["Lamp", "light", *columns])
+        connection.execute(text(f"INSERT INTO widgets VALUES (1, {values})"))
     engine.dispose()
     return {"records_url": url, "write_tables": ["widgets"]}, columns
 
