@@ -244,11 +244,10 @@ def _kept(match: re.Match[str], kind: str) -> str:
 
 
 def _masked(match: re.Match[str]) -> str:
-    kind = match.lastgroup
+    # Every alternative ends in the group named after its kind, so that group closes last.
+    kind = match.lastgroup or ""
     if kind in ("key_block", "putty"):
         return _LINE.sub(REDACTION_MASK, match[0])
-    if kind is None:  # pragma: no cover - every alternative ends in its kind's group
-        return REDACTION_MASK
     if kind == "xml":
         kept = _kept(match, kind)
         return kept + _LINE.sub(REDACTION_MASK, match[0][len(kept) :])
