@@ -11,6 +11,7 @@ from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._sink_recorder import SinkRecorder
 from nrllm_core.cli._logging import configure_for_cli
+from nrllm_core.cli._terminal import echo, echo_json
 
 
 @click.group()
@@ -45,34 +46,32 @@ def plugins(as_json: bool) -> None:
     pm = _plugin_manager()
     records = pm.plugin_records()
     if as_json:
-        click.echo(
-            to_json(
-                [
-                    {
-                        "name": r.name,
-                        "distribution": r.distribution,
-                        "version": r.version,
-                        "hooks": list(r.hooks),
-                        "tools": list(r.tools),
-                        "error": r.error,
-                        "withheld": [{"tool": t, "plugins": list(p)} for t, p in r.withheld],
-                    }
-                    for r in records
-                ]
-            )
+        echo_json(
+            [
+                {
+                    "name": r.name,
+                    "distribution": r.distribution,
+                    "version": r.version,
+                    "hooks": list(r.hooks),
+                    "tools": list(r.tools),
+                    "error": r.error,
+                    "withheld": [{"tool": t, "plugins": list(p)} for t, p in r.withheld],
+                }
+                for r in records
+            ]
         )
         return
     for r in records:
         where = f"{r.distribution} {r.version}" if r.distribution else "registered by the host"
-        click.echo(f"{r.name} ({where})")
+        echo(f"{r.name} ({where})")
         if r.error:
-            click.echo(f"  error: {r.error}")
+            echo(f"  error: {r.error}")
         if r.hooks:
-            click.echo(f"  hooks: {', '.join(r.hooks)}")
+            echo(f"  hooks: {', '.join(r.hooks)}")
         if r.tools:
-            click.echo(f"  tools: {', '.join(r.tools)}")
+            echo(f"  tools: {', '.join(r.tools)}")
         for tool_name, owners in r.withheld:
-            click.echo(f"  withheld: {tool_name} (registered by {' and '.join(owners)})")
+            echo(f"  withheld: {tool_name} (registered by {' and '.join(owners)})")
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -115,18 +114,18 @@ def invoke(
         "audit": audit_dict(capture.audit[-1]),
     }
     if as_json:
-        click.echo(to_json(report))
+        echo_json(report)
         return
     wire = report["wire"]
-    click.echo(f"wire  ({'error' if wire['is_error'] else 'ok'}): what the model would receive")
-    click.echo(_indent(wire["content"]))
+    echo(f"wire  ({'error' if wire['is_error'] else 'ok'}): what the model would receive")
+    echo(_indent(wire["content"]), multiline=True)
     artifacts = report["trace"].get("tool_artifacts", [])
-    click.echo(f"trace: {len(artifacts)} artifact(s), for the run's trace and inspector only")
+    echo(f"trace: {len(artifacts)} artifact(s), for the run's trace and inspector only")
     for artifact in artifacts:
-        click.echo(_indent(f"[{artifact['type']}] {artifact['label'] or 'Artifact'}"))
-        click.echo(_indent(to_json(artifact["data"]), 4))
-    click.echo("audit: the persisted copy")
-    click.echo(_indent(to_json(report["audit"]["payload"])))
+        echo(_indent(f"[{artifact['type']}] {artifact['label'] or 'Artifact'}"))
+        echo(_indent(to_json(artifact["data"]), 4))
+    echo("audit: the persisted copy")
+    echo(_indent(to_json(report["audit"]["payload"])))
 
 
 def _indent(text: str, width: int = 2) -> str:

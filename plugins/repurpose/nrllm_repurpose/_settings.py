@@ -37,9 +37,15 @@ class RepurposeSettings:
     speech_provider: str | None = None
     lease_seconds: int = 300
     poll_seconds: float = 2.0
+    # Bounds on the child process that parses a fetched page or PDF.
+    parse_cpu_seconds: int = 20
+    parse_memory_mib: int = 512
 
 
 _STRINGS: Final = ("provider", "store_url", "output_dir", "speech_provider")
+# Integer keys and their smallest value. Below 128 MiB the parser's interpreter and its
+# imports alone would not fit, and every job would fail.
+_INTEGERS: Final = {"lease_seconds": 1, "parse_cpu_seconds": 1, "parse_memory_mib": 128}
 
 
 def load_settings(raw: object) -> RepurposeSettings:
@@ -78,11 +84,12 @@ def load_settings(raw: object) -> RepurposeSettings:
                 f"{SECTION}.allow_hosts: exact host names or IP addresses only, no ranges"
             )
         values["allow_hosts"] = tuple(h.strip() for h in hosts)
-    if "lease_seconds" in raw:
-        lease = raw["lease_seconds"]
-        if type(lease) is not int or lease < 1:
-            raise SettingsError(f"{SECTION}.lease_seconds: expected an integer of 1 or more")
-        values["lease_seconds"] = lease
+    for key, least in _INTEGERS.items():
+        if key in raw:
+            number = raw[key]
+            if type(number) is not int or number < least:
+                raise SettingsError(f"{SECTION}.{key}: expected an integer of {least} or more")
+            values[key] = number
     if "poll_seconds" in raw:
         poll = raw["poll_seconds"]
         if type(poll) not in (int, float) or poll <= 0:
