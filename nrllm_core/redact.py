@@ -93,7 +93,8 @@ _BEARER: Final = (
 # run of name characters starts, and one scan decides: it runs through the letters no
 # credential word starts with in one step, tries the words only at the others (a ``key`` or
 # ``pass`` looks back for what qualifies it), and at the end of the run looks back for the
-# endings. Every run is read once, however long.
+# endings. Every run is read once, however long. Each word starts with a class the engine
+# checks before entering it.
 _NAME_CHAR: Final = r"[A-Za-z0-9_.\-]"
 _KEY_QUALIFIERS: Final = (
     "api", "auth", "service", "account", "db", "database", "priv", "private", "client",
@@ -104,13 +105,23 @@ _PASS_QUALIFIERS: Final = ("db", "database", "key")
 
 
 def _qualified(word: str, qualifiers: tuple[str, ...]) -> str:
-    """``word`` right after one of ``qualifiers``, glued or joined by ``_``, ``.`` or ``-``."""
-    behind = "|".join(f"(?<={q}{word})|(?<={q}[_.\\-]{word})" for q in qualifiers)
-    return f"{word}(?:{behind})"
+    """``word``, then a look back for one of ``qualifiers`` before it, glued or joined by
+    ``_``, ``.`` or ``-``: one look per length, after a first look at the letter before."""
+    last = "".join(sorted({q[-1] for q in qualifiers}))
+    by_length: dict[int, list[str]] = {}
+    for q in qualifiers:
+        by_length.setdefault(len(q), []).append(q)
+    behind = "|".join(
+        f"(?<={'|'.join(f'{q}{joint}{word}' for q in group)})"
+        for group in by_length.values()
+        for joint in ("", "[_.\\-]")
+    )
+    first = f"[{word[0].upper()}{word[0]}]"
+    return f"{first}(?i:{word[1:]}(?:(?<=[{last}]{word})|(?<=[{last}][_.\\-]{word}))(?:{behind}))"
 
 
 _CONTAINED_WORD: Final = (
-    r"(?i:pass(?:wor[dt]|wd|phrase)|pwd|secret|credential|contrase(?:ñ|n)a"
+    r"(?:[Pp](?i:ass(?:wor[dt]|wd|phrase)|wd)|[Ss](?i:ecret)|[Cc](?i:redential|ontrase(?:ñ|n)a)"
     rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)})"
 )
 _NAME: Final = (
