@@ -224,14 +224,12 @@ _EMAIL: Final = (
 # the first listed wins. Every shape either starts with a character the engine checks before
 # trying it, or only where a run of letters and digits starts (the shared lookbehind): a
 # position inside a long run costs a few checks, not one per shape.
+# Every shape that starts a run but an e-mail address needs three characters of it (a
+# two-letter scheme and its colon at least).
 _AT_RUN_START: Final = (
-    _URL_USERINFO,
-    _AUTHORIZATION,
-    _BEARER,
-    _BARE_ASSIGNMENT,
-    _JWT,
-    _AWS_SECRET,
-    _EMAIL,
+    "(?=[A-Za-z0-9_.%+\\-])(?<![A-Za-z0-9])(?:(?=[A-Za-z0-9_.+\\-]{2}[A-Za-z0-9_.+:\\-])(?:"
+    + "|".join((_URL_USERINFO, _AUTHORIZATION, _BEARER, _BARE_ASSIGNMENT, _JWT, _AWS_SECRET))
+    + f")|{_EMAIL})"
 )
 _CATALOGUE: Final = re.compile(
     "|".join(
@@ -242,7 +240,7 @@ _CATALOGUE: Final = re.compile(
             _QUOTED_ASSIGNMENT,
             _LINE_ASSIGNMENT,
             _VENDOR_KEY,
-            "(?=[A-Za-z0-9_.%+\\-])(?<![A-Za-z0-9])(?:" + "|".join(_AT_RUN_START) + ")",
+            _AT_RUN_START,
         )
     ),
     re.VERBOSE,

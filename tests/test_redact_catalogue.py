@@ -30,6 +30,7 @@ CATALOGUE = [
     pytest.param("x" + AWS_KEY_ID, "x***", id="aws-id-glued"),
     pytest.param("x_" + JWT, "x_***", id="jwt-glued"),
     pytest.param("key=" + "ASIA" + "Q" * 16, "key=***", id="aws-temporary-id"),
+    pytest.param("s3://AKID:s3cr3t@bucket/x", "s3://AKID:***@bucket/x", id="two-letter-scheme"),
     # More vendors.
     pytest.param("glpat-" + "Xy9" * 7, "***", id="gitlab"),
     pytest.param("npm_" + "a1B2" * 9, "***", id="npm"),
