@@ -115,7 +115,7 @@ class Host:
         plugins: Iterable[object] = (),
         load_entry_points: bool = True,
         pm: PluginManager | None = None,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Host:
         """Load the configuration, the plugins and the store (migrated on first use).
@@ -125,14 +125,15 @@ class Host:
         """
         from nrllm_core.store import Store, default_data_dir
 
-        loader = config_loader(path, data=data)
+        if pm is None:
+            pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
+        # The plugins' settings classes check their sections at every load.
+        loader = config_loader(path, data=data, settings_classes=pm.settings_classes)
         config = loader()
-        folder = data_dir or default_data_dir()
+        folder = default_data_dir() if data_dir is None else Path(data_dir)
         store = Store.open(
             config.store.url, data_dir=folder, lease_seconds=config.store.lease_seconds
         )
-        if pm is None:
-            pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
         return cls(pm=pm, config_loader=loader, store=store, data_dir=folder, environ=environ)
 
     @property

@@ -19,8 +19,14 @@ class BadInput(click.ClickException):
 
 
 def host_config(ctx: click.Context) -> HostConfig:
-    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``."""
+    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``, with
+    each plugin's section checked by its settings class."""
+    from nrllm_core.cli._main import _plugin_manager
+
     try:
-        return load_config((ctx.find_root().obj or {}).get("config_path"))
+        return load_config(
+            (ctx.find_root().obj or {}).get("config_path"),
+            settings_classes=_plugin_manager().settings_classes(),
+        )
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None
