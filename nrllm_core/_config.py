@@ -428,13 +428,7 @@ def _structure(value: object, cls: type[T], path: str, errors: list[str]) -> T |
         errors.extend(_messages(exc, path))
         return None
     except (TypeError, ValueError) as exc:
-        # A settings class's own validators and converters: their message starts with the
-        # field's name, which joins the section's path.
-        field, colon, problem = str(exc).partition(": ")
-        if colon and field in {a.name for a in attrs.fields(cls)}:
-            errors.append(f"{_join(path, field)}: {problem}")
-        else:
-            errors.append(f"{path or '(top level)'}: {exc}")
+        errors.extend(_class_message(exc, cls, path) if attrs.has(cls) else _messages(exc, path))
         return None
     return structured
 
@@ -582,7 +576,7 @@ def _messages(exc: BaseException, path: str) -> list[str]:
     if isinstance(exc, ClassValidationError):
         with_notes, without = exc.group_exceptions()
         out = [m for inner, note in with_notes for m in _messages(inner, _join(path, note.name))]
-        return out + [m for inner in without for m in _messages(inner, path)]
+        return out + [m for inner in without for m in _class_message(inner, exc.cl, path)]
     if isinstance(exc, IterableValidationError):
         listed, unlisted = exc.group_exceptions()
         out = [m for inner, note in listed for m in _messages(inner, _join(path, note.index))]
@@ -590,6 +584,15 @@ def _messages(exc: BaseException, path: str) -> list[str]:
     if isinstance(exc, KeyError):
         return [f"{path}: required key missing"]
     return [f"{path or '(top level)'}: {exc}"]
+
+
+def _class_message(exc: BaseException, cls: type[Any], path: str) -> list[str]:
+    """A class's own check (an attrs validator or converter): a message that starts with a
+    field's name (``"allow_hosts: no ranges"``) joins the field to the path."""
+    field, colon, problem = str(exc).partition(": ")
+    if type(exc) in (TypeError, ValueError) and colon and field in attrs.fields_dict(cls):
+        return [f"{_join(path, field)}: {problem}"]
+    return _messages(exc, path)
 
 
 def _join(path: str, key: object) -> str:
