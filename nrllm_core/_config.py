@@ -252,19 +252,22 @@ def config_loader(
     path: str | os.PathLike[str] | None = None,
     *,
     data: Mapping[str, Any] | None = None,
+    plugin_sections: Callable[[], Iterable[str]] = tuple,
     settings_classes: Callable[[], Mapping[str, type[Any]]] = dict,
 ) -> Callable[[], HostConfig]:
     """A function that returns the live configuration, reading the file again only when it
-    changed (its path, size or modification time) or the plugins' settings classes did, so a
-    host can ask on every tool call."""
+    changed (its path, size or modification time) or the plugins did (``plugin_sections``
+    and ``settings_classes`` are asked on every call), so a host can ask on every tool call."""
     last: list[tuple[object, HostConfig]] = []
 
     def load() -> HostConfig:
+        sections = frozenset(plugin_sections())
         classes = dict(settings_classes())
         if data is not None:
-            key: object = ("data", classes)
+            key: object = ("data", sections, classes)
             if not last or last[0][0] != key:
-                last[:] = [(key, load_config(data=data, settings_classes=classes))]
+                config = load_config(data=data, plugin_sections=sections, settings_classes=classes)
+                last[:] = [(key, config)]
             return last[0][1]
         source = _locate(path)
         if source is None and last and last[0][1].source is not None:
@@ -280,11 +283,12 @@ def config_loader(
         key = (
             source,
             None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino),
+            sections,
             classes,
         )
         if last and last[0][0] == key:
             return last[0][1]
-        config = load_config(path, settings_classes=classes)
+        config = load_config(path, plugin_sections=sections, settings_classes=classes)
         last[:] = [(key, config)]
         return config
 

@@ -127,8 +127,13 @@ class Host:
 
         if pm is None:
             pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
-        # The plugins' settings classes check their sections at every load.
-        loader = config_loader(path, data=data, settings_classes=pm.settings_classes)
+        # A section is allowed for every registered plugin, and checked by its settings class.
+        loader = config_loader(
+            path,
+            data=data,
+            plugin_sections=functools.partial(_plugin_names, pm),
+            settings_classes=pm.settings_classes,
+        )
         config = loader()
         folder = default_data_dir() if data_dir is None else Path(data_dir)
         store = Store.open(
@@ -564,6 +569,10 @@ def _failed(run_id: str, error: str) -> LoopOutcome:
         ),
         error=error,
     )
+
+
+def _plugin_names(pm: PluginManager) -> list[str]:
+    return [name for name, plugin in pm.list_name_plugin() if plugin is not None]
 
 
 def _names(mapping: Mapping[str, Any]) -> str:

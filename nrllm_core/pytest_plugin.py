@@ -309,9 +309,7 @@ def _module_from_path(path: Path) -> types.ModuleType:
     return module
 
 
-def _plugin_name(
-    module: types.ModuleType, given: types.ModuleType | str | os.PathLike[str]
-) -> str:
+def _plugin_name(module: types.ModuleType, given: types.ModuleType | str | os.PathLike[str]) -> str:
     """The entry-point name: installed, else in the ``pyproject.toml`` above a loaded folder,
     else the module's own name."""
     from nrllm_core._manager import entry_point_name

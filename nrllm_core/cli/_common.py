@@ -23,10 +23,12 @@ def host_config(ctx: click.Context) -> HostConfig:
     each plugin's section checked by its settings class."""
     from nrllm_core.cli._main import _plugin_manager
 
+    pm = _plugin_manager()
     try:
         return load_config(
             (ctx.find_root().obj or {}).get("config_path"),
-            settings_classes=_plugin_manager().settings_classes(),
+            plugin_sections=[name for name, _ in pm.list_name_plugin()],
+            settings_classes=pm.settings_classes(),
         )
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None
