@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Harness", "Invocation"]
 
+# One request to a scripted model: the messages it was sent and the tools it was offered.
+Request = tuple[tuple["ChatMessage", ...], tuple["ToolSpec", ...]]
+
 MARKER: Final = "nrllm_settings"
 # The provider kind of the inline scripts: core's ``scripted`` kind, with its requests kept.
 _KIND: Final = "nrllm-pytest-scripted"
@@ -99,7 +102,7 @@ class Harness:
         #: everything the wire, trace and audit sinks received in this test.
         self.sinks = SinkRecorder()
         #: every request a scripted model received: its messages and the tools offered.
-        self.requests: list[tuple[tuple[ChatMessage, ...], tuple[ToolSpec, ...]]] = []
+        self.requests: list[Request] = []
         self._marker_settings = marker_settings
         self._sections: dict[str, Mapping[str, Any]] = {}
         self._providers: dict[str, dict[str, Any]] = {}
@@ -342,7 +345,7 @@ def _declared_entry_point(source: Path, module: str) -> str | None:
 class _ScriptedKind:
     """Registers the inline scripts' kind: core's scripted provider, its requests kept."""
 
-    def __init__(self, requests: list[tuple[tuple[ChatMessage, ...], tuple[ToolSpec, ...]]]):
+    def __init__(self, requests: list[Request]) -> None:
         self.requests = requests
 
     @hookimpl
@@ -369,7 +372,7 @@ class _ScriptedKind:
 @attrs.frozen
 class _Recorded:
     model: Provider
-    requests: list[tuple[tuple[ChatMessage, ...], tuple[ToolSpec, ...]]]
+    requests: list[Request]
 
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]

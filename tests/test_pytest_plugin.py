@@ -142,7 +142,7 @@ def test_run_approve_and_deny_drive_a_scripted_model(nrllm, tmp_path):
     assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "x\n"
     # The model saw the tool's answer: the requests are kept.
     tool_messages = [m for messages, _ in nrllm.requests for m in messages if m.tool_call_id]
-    assert [m.content for m in tool_messages][0] == "Saved the note as a.txt."
+    assert tool_messages[0].content == "Saved the note as a.txt."
 
 
 def test_offered_is_the_gate_report_for_a_zone(nrllm):
