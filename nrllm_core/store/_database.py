@@ -42,10 +42,10 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("nrllm", appauthor=False))
 
 
-def engine_for(url: str | None, data_dir: Path | None) -> Engine:
+def engine_for(url: str | None, data_dir: str | os.PathLike[str] | None) -> Engine:
     """An engine for ``url``; ``None`` is the embedded SQLite file under ``data_dir``."""
     if url is None:
-        directory = data_dir if data_dir is not None else default_data_dir()
+        directory = Path(data_dir) if data_dir is not None else default_data_dir()
         directory.mkdir(parents=True, exist_ok=True)
         url = f"sqlite+pysqlite:///{directory / DB_FILENAME}"
     parsed = make_url(url)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Final, Self, final
 
 from sqlalchemy import (
@@ -128,7 +128,7 @@ class Store:
         cls,
         url: str | None,
         *,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         lease_seconds: int = 60,
         clock: Callable[[], datetime] = _utcnow,
     ) -> Self:
@@ -155,7 +155,7 @@ class Store:
         cls,
         url: str | None,
         *,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         lease_seconds: int = 60,
         clock: Callable[[], datetime] = _utcnow,
     ) -> Self:
