@@ -212,7 +212,10 @@ def test_the_stores_take_a_str_or_a_path_like_data_dir(tmp_path, kind):
     from nrllm_core.store import Store
     from nrllm_repurpose._store import JobStore
 
-    with Store.open(None, data_dir=kind(tmp_path / "a")) as store:
+    store = Store.open(None, data_dir=kind(tmp_path / "a"))
+    try:
         assert store.list_runs() == []
+    finally:
+        store.close()
     with JobStore.open(None, data_dir=kind(tmp_path / "b")) as jobs:
         assert jobs.jobs() == []
