@@ -1,4 +1,4 @@
-"""docs/reference/testing.md documents every part of the nrllm fixture with a test, word for word."""
+"""docs/reference/testing.md documents every part of the nrllm fixture with a quoted test."""
 
 from __future__ import annotations
 
