@@ -123,16 +123,17 @@ class Harness:
             )
         return self._pm
 
-    def load(
-        self,
-        module_or_path: types.ModuleType | str | os.PathLike[str],
-        settings: Mapping[str, Any] | None = None,
-    ) -> str:
+    def load(self, module_or_path: object, settings: Mapping[str, Any] | None = None) -> str:
         """Register a plugin module (a module, a dotted name, or a file or package folder)
         under its entry-point name, and give it ``settings`` as its section (else the
-        marker's). Returns the name, which is its section's name."""
+        marker's). Returns the name, which is its section's name. Any other object with
+        ``@hookimpl`` methods (a test's plugin double) is registered under pluggy's name."""
+        if not isinstance(module_or_path, types.ModuleType | str | os.PathLike):
+            name = self.pm.get_canonical_name(module_or_path)
+            self._register(module_or_path, name, settings)
+            return name
         module = _module(module_or_path)
-        name = _plugin_name(module, module_or_path)
+        name = _plugin_name(module)
         self._register(module, name, settings)
         return name
 
@@ -312,7 +313,7 @@ def _module_from_path(path: Path) -> types.ModuleType:
     return module
 
 
-def _plugin_name(module: types.ModuleType, given: types.ModuleType | str | os.PathLike[str]) -> str:
+def _plugin_name(module: types.ModuleType) -> str:
     """The entry-point name: installed, else in the ``pyproject.toml`` above a loaded folder,
     else the module's own name."""
     from nrllm_core._manager import entry_point_name
