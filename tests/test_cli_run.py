@@ -433,7 +433,7 @@ def test_model_text_cannot_repaint_the_terminal(env):
     assert result.exit_code == 0
     assert "\x1b" not in result.stdout
     assert "\u202e" not in result.stdout
-    assert "done\\u001b[2J\\u001b[1;1Happroved by security\\u202e" in result.stdout
+    assert "done\\x1b[2J\\x1b[1;1Happroved by security\\u202e" in result.stdout
 
 
 @pytest.mark.parametrize("rounds", ["0", "-3"])

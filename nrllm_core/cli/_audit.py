@@ -9,6 +9,7 @@ import click
 from nrllm_core._serde import to_json
 from nrllm_core.cli._common import host_config
 from nrllm_core.cli._main import cli
+from nrllm_core.cli._terminal import echo, echo_json
 
 if TYPE_CHECKING:
     from nrllm_core._config import HostConfig
@@ -46,12 +47,12 @@ def runs(ctx: click.Context, status: str | None, as_json: bool) -> None:
     finally:
         store.close()
     if as_json:
-        click.echo(to_json([run.to_dict() for run in found]))
+        echo_json([run.to_dict() for run in found])
         return
     if not found:
-        click.echo("no runs")
+        echo("no runs")
     for run in found:
-        click.echo(_run_line(run))
+        echo(_run_line(run))
 
 
 @runs.command("show")
@@ -68,14 +69,12 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     if detail is None:
         raise click.ClickException(f"no run {run_id!r} in the audit store")
     if as_json:
-        click.echo(
-            to_json({"run": detail.run.to_dict(), "steps": [s.to_dict() for s in detail.steps]})
-        )
+        echo_json({"run": detail.run.to_dict(), "steps": [s.to_dict() for s in detail.steps]})
         return
-    click.echo(_run_line(detail.run))
+    echo(_run_line(detail.run))
     for step in detail.steps:
-        click.echo(f"  #{step.sequence} {step.kind} round {step.round} {step.duration_ms:.1f} ms")
-        click.echo(f"    {to_json(_facts(step.payload))}")
+        echo(f"  #{step.sequence} {step.kind} round {step.round} {step.duration_ms:.1f} ms")
+        echo(f"    {to_json(_facts(step.payload))}")
 
 
 def _facts(payload: Any) -> dict[str, Any]:
@@ -108,7 +107,7 @@ def purge(ctx: click.Context, days: int | None) -> None:
     if days is None:
         days = config.privacy.retention_days
     if days < 1:
-        click.echo(f"--days must be a positive integer (got {days}); nothing was purged")
+        echo(f"--days must be a positive integer (got {days}); nothing was purged")
         return
     unfinished_days = config.store.unfinished_retention_days
     store = _open_store(config)
@@ -116,8 +115,8 @@ def purge(ctx: click.Context, days: int | None) -> None:
         result = store.purge(days, unfinished_days)
     finally:
         store.close()
-    click.echo(f"Finished runs ({days} d): {result.finished}")
-    click.echo(f"Unfinished runs ({unfinished_days} d): {result.unfinished}")
+    echo(f"Finished runs ({days} d): {result.finished}")
+    echo(f"Unfinished runs ({unfinished_days} d): {result.unfinished}")
 
 
 @cli.group()
@@ -137,4 +136,4 @@ def upgrade(ctx: click.Context) -> None:
         store.upgrade()
     finally:
         store.close()
-    click.echo("the audit database is up to date")
+    echo("the audit database is up to date")

@@ -9,9 +9,9 @@ import click
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
-from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput, host_config
+from nrllm_core.cli._terminal import echo, echo_json
 
 
 def require_names(config: HostConfig, *, provider: str | None, skill: str | None) -> None:
@@ -38,19 +38,17 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
     rows.extend(_withheld_row(name) for name in sorted(catalog.clashes))
     if as_json:
-        click.echo(
-            to_json(
-                {
-                    "provider": report.provider,
-                    "zone": report.zone.value,
-                    "ceiling": report.ceiling.value,
-                    "skill": report.skill,
-                    "tools": rows,
-                }
-            )
+        echo_json(
+            {
+                "provider": report.provider,
+                "zone": report.zone.value,
+                "ceiling": report.ceiling.value,
+                "skill": report.skill,
+                "tools": rows,
+            }
         )
         return
-    click.echo(
+    echo(
         f"provider: {report.provider or '(none)'}  zone: {report.zone.value}  "
         f"ceiling: {report.ceiling.value}  skill: {report.skill or '(none)'}"
     )
@@ -73,7 +71,7 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
     for line in table:
         cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-        click.echo("  ".join(cells).rstrip())
+        echo("  ".join(cells).rstrip())
 
 
 def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
@@ -123,43 +121,43 @@ def check(ctx: click.Context) -> None:
                 f'invalid configuration: providers.{name}.kind: unknown kind "{provider.kind}"; '
                 f"installed kinds: {_names(kinds)}"
             )
-    click.echo(f"configuration: {settings.source or '(no file: every default applies)'}")
+    echo(f"configuration: {settings.source or '(no file: every default applies)'}")
     tools_settings = settings.tools
-    click.echo(f"tools.data_class_enforcement: {tools_settings.data_class_enforcement}")
-    click.echo(f"tools.enabled: {_names(tools_settings.enabled)}")
-    click.echo(f"tools.disabled: {_names(tools_settings.disabled)}")
-    click.echo(f"tools.disabled_groups: {_names(tools_settings.disabled_groups)}")
+    echo(f"tools.data_class_enforcement: {tools_settings.data_class_enforcement}")
+    echo(f"tools.enabled: {_names(tools_settings.enabled)}")
+    echo(f"tools.disabled: {_names(tools_settings.disabled)}")
+    echo(f"tools.disabled_groups: {_names(tools_settings.disabled_groups)}")
     for name, provider in sorted(settings.providers.items()):
         zone = settings.zone_for(name)
-        click.echo(
+        echo(
             f"provider {name}: kind {provider.kind}, trust_zone {provider.trust_zone.value}, "
             f"fallback {_names(provider.fallback)}, run zone {zone.value} "
             f"(ceiling {zone.ceiling.value}), four_eyes {_yes(provider.four_eyes)}"
         )
     for name, skill in sorted(settings.skills.items()):
-        click.echo(
+        echo(
             f"skill {name}: enabled {_yes(skill.enabled)}, "
             f"allowed_tools {_names(skill.allowed_tools)}, four_eyes {_yes(skill.four_eyes)}"
         )
     actor = settings.actor()
     source = "[actor]" if settings.actor_config is not None else "operating-system user"
-    click.echo(
+    echo(
         f"actor: {actor.id} ({source}), admin {_yes(actor.admin)}, "
         f"permissions {_names(sorted(actor.permissions))}"
     )
     default = settings.defaults.provider
     zone = settings.zone_for(default)
-    click.echo(
+    echo(
         f"defaults.provider: {default or '(none)'}, "
         f"zone {zone.value} (ceiling {zone.ceiling.value})"
     )
     privacy, store = settings.privacy, settings.store
-    click.echo(f"privacy: level {privacy.level.value}, retention_days {privacy.retention_days}")
-    click.echo(
+    echo(f"privacy: level {privacy.level.value}, retention_days {privacy.retention_days}")
+    echo(
         f"store: url {_shown_url(store.url)}, lease_seconds {store.lease_seconds}, "
         f"unfinished_retention_days {store.unfinished_retention_days}"
     )
-    click.echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
+    echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
 
 
 def _shown_url(url: str | None) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
+from nrllm_core.cli._terminal import printable
 from nrllm_core.log import use_logger
 
 
@@ -39,11 +40,23 @@ def configure_for_cli() -> None:
                 _reported_by_the_command,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso"),
-                # Plain tracebacks: a rich one would print local variables, keys among them.
-                structlog.dev.ConsoleRenderer(
-                    colors=False, exception_formatter=structlog.dev.plain_traceback
+                _printable(
+                    # Plain tracebacks: a rich one would print local variables, keys among them.
+                    structlog.dev.ConsoleRenderer(
+                        colors=False, exception_formatter=structlog.dev.plain_traceback
+                    )
                 ),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(level),
         )
     )
+
+
+def _printable(render: Callable[..., str]) -> Callable[..., str]:
+    """``render``'s line made inert for the terminal: a logged value can be a plugin's or a
+    tool's text. Multi-line, for the traceback that can follow an event."""
+
+    def rendered(logger: Any, method: str, event: Any) -> str:
+        return printable(render(logger, method, event), multiline=True)
+
+    return rendered

@@ -12,6 +12,7 @@ from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._sink_recorder import SinkRecorder
 from nrllm_core.cli._logging import configure_for_cli
+from nrllm_core.cli._terminal import echo, echo_json
 
 
 @click.group()
@@ -44,10 +45,11 @@ def _plugin_manager() -> PluginManager:
         made: PluginManager = obj["pm"]
         return made
     pm = make_plugin_manager()
-    for name, error in sorted(pm.load_errors.items()):
-        click.echo(
-            f'plugin "{name}" failed to load: {error} (nrllm plugins shows the traceback)',
-            err=True,
+    # ``nrllm plugins`` shows the load errors in full itself.
+    errors = {} if ctx is not None and ctx.command is plugins else pm.load_errors
+    for name, error in sorted(errors.items()):
+        echo(
+            f'plugin "{name}" failed to load: {error} (nrllm plugins shows the traceback)', err=True
         )
     if isinstance(obj, dict):
         obj["pm"] = pm
@@ -58,41 +60,38 @@ def _plugin_manager() -> PluginManager:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins(as_json: bool) -> None:
     """List plugins with their distribution, hooks, tools and load errors."""
-    # Not the command's manager: this command shows the load errors in full itself.
-    pm = make_plugin_manager()
+    pm = _plugin_manager()
     records = pm.plugin_records()
     if as_json:
-        click.echo(
-            to_json(
-                [
-                    {
-                        "name": r.name,
-                        "distribution": r.distribution,
-                        "version": r.version,
-                        "hooks": list(r.hooks),
-                        "tools": list(r.tools),
-                        "error": r.error,
-                        "withheld": [{"tool": t, "plugins": list(p)} for t, p in r.withheld],
-                        "traceback": r.traceback,
-                    }
-                    for r in records
-                ]
-            )
+        echo_json(
+            [
+                {
+                    "name": r.name,
+                    "distribution": r.distribution,
+                    "version": r.version,
+                    "hooks": list(r.hooks),
+                    "tools": list(r.tools),
+                    "error": r.error,
+                    "withheld": [{"tool": t, "plugins": list(p)} for t, p in r.withheld],
+                    "traceback": r.traceback,
+                }
+                for r in records
+            ]
         )
         return
     for r in records:
         where = f"{r.distribution} {r.version}" if r.distribution else "registered by the host"
-        click.echo(f"{r.name} ({where})")
+        echo(f"{r.name} ({where})")
         if r.error:
-            click.echo(f"  error: {r.error}")
+            echo(f"  error: {r.error}")
         if r.traceback:
-            click.echo(_indent(r.traceback.rstrip(), 4))
+            echo(_indent(r.traceback.rstrip(), 4), multiline=True)
         if r.hooks:
-            click.echo(f"  hooks: {', '.join(r.hooks)}")
+            echo(f"  hooks: {', '.join(r.hooks)}")
         if r.tools:
-            click.echo(f"  tools: {', '.join(r.tools)}")
+            echo(f"  tools: {', '.join(r.tools)}")
         for tool_name, owners in r.withheld:
-            click.echo(f"  withheld: {tool_name} (registered by {' and '.join(owners)})")
+            echo(f"  withheld: {tool_name} (registered by {' and '.join(owners)})")
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -132,7 +131,7 @@ def invoke(
     suggestion = _closest(tool_name, host.pm.catalog().tools)
     if suggestion:
         # On stderr: stdout is the call's report, which says the tool is unknown.
-        click.echo(suggestion, err=True)
+        echo(suggestion, err=True)
     capture = SinkRecorder()
     host.pm.register(capture, name="nrllm.cli.capture")
     try:
@@ -146,18 +145,18 @@ def invoke(
         "audit": audit_dict(capture.audit[-1]),
     }
     if as_json:
-        click.echo(to_json(report))
+        echo_json(report)
         return
     wire = report["wire"]
-    click.echo(f"wire  ({'error' if wire['is_error'] else 'ok'}): what the model would receive")
-    click.echo(_indent(wire["content"]))
+    echo(f"wire  ({'error' if wire['is_error'] else 'ok'}): what the model would receive")
+    echo(_indent(wire["content"]), multiline=True)
     artifacts = report["trace"].get("tool_artifacts", [])
-    click.echo(f"trace: {len(artifacts)} artifact(s), for the run's trace and inspector only")
+    echo(f"trace: {len(artifacts)} artifact(s), for the run's trace and inspector only")
     for artifact in artifacts:
-        click.echo(_indent(f"[{artifact['type']}] {artifact['label'] or 'Artifact'}"))
-        click.echo(_indent(to_json(artifact["data"]), 4))
-    click.echo("audit: the persisted copy")
-    click.echo(_indent(to_json(report["audit"]["payload"])))
+        echo(_indent(f"[{artifact['type']}] {artifact['label'] or 'Artifact'}"))
+        echo(_indent(to_json(artifact["data"]), 4))
+    echo("audit: the persisted copy")
+    echo(_indent(to_json(report["audit"]["payload"])))
 
 
 def _closest(name: str, known: Iterable[str]) -> str | None:

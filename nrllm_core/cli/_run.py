@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
-from typing import Any, Final, NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -14,9 +13,7 @@ from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput
-
-# C0 and C1 controls but newline and tab, and the bidirectional overrides.
-_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from nrllm_core.cli._terminal import echo, echo_json
 
 
 def open_host(ctx: click.Context) -> Host:
@@ -74,7 +71,7 @@ def approve(
         digest = suspension.turn_digest if suspension is not None else None
         if digest is not None:
             # On stderr with --json, so stdout stays one JSON object.
-            click.echo(f"turn digest: {digest}", err=as_json)
+            echo(f"turn digest: {digest}", err=as_json)
     try:
         outcome = host.approve(
             run_id,
@@ -91,48 +88,38 @@ def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
     if as_json:
         # A refusal changes nothing: the status is the run's own, as stored (none if unknown).
         detail = host.store.get_run(run_id)
-        click.echo(
-            to_json(
-                RunOutcome(
-                    run_id=run_id,
-                    status=None if detail is None else detail.run.status.value,
-                    termination_reason=None,
-                    final_content="",
-                    error=reason,
-                ).to_dict()
-            )
+        echo_json(
+            RunOutcome(
+                run_id=run_id,
+                status=None if detail is None else detail.run.status.value,
+                termination_reason=None,
+                final_content="",
+                error=reason,
+            ).to_dict()
         )
     else:
-        click.echo(f"approval refused: {reason}", err=True)
+        echo(f"approval refused: {reason}", err=True)
     sys.exit(1)
-
-
-def _shown(text: str) -> str:
-    """Model and tool text as the terminal shows it: control characters (escape sequences
-    that could repaint an approval prompt) appear as escapes, never as effects."""
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
-        click.echo(to_json(outcome.to_dict()))
+        echo_json(outcome.to_dict())
     elif outcome.status == "completed":
-        click.echo(_shown(outcome.final_content))
+        echo(outcome.final_content, multiline=True)
     elif outcome.status == "awaiting_approval":
-        click.echo(f"run {outcome.run_id} is waiting for approval of this turn:")
+        echo(f"run {outcome.run_id} is waiting for approval of this turn:")
         for pending in outcome.pending:
             need = "needs approval" if pending.requires_approval else "runs with the turn"
-            click.echo(f"  {_shown(pending.name)} ({need}) {to_json(pending.arguments)}")
+            echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}")
             for line in pending.preview:
-                click.echo(f"    | {_shown(line)}")
-        click.echo(f"turn digest: {outcome.turn_digest}")
+                echo(f"    | {line}")
+        echo(f"turn digest: {outcome.turn_digest}")
         base = _command_prefix(ctx)
-        click.echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
-        click.echo(
-            f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}"
-        )
+        echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
+        echo(f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}")
     else:
-        click.echo(f"run {outcome.run_id} failed: {_shown(outcome.error or '')}", err=True)
+        echo(f"run {outcome.run_id} failed: {outcome.error or ''}", err=True)
     if outcome.status == "failed":
         sys.exit(1)
 

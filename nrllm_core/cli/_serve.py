@@ -10,6 +10,7 @@ import click
 
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput
+from nrllm_core.cli._terminal import echo
 
 
 def _loopback(host: str) -> bool:
@@ -47,8 +48,8 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
         raise BadInput(f"cannot listen on {host}:{port} ({exc.strerror})") from None
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    click.echo("nrllm inspector: open this address (it holds the access token):")
-    click.echo(f"http://{shown}:{bound}/?token={token}")
+    echo("nrllm inspector: open this address (it holds the access token):")
+    echo(f"http://{shown}:{bound}/?token={token}")
     # No access log: the first request's address carries the token.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[listener])

@@ -98,7 +98,8 @@ def _is_secret_file(name: str) -> bool:
 
 
 def _read_text(path: Path) -> str:
-    """The file's text; refused when it is not a regular file, too large, or binary.
+    """The file's text; refused when it is not a regular file, has another hard link, is too
+    large, or binary.
 
     ``path`` was checked for symlinks before this call; the opened descriptor is checked
     again, so a folder swapped for a link in between is caught rather than followed.
@@ -115,6 +116,10 @@ def _read_text(path: Path) -> str:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise _Refused("path: not a regular file.")
+        if info.st_nlink > 1:
+            # A hard link has no direction: the other name can be anywhere on the file system,
+            # and no check of this name can tell. Counted on the descriptor, not the path.
+            raise _Refused("path: files with more than one hard link are not read.")
         if not _opened_is(handle.fileno(), info, path):
             raise _Refused("path: the file changed while it was opened.")
         if info.st_size > MAX_FILE_BYTES:

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from nrllm_core import ConfigError, HostConfig, load_config, to_json
-from nrllm_core.cli import BadInput
+from nrllm_core import ConfigError, HostConfig, load_config
+from nrllm_core.cli import BadInput, echo, echo_json
 from nrllm_repurpose._records import ArtifactInfo, JobInfo
 from nrllm_repurpose._settings import SettingsError
 from nrllm_repurpose._start import display_url
@@ -75,15 +75,15 @@ def jobs(ctx: click.Context, as_json: bool) -> None:
     config, store = _open(ctx)
     visible = [job for job in store.jobs() if _visible(config, job)]
     if as_json:
-        click.echo(to_json([_job_dict(job) for job in visible]))
+        echo_json([_job_dict(job) for job in visible])
         return
     if not visible:
-        click.echo("no repurpose jobs")
+        echo("no repurpose jobs")
     for job in visible:
         line = f"#{job.uid}  {job.status.value:<14}  {display_url(job.source_url)}"
-        click.echo(f"{line}  ({', '.join(job.formats)})  by {job.owner}")
+        echo(f"{line}  ({', '.join(job.formats)})  by {job.owner}")
         if job.message:
-            click.echo(f"    {job.message}")
+            echo(f"    {job.message}")
 
 
 @jobs.command()
@@ -98,20 +98,20 @@ def show(ctx: click.Context, uid: int, as_json: bool) -> None:
         raise click.ClickException(f"no repurpose job #{uid} that you may see")
     artifacts = store.artifacts(uid)
     if as_json:
-        click.echo(to_json({**_job_dict(job), "artifacts": [_artifact_dict(a) for a in artifacts]}))
+        echo_json({**_job_dict(job), "artifacts": [_artifact_dict(a) for a in artifacts]})
         return
-    click.echo(f"job #{job.uid}: {job.status.value}")
-    click.echo(f"  source:  {display_url(job.source_url)} ({job.source_type})")
-    click.echo(f"  owner:   {job.owner}")
-    click.echo(f"  created: {job.created_at.isoformat()}")
+    echo(f"job #{job.uid}: {job.status.value}")
+    echo(f"  source:  {display_url(job.source_url)} ({job.source_type})")
+    echo(f"  owner:   {job.owner}")
+    echo(f"  created: {job.created_at.isoformat()}")
     if job.message:
-        click.echo(f"  message: {job.message}")
+        echo(f"  message: {job.message}")
     for artifact in artifacts:
-        click.echo(f"  {artifact.format}: {artifact.status.value}")
+        echo(f"  {artifact.format}: {artifact.status.value}")
         if artifact.error:
-            click.echo(f"    error: {artifact.error}")
+            echo(f"    error: {artifact.error}")
         if artifact.file_path:
-            click.echo(f"    file:  {artifact.file_path}")
+            echo(f"    file:  {artifact.file_path}")
 
 
 @repurpose.command()
@@ -144,4 +144,4 @@ def worker(ctx: click.Context, once: bool, concurrency: int) -> None:
         done = runner.run(once=once, concurrency=concurrency)
     except KeyboardInterrupt:
         return
-    click.echo(f"processed {done} job(s)")
+    echo(f"processed {done} job(s)")

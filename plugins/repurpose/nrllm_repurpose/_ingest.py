@@ -6,35 +6,66 @@ stored on the job and shown to anyone who may see the job.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Collection
 from typing import Final
 
-from nrllm_core.log import logger
 from nrllm_core.net import FetchRefused, fetch_public
+from nrllm_repurpose._parse import ParseFailed, ParseLimits, Stop, parse
+from nrllm_repurpose._parse_child import MAX_PDF_PAGES, MAX_TEXT_BYTES
 from nrllm_repurpose._start import display_url
 
-__all__ = ["MAX_PDF_PAGES", "IngestionFailed", "ingest"]
+__all__ = ["IngestionFailed", "ingest"]
 
 _MIB: Final = 1024 * 1024
 PAGE_BYTES: Final = 5 * _MIB
 PAGE_SECONDS: Final = 30.0
 PDF_BYTES: Final = 50 * _MIB
 PDF_SECONDS: Final = 120.0
-MAX_PDF_PAGES: Final = 200
+_DEFAULT_LIMITS: Final = ParseLimits()
 
 
 class IngestionFailed(Exception):
     """The source could not be read; the message is safe to store on the job."""
 
 
-def ingest(url: str, source_type: str, *, allow_hosts: Collection[str] = ()) -> str:
-    """The source's main text: a page's article text, or a PDF's text."""
-    if source_type == "pdf_url":
-        return _pdf(url, allow_hosts)
-    if source_type == "url":
-        return _page(url, allow_hosts)
-    raise IngestionFailed(f"Unknown source type: {source_type}")
+def ingest(
+    url: str,
+    source_type: str,
+    *,
+    allow_hosts: Collection[str] = (),
+    limits: ParseLimits = _DEFAULT_LIMITS,
+) -> str:
+    """The source's main text: a page's article text, or a PDF's text.
+
+    The body is fetched here and parsed in a child process within ``limits``."""
+    if source_type not in ("url", "pdf_url"):
+        raise IngestionFailed(f"Unknown source type: {source_type}")
+    pdf = source_type == "pdf_url"
+    body = _fetch(url, allow_hosts, pdf=pdf)
+    try:
+        text = parse(source_type, body, limits)
+    except ParseFailed as failed:
+        raise IngestionFailed(_failure(failed.stop, limits, url, pdf=pdf)) from None
+    if not text:
+        raise IngestionFailed(f"No readable content extracted from: {display_url(url)}")
+    return text
+
+
+def _failure(stop: Stop, limits: ParseLimits, url: str, *, pdf: bool) -> str:
+    shown = display_url(url)
+    messages = {
+        Stop.CPU_LIMIT: f"Parsing stopped: CPU time limit of {limits.cpu_seconds} s reached",
+        Stop.MEMORY_LIMIT: f"Parsing stopped: memory limit of {limits.memory_mib} MiB reached",
+        Stop.TEXT_LIMIT: f"Parsing stopped: text limit of {MAX_TEXT_BYTES // _MIB} MiB reached",
+        Stop.TIME_LIMIT: f"Parsing stopped: time limit of {limits.wall_seconds} s reached",
+        Stop.TOO_MANY_PAGES: f"PDF has more than {MAX_PDF_PAGES} pages: {shown}",
+        Stop.UNREADABLE: (
+            f"PDF could not be parsed (possibly encrypted or damaged): {shown}"
+            if pdf
+            else f"No readable content extracted from: {shown}"
+        ),
+    }
+    return messages[stop]
 
 
 def _fetch(url: str, allow_hosts: Collection[str], *, pdf: bool) -> bytes:
@@ -56,42 +87,3 @@ def _fetch(url: str, allow_hosts: Collection[str], *, pdf: bool) -> bytes:
     if not result.body.strip():
         raise IngestionFailed(f"{label} returned an empty body: {shown}")
     return result.body
-
-
-def _page(url: str, allow_hosts: Collection[str]) -> str:
-    import trafilatura
-
-    body = _fetch(url, allow_hosts, pdf=False)
-    try:
-        text = trafilatura.extract(body, include_comments=False, include_tables=True)
-    except Exception as exc:
-        logger().warning("nrllm.repurpose.extract_failed", error=type(exc).__name__)
-        text = None
-    if not text or not text.strip():
-        raise IngestionFailed(f"No readable content extracted from: {display_url(url)}")
-    return str(text).strip()
-
-
-def _pdf(url: str, allow_hosts: Collection[str]) -> str:
-    from pypdf import PdfReader
-
-    body = _fetch(url, allow_hosts, pdf=True)
-    shown = display_url(url)
-    try:
-        reader = PdfReader(io.BytesIO(body))
-        if reader.is_encrypted:
-            raise ValueError("encrypted")
-        pages = reader.pages
-        if len(pages) > MAX_PDF_PAGES:
-            raise IngestionFailed(f"PDF has more than {MAX_PDF_PAGES} pages: {shown}")
-        text = "\n\n".join(page.extract_text() or "" for page in pages)
-    except IngestionFailed:
-        raise
-    except Exception as exc:
-        logger().warning("nrllm.repurpose.pdf_failed", error=type(exc).__name__)
-        raise IngestionFailed(
-            f"PDF could not be parsed (possibly encrypted or damaged): {shown}"
-        ) from None
-    if not text.strip():
-        raise IngestionFailed(f"No readable content extracted from: {shown}")
-    return text.strip()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, final
 
 import attrs
@@ -40,9 +40,12 @@ def _exact_hosts(_: object, attribute: attrs.Attribute[Any], hosts: tuple[str, .
         )
 
 
-def _at_least_one(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name}: expected an integer of 1 or more")
+def _at_least(least: int) -> Callable[[object, attrs.Attribute[Any], int], None]:
+    def check(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value < least:
+            raise ValueError(f"{attribute.name}: expected an integer of {least} or more")
+
+    return check
 
 
 def _positive(_: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -69,8 +72,12 @@ class RepurposeSettings:
     output_dir: str | None = attrs.field(default=None, converter=_stripped, validator=_filled)
     # A speech synthesizer registered through ``nrllm_repurpose_generators``.
     speech_provider: str | None = attrs.field(default=None, converter=_stripped, validator=_filled)
-    lease_seconds: int = attrs.field(default=300, validator=_at_least_one)
+    lease_seconds: int = attrs.field(default=300, validator=_at_least(1))
     poll_seconds: float = attrs.field(default=2.0, validator=_positive)
+    # Bounds on the child process that parses a fetched page or PDF. Below 128 MiB the
+    # parser's interpreter and its imports alone would not fit, and every job would fail.
+    parse_cpu_seconds: int = attrs.field(default=20, validator=_at_least(1))
+    parse_memory_mib: int = attrs.field(default=512, validator=_at_least(128))
 
 
 def load_settings(raw: Mapping[str, Any] | RepurposeSettings) -> RepurposeSettings:

@@ -22,6 +22,7 @@ from nrllm_repurpose._generate import (
     build_registry,
 )
 from nrllm_repurpose._ingest import IngestionFailed, ingest
+from nrllm_repurpose._parse import ParseLimits
 from nrllm_repurpose._records import ArtifactStatus, Claim, JobStatus
 from nrllm_repurpose._settings import SECTION, RepurposeSettings, SettingsError, load_settings
 from nrllm_repurpose._store import JobStore, LeaseLost
@@ -141,7 +142,14 @@ class Worker:
             self.store.finish(claim, JobStatus.FAILED, refusal or _NO_PROVIDER)
             return
         try:
-            text = ingest(claim.source_url, claim.source_type, allow_hosts=settings.allow_hosts)
+            text = ingest(
+                claim.source_url,
+                claim.source_type,
+                allow_hosts=settings.allow_hosts,
+                limits=ParseLimits(
+                    cpu_seconds=settings.parse_cpu_seconds, memory_mib=settings.parse_memory_mib
+                ),
+            )
         except IngestionFailed as exc:
             self.store.finish(claim, JobStatus.FAILED, str(exc))
             return
