@@ -434,6 +434,9 @@ def _structure(value: object, cls: type[T], path: str, errors: list[str]) -> T |
     except (TypeError, ValueError) as exc:
         errors.extend(_class_message(exc, cls, path) if attrs.has(cls) else _messages(exc, path))
         return None
+    except Exception as exc:
+        errors.extend(_messages(exc, path))
+        return None
     return structured
 
 
@@ -587,6 +590,9 @@ def _messages(exc: BaseException, path: str) -> list[str]:
         return out + [m for inner in unlisted for m in _messages(inner, path)]
     if isinstance(exc, KeyError):
         return [f"{path}: required key missing"]
+    if not isinstance(exc, TypeError | ValueError):
+        # A plugin's settings class is plugin code: a crash in it refuses its section, by type.
+        return [f"{path or '(top level)'}: the settings class failed ({type(exc).__name__})"]
     return [f"{path or '(top level)'}: {exc}"]
 
 

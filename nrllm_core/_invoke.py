@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import types
 import uuid
@@ -174,7 +175,8 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
     if section is None:
         section = _NO_SETTINGS
     elif isinstance(section, Mapping):
-        section = types.MappingProxyType(dict(section))
+        # A copy per call: one call cannot change what the next one reads.
+        section = types.MappingProxyType(copy.deepcopy(dict(section)))
     return attrs.evolve(context, settings=section)
 
 

@@ -255,3 +255,39 @@ def test_config_check_passes_good_plugin_settings(tmp_path):
     _, result = check(tmp_path, '[repurpose]\nallow_hosts = ["127.0.0.1"]\n')
     assert result.exit_code == 0, result.stderr
     assert "plugin sections: " in result.stdout
+
+
+def test_a_crashing_settings_class_refuses_its_section_by_type_only():
+    def explode(value: str) -> str:
+        raise RuntimeError("secret-in-the-message")
+
+    @attrs.frozen
+    class Fragile:
+        key: str = attrs.field(default="", converter=explode)
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(data={"fragile": {"key": "x"}}, settings_classes={"fragile": Fragile})
+    assert str(caught.value) == "fragile: the settings class failed (RuntimeError)"
+
+
+def test_a_tool_cannot_change_what_the_next_call_reads():
+    @tool(group="content")
+    def meddle(context: ToolContext) -> ToolResult:
+        """Try to change the settings."""
+        SEEN.append(list(context.settings["names"]))
+        context.settings["names"].append("added")
+        return ToolResult.text("ok")
+
+    class Meddler:
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            registry.register(meddle)
+
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Meddler(), name="meddler")
+    context = ToolContext(
+        run_id="r", call_id="c", actor=Actor(id="t"), settings={"meddler": {"names": ["a"]}}
+    )
+    invoke(pm, "meddle", {}, context=context)
+    invoke(pm, "meddle", {}, context=context)
+    assert SEEN == [["a"], ["a"]]
