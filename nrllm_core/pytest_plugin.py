@@ -231,9 +231,13 @@ class Harness:
 
     def offered(self, zone: TrustZone, skill: str | None = None) -> GateReport:
         """The gate's report for a run on a provider in ``zone`` (and ``skill``)."""
+        from nrllm_core._gate import decide
+
         name = f"zone_{zone.value}"
         self._providers.setdefault(name, {"kind": _KIND, "trust_zone": zone.value})
-        return self.host.gate(provider=name, skill=skill, actor=Actor(id=_ACTOR))
+        return decide(
+            self.pm.catalog(), self._config(), provider=name, skill=skill, actor=Actor(id=_ACTOR)
+        )
 
     def close(self) -> None:
         """Close the store (the fixture does, after the test)."""
