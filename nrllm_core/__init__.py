@@ -17,7 +17,7 @@ from nrllm_core._bounds import (
 from nrllm_core._catalog import RegisteredTool, ToolRegistry
 from nrllm_core._config import ConfigError, HostConfig, load_config
 from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
-from nrllm_core._host import ApprovalRefused, Host, RunOutcome
+from nrllm_core._host import ApprovalRefused, Host, RefusalReason, RunOutcome
 from nrllm_core._invoke import invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import (
@@ -67,6 +67,7 @@ __all__ = [
     "ProviderConfigError",
     "ProviderError",
     "ProviderRegistry",
+    "RefusalReason",
     "RegisteredTool",
     "RunOutcome",
     "RunRecorder",

@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActorConfig",
+    "ApprovalsConfig",
     "ConfigError",
     "DefaultsConfig",
     "HostConfig",
     "PrivacyConfig",
     "ProviderConfig",
+    "RunConfig",
     "SkillConfig",
     "StoreConfig",
     "ToolsConfig",
@@ -151,6 +153,27 @@ class StoreConfig:
 
 @final
 @attrs.frozen(kw_only=True)
+class RunConfig:
+    """``[run]``: the bounds of one model turn, applied before the approval scan."""
+
+    max_tool_calls_per_turn: int = 32
+    # Of each call's arguments, as canonical JSON.
+    max_argument_bytes: int = 100_000
+
+
+APPROVAL_TTL_MIN_SECONDS: Final = 60
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ApprovalsConfig:
+    """``[approvals]``: how long a suspended turn can still be decided."""
+
+    ttl_seconds: int = 7 * 24 * 3600
+
+
+@final
+@attrs.frozen(kw_only=True)
 class _Document:
     """The core sections exactly as the file spells them; the structuring target."""
 
@@ -161,6 +184,8 @@ class _Document:
     defaults: DefaultsConfig = DefaultsConfig()
     privacy: PrivacyConfig = PrivacyConfig()
     store: StoreConfig = StoreConfig()
+    run: RunConfig = RunConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
 
 
 _CORE_SECTIONS: Final = frozenset(a.name for a in attrs.fields(_Document))
@@ -178,6 +203,8 @@ class HostConfig:
     defaults: DefaultsConfig = DefaultsConfig()
     privacy: PrivacyConfig = PrivacyConfig()
     store: StoreConfig = StoreConfig()
+    run: RunConfig = RunConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
     # Each plugin's section by its name: an instance of its settings class, else a read-only
     # mapping.
     plugin_settings: Mapping[str, Any] = attrs.field(factory=lambda: MappingProxyType({}))
@@ -372,6 +399,8 @@ def _build(
         defaults=document.defaults,
         privacy=document.privacy,
         store=document.store,
+        run=document.run,
+        approvals=document.approvals,
         plugin_settings=MappingProxyType(plugins),
         config_dir=source.resolve().parent if source is not None else None,
         source=source,
@@ -463,9 +492,13 @@ def _cross_checks(document: _Document) -> list[str]:
         ("privacy.retention_days", document.privacy.retention_days),
         ("store.lease_seconds", document.store.lease_seconds),
         ("store.unfinished_retention_days", document.store.unfinished_retention_days),
+        ("run.max_tool_calls_per_turn", document.run.max_tool_calls_per_turn),
+        ("run.max_argument_bytes", document.run.max_argument_bytes),
     ):
         if number <= 0:
             errors.append(f"{key}: must be greater than 0")
+    if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
+        errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
     return errors
 
 

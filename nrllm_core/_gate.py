@@ -17,7 +17,15 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     from nrllm_core._manager import PluginManager
 
-__all__ = ["DenialReason", "GateDecision", "GateReport", "decide", "gate_step", "live_gate"]
+__all__ = [
+    "DenialReason",
+    "GateDecision",
+    "GateReport",
+    "decide",
+    "gate_step",
+    "live_gate",
+    "rights_refusal",
+]
 
 
 class DenialReason(enum.StrEnum):
@@ -180,12 +188,20 @@ def _refusal(tool: RegisteredTool, run: _Run) -> DenialReason | None:
     switched_on = tool.enabled_by_default or tool.name in switches.enabled
     if tool.name in switches.disabled or tool.group in switches.disabled_groups or not switched_on:
         return DenialReason.TOOL_DISABLED
-    if tool.requires_admin and not run.actor.admin:
-        return DenialReason.REQUIRES_ADMIN
+    denied = rights_refusal(tool, run.actor)
+    if denied is not None:
+        return denied
     if run.allowed is not None and tool.name not in run.allowed:
         return DenialReason.CONFIGURATION_GROUP
     if not run.zone.permits(tool.data_class):
         return DenialReason.TRUST_ZONE
+    return None
+
+
+def rights_refusal(tool: RegisteredTool, actor: Actor) -> DenialReason | None:
+    """What the actor's own rights refuse: asked of every run and of every direct call."""
+    if tool.requires_admin and not actor.admin:
+        return DenialReason.REQUIRES_ADMIN
     return None
 
 

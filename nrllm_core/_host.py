@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -38,13 +40,37 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     from nrllm_core.store import Store
 
-__all__ = ["ApprovalRefused", "Host", "RunOutcome"]
+__all__ = ["ApprovalRefused", "Host", "RefusalReason", "RunOutcome"]
 
 _AUDIT_PLUGIN: Final = "nrllm.audit"
 
 
+class RefusalReason(enum.StrEnum):
+    """Why an approval was refused."""
+
+    NOT_AWAITING = "not_awaiting"
+    NO_DIGEST = "no_digest"
+    DIGEST_MISMATCH = "digest_mismatch"
+    UNOPENABLE = "unopenable"
+    EXPIRED = "expired"
+    STALE = "stale"
+    FOUR_EYES = "four_eyes"
+    ALREADY_DECIDED = "already_decided"
+    REPLAYED = "replayed"
+
+
 class ApprovalRefused(Exception):
-    """An approval that cannot be applied: unknown run, not waiting, stale digest, four-eyes."""
+    """An approval that cannot be applied: unknown run, not waiting, stale digest, four-eyes,
+    an expired or stale turn, a replayed state. ``reason`` says which; the message is safe to
+    show."""
+
+    def __init__(self, message: str, reason: RefusalReason) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @final
@@ -95,12 +121,14 @@ class Host:
         store: Store,
         data_dir: Path,
         environ: Mapping[str, str] | None = None,
+        clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.pm = pm
         self._load = config_loader
         self.store = store
         self._data_dir = data_dir
         self._environ = os.environ if environ is None else environ
+        self._clock = clock
         if not pm.has_plugin(_AUDIT_PLUGIN):
             from nrllm_core.store import StoreAuditSink
 
@@ -117,11 +145,13 @@ class Host:
         pm: PluginManager | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
+        clock: Callable[[], datetime] = _utcnow,
     ) -> Host:
         """Load the configuration, the plugins and the store (migrated on first use).
 
         ``pm`` is a plugin manager the host built itself; otherwise one is made from
         ``plugins`` and, unless ``load_entry_points`` is false, the installed entry points.
+        ``clock`` (aware UTC datetimes) is the time of the host and its store.
         """
         from nrllm_core.store import Store, default_data_dir
 
@@ -137,9 +167,19 @@ class Host:
         config = loader()
         folder = default_data_dir() if data_dir is None else Path(data_dir)
         store = Store.open(
-            config.store.url, data_dir=folder, lease_seconds=config.store.lease_seconds
+            config.store.url,
+            data_dir=folder,
+            lease_seconds=config.store.lease_seconds,
+            clock=clock,
         )
-        return cls(pm=pm, config_loader=loader, store=store, data_dir=folder, environ=environ)
+        return cls(
+            pm=pm,
+            config_loader=loader,
+            store=store,
+            data_dir=folder,
+            environ=environ,
+            clock=clock,
+        )
 
     @property
     def config(self) -> HostConfig:
@@ -224,6 +264,7 @@ class Host:
             context_for=self._context_for(run_id, actor, config),
             actor=actor,
             max_rounds=rounds,
+            limits=config.run,
         )
         return self._settle(run_id, outcome, actor)
 
@@ -302,34 +343,48 @@ class Host:
     ) -> RunOutcome:
         """Apply a person's decision to a suspended turn, then continue the run.
 
-        The decision is bound to the turn by its digest, applied at most once, and written to
-        the audit before anything executes.
+        The decision is bound to the turn by its digest, applied at most once (the sealed
+        state's nonce is consumed in the claim), never after the run moved on or the turn
+        expired, and written to the audit before anything executes.
         """
         config = self.config
         suspension = self.store.suspension(run_id)
         if suspension is None:
-            raise ApprovalRefused(f'run "{run_id}" is not awaiting approval')
+            raise ApprovalRefused(
+                f'run "{run_id}" is not awaiting approval', RefusalReason.NOT_AWAITING
+            )
         if not turn_digest:
-            raise ApprovalRefused("an approval must name the turn digest it approves")
+            raise ApprovalRefused(
+                "an approval must name the turn digest it approves", RefusalReason.NO_DIGEST
+            )
         if suspension.turn_digest != turn_digest:
-            raise ApprovalRefused("the digest does not match the pending turn; it may be stale")
+            raise ApprovalRefused(
+                "the digest does not match the pending turn; it may be stale",
+                RefusalReason.DIGEST_MISMATCH,
+            )
         state = self._open_state(run_id, turn_digest, suspension.sealed)
-        if approve and self._four_eyes(config, state) and approver == state.initiator:
-            raise ApprovalRefused("four-eyes: the approver must differ from the run's initiator")
+        if approve and self._four_eyes(config, state) and state.actor.same_as(approver):
+            raise ApprovalRefused(
+                "four-eyes: the approver must differ from the run's initiator",
+                RefusalReason.FOUR_EYES,
+            )
         from nrllm_core.store import ClaimRefused
 
-        # Claiming is atomic across processes: a second approval of the same turn fails here,
-        # and the state resumed is the one claimed, read in the claiming transaction.
+        # Claiming is atomic across processes: a second approval of the same turn, or of a
+        # state whose nonce was consumed before, fails here, and the state resumed is the one
+        # claimed, read in the claiming transaction.
         try:
             sealed = self.store.claim_suspension(
                 run_id,
                 turn_digest=turn_digest,
+                nonce=state.nonce,
                 decision="approved" if approve else "denied",
                 approver=approver,
             )
         except ClaimRefused as exc:
-            raise ApprovalRefused(str(exc)) from None
-        state = self._open_state(run_id, turn_digest, sealed)
+            raise ApprovalRefused(str(exc), RefusalReason(exc.reason)) from None
+        # The claimed state itself, not checked for its turn again: the claim decided that.
+        state = self._open_turn(run_id, turn_digest, sealed).state
         with self.store.leased(run_id):
             try:
                 return self._resume_segment(
@@ -386,13 +441,15 @@ class Host:
             ),
             recorder=recorder,
             context_for=self._context_for(run_id, actor, config),
+            limits=config.run,
         )
         return self._settle(run_id, outcome, actor)
 
     def pending(self, run_id: str) -> RunOutcome | None:
         """The suspended turn of ``run_id`` (its calls, previews and digest), or ``None``.
 
-        Raises :class:`ApprovalRefused` when the sealed state cannot be opened.
+        Raises :class:`ApprovalRefused` when the sealed state cannot be opened, has expired
+        or is stale.
         """
         suspension = self.store.suspension(run_id)
         if suspension is None:
@@ -417,18 +474,40 @@ class Host:
     # -- helpers -----------------------------------------------------------------------------
 
     def _open_state(self, run_id: str, turn_digest: str, sealed: bytes) -> SuspendedRunState:
-        """The state sealed for this run and this turn; a refusal that never shows why (the log
-        does). A state from another run or another turn of this run does not open."""
+        """The state sealed for this run and this turn, while its turn is still open.
+
+        A state whose expiry has passed does not open, nor one whose run has any step after
+        the suspension: that turn is over, whatever the database says.
+        """
+        turn = self._open_turn(run_id, turn_digest, sealed)
+        if self._clock() >= turn.expires_at:
+            raise ApprovalRefused(
+                f"the suspended turn expired at {turn.expires_at.isoformat()}; "
+                "it can no longer be decided",
+                RefusalReason.EXPIRED,
+            )
+        if self.store.last_sequence(run_id) > turn.last_sequence:
+            logger().warning("nrllm.run.state_stale", run_id=run_id)
+            raise ApprovalRefused(
+                "the suspended turn is stale: the run has steps after it", RefusalReason.STALE
+            )
+        return turn.state
+
+    def _open_turn(self, run_id: str, turn_digest: str, sealed: bytes) -> _SealedTurn:
+        """What was sealed for this run and this turn. A state from another run or another
+        turn of this run does not open: a refusal that never shows why (the log does)."""
         try:
             key = load_state_key(self._data_dir, dict(self._environ))
-            state = _state_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
+            turn = _turn_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
         except (SealError, OSError, ValueError, KeyError, TypeError, BaseExceptionGroup) as exc:
             logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
-            raise ApprovalRefused("the suspended state cannot be opened") from None
-        if state.run_id != run_id or state.digest != turn_digest:
+            raise ApprovalRefused(
+                "the suspended state cannot be opened", RefusalReason.UNOPENABLE
+            ) from None
+        if turn.state.run_id != run_id or turn.state.digest != turn_digest:
             logger().warning("nrllm.run.state_mismatch", run_id=run_id)
-            raise ApprovalRefused("the suspended state cannot be opened")
-        return state
+            raise ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
+        return turn
 
     def _provider_name(self, config: HostConfig, provider: str | None) -> str:
         name = provider or config.defaults.provider
@@ -515,8 +594,13 @@ class Host:
             state = outcome.suspended
             digest = state.digest
             try:
+                turn = _SealedTurn(
+                    state=state,
+                    last_sequence=self.store.last_sequence(run_id),
+                    expires_at=self._clock() + timedelta(seconds=self.config.approvals.ttl_seconds),
+                )
                 key = load_state_key(self._data_dir, dict(self._environ))
-                sealed = seal(key, _binding(run_id, digest), _state_to_json(state))
+                sealed = seal(key, _binding(run_id, digest), _turn_to_json(turn))
                 self.store.suspend_run(run_id, sealed=sealed, turn_digest=digest)
             except Exception:
                 # No promise of a resume that cannot happen: the run fails instead.
@@ -599,6 +683,17 @@ def _decision_records(report: GateReport) -> list[Any]:
     return records
 
 
+@final
+@attrs.frozen(kw_only=True)
+class _SealedTurn:
+    """What a suspension seals: the run's state, and how long that turn stays open."""
+
+    state: SuspendedRunState
+    # The run's last stored step at suspension: a run with any later step is past this turn.
+    last_sequence: int
+    expires_at: datetime
+
+
 @functools.cache
 def _state_converter() -> Any:
     """The one converter at the suspension boundary (cattrs loads on first use)."""
@@ -607,13 +702,15 @@ def _state_converter() -> Any:
     return make_converter(forbid_extra_keys=True)
 
 
-def _state_to_json(state: SuspendedRunState) -> bytes:
-    return _json.dumps(_state_converter().unstructure(state))
+def _turn_to_json(turn: _SealedTurn) -> bytes:
+    return _json.dumps(_state_converter().unstructure(turn))
 
 
-def _state_from_json(data: bytes) -> SuspendedRunState:
-    state: SuspendedRunState = _state_converter().structure(_json.loads(data), SuspendedRunState)
-    return state
+def _turn_from_json(data: bytes) -> _SealedTurn:
+    turn: _SealedTurn = _state_converter().structure(_json.loads(data), _SealedTurn)
+    if turn.expires_at.tzinfo is None:
+        raise ValueError("a sealed expiry must carry its timezone")
+    return turn
 
 
 def _binding(run_id: str, turn_digest: str) -> str:

@@ -13,6 +13,7 @@ import attrs
 
 from nrllm_core._bounds import bound_artifacts, bound_content
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
+from nrllm_core._gate import rights_refusal
 from nrllm_core._manager import PluginManager
 from nrllm_core._payloads import RunStep, StepKind, WirePayload
 from nrllm_core._recorder import RunRecorder
@@ -37,7 +38,8 @@ def invoke(
     """Run one tool call and deliver its bounded result to the wire, trace and audit sinks.
 
     ``offered`` is the run's gate: a registered tool it refuses is never executed. ``None``
-    means a direct call by the person at the keyboard, for whom every tool counts as offered.
+    means a direct call by the person at the keyboard, for whom every tool counts as offered
+    that the actor's own rights (``context.actor``) allow.
     ``arguments`` that are not a mapping (``None`` marks ones the model sent malformed) are
     refused without running the tool. Only the :class:`WirePayload` is returned: artifacts
     leave through the trace and audit sinks.
@@ -130,6 +132,12 @@ def _execute(
         return ToolResult.error(f'Error: unknown tool "{tool_name}"')
     if offered is not None and not offered(registered):
         return ToolResult.error(f'Error: tool "{tool_name}" not permitted')
+    if offered is None:
+        # A direct call bypasses the zone and the skill, never the actor's rights.
+        denied = rights_refusal(registered, context.actor)
+        if denied is not None:
+            logger().info("nrllm.gate.denied", tool=tool_name, reason=denied.value, direct=True)
+            return ToolResult.error(f'Error: tool "{tool_name}" not permitted ({denied.value})')
     if not isinstance(arguments, Mapping):
         return ToolResult.error(
             f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object'

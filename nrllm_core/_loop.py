@@ -6,6 +6,7 @@ import enum
 import hashlib
 import re
 import secrets
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
@@ -14,6 +15,7 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
+from nrllm_core._config import RunConfig
 from nrllm_core._invoke import invoke, own_context, refuse
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, ToolSpec, Usage
@@ -44,6 +46,8 @@ MAX_ROUNDS_CAP: Final = 20
 PREVIEW_MAX_LINES: Final = 20
 PREVIEW_MAX_LINE_CHARS: Final = 500
 _WHITESPACE: Final = re.compile(r"\s+")
+# The documented ``[run]`` defaults, for a loop driven without a host configuration.
+_DEFAULT_LIMITS: Final = RunConfig()
 PREVIEW_FAILED: Final = (
     "The preview for this call failed, so it shows nothing about what the call would do."
 )
@@ -99,6 +103,9 @@ class PendingCall:
     preview_failed: bool = False
     # False when the model's arguments were malformed: the call is refused, never run.
     arguments_valid: bool = True
+    # The fixed answer of a call a turn cap refused (also its preview): it is answered so and
+    # never runs.
+    refusal: str | None = None
 
 
 @final
@@ -172,6 +179,7 @@ class _Segment:
     context_for: Callable[[str], ToolContext]
     actor: Actor
     max_rounds: int
+    limits: RunConfig
     messages: list[ChatMessage]
     usage: Usage
     iterations: int
@@ -193,13 +201,14 @@ def run_loop(
     context_for: Callable[[str], ToolContext],
     actor: Actor,
     max_rounds: int,
+    limits: RunConfig = _DEFAULT_LIMITS,
     usage: Usage | None = None,
     iterations: int = 0,
 ) -> LoopOutcome:
     """Run rounds until the model answers without tool calls, a turn needs approval, or the cap.
 
     Only ``offered`` tools can run, and ``permits`` (the live gate) is asked again for every
-    call at execution time.
+    call at execution time. ``limits`` caps each turn's calls and their arguments' size.
     """
     segment = _Segment(
         pm=pm,
@@ -212,6 +221,7 @@ def run_loop(
         context_for=context_for,
         actor=actor,
         max_rounds=max_rounds,
+        limits=limits,
         messages=list(messages),
         usage=usage or Usage(),
         iterations=iterations,
@@ -261,13 +271,17 @@ def _rounds(seg: _Segment) -> LoopOutcome:
         if not answer.tool_calls:
             return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
         seg.messages.append(ChatMessage.assistant(answer.content, answer.tool_calls))
-        suspended = _approval_scan(seg, answer.tool_calls)
+        refusals = _turn_caps(seg.limits, answer.tool_calls)
+        suspended = _approval_scan(seg, answer.tool_calls, refusals)
         if suspended is not None:
             return LoopOutcome(
                 result=_result(seg, "", TerminationReason.AWAITING_APPROVAL), suspended=suspended
             )
-        for call in answer.tool_calls:
-            _execute(seg, call)
+        for call, refusal in zip(answer.tool_calls, refusals, strict=True):
+            if refusal is None:
+                _execute(seg, call)
+            else:
+                _refuse(seg, call, refusal)
     # The cap was reached with calls answered but no final text: one tool-less synthesis call.
     answer = _ask(seg, [], seg.iterations + 1)
     return LoopOutcome(
@@ -320,35 +334,79 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
     return answer
 
 
-def _approval_scan(seg: _Segment, calls: Sequence[ToolCall]) -> SuspendedRunState | None:
+def _turn_caps(limits: RunConfig, calls: Sequence[ToolCall]) -> list[str | None]:
+    """The fixed answer of each call a cap of the turn refuses (``None``: not refused).
+
+    Applied before the approval scan: a refused call never runs, shows no preview and never
+    makes its turn wait for a person.
+    """
+    refusals: list[str | None] = []
+    for index, call in enumerate(calls):
+        if index >= limits.max_tool_calls_per_turn:
+            refusals.append(
+                f"Error: too many tool calls in one turn (limit {limits.max_tool_calls_per_turn})"
+            )
+        elif _argument_bytes(call) > limits.max_argument_bytes:
+            refusals.append(
+                f"Error: the arguments of this call exceed {limits.max_argument_bytes} bytes"
+            )
+        else:
+            refusals.append(None)
+    return refusals
+
+
+def _argument_bytes(call: ToolCall) -> int:
+    try:
+        return len(_json.dumps(dict(call.arguments)))
+    except _json.EncodeError:
+        # Arguments with no canonical JSON form (a provider plugin's own values) have no size
+        # to measure: they count as too large, so the call is refused (fail closed).
+        return sys.maxsize
+
+
+def _approval_scan(
+    seg: _Segment, calls: Sequence[ToolCall], refusals: Sequence[str | None]
+) -> SuspendedRunState | None:
     """Before any call of the turn runs: does a call of an offered tool in it need a person?
 
     Asked of the tools as offered to this run, not of the live configuration: a change between
-    this scan and execution can refuse a call, never let a write skip its approval.
+    this scan and execution can refuse a call, never let a write skip its approval. A call a
+    turn cap refused needs no one: it will not run.
     """
     catalog = seg.pm.catalog()
     offered = {t.name for t in seg.offered}
 
-    def needs_approval(call: ToolCall) -> bool:
+    def needs_approval(call: ToolCall, refusal: str | None) -> bool:
         registered = catalog.get(call.name)
-        return registered is not None and call.name in offered and registered.requires_approval
+        return (
+            refusal is None
+            and registered is not None
+            and call.name in offered
+            and registered.requires_approval
+        )
 
-    if not any(needs_approval(c) for c in calls):
+    turn = list(zip(calls, refusals, strict=True))
+    if not any(needs_approval(c, r) for c, r in turn):
         return None
     pending = []
-    for call in calls:
-        # A tool the run was not offered shows no preview: its code does not run for it.
+    for call, refusal in turn:
+        # A tool the run was not offered shows no preview, a refused call its refusal: the
+        # tool's code does not run for either.
         registered = catalog.get(call.name) if call.name in offered else None
-        lines, failed = _preview(registered, call, seg.context_for(call.id))
+        if refusal is None:
+            lines, failed = _preview(registered, call, seg.context_for(call.id))
+        else:
+            lines, failed = (refusal,), False
         pending.append(
             PendingCall(
                 call_id=call.id,
                 name=call.name,
                 arguments=dict(call.arguments),
-                requires_approval=needs_approval(call),
+                requires_approval=needs_approval(call, refusal),
                 preview=lines,
                 preview_failed=failed,
                 arguments_valid=call.arguments_valid,
+                refusal=refusal,
             )
         )
     return SuspendedRunState(
@@ -453,6 +511,7 @@ def resume_loop(
     permits: Callable[[RegisteredTool], bool],
     recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
+    limits: RunConfig = _DEFAULT_LIMITS,
 ) -> LoopOutcome:
     """Answer the suspended turn as the person decided, re-gated live, then continue the loop.
 
@@ -470,6 +529,7 @@ def resume_loop(
         context_for=context_for,
         actor=state.actor,
         max_rounds=state.max_rounds,
+        limits=limits,
         messages=[ChatMessage.from_dict(m) for m in state.messages],
         usage=state.usage,
         iterations=state.iterations,
@@ -486,7 +546,9 @@ def resume_loop(
                 arguments_valid=pending.arguments_valid,
             )
             registered = catalog.get(call.name)
-            if not approved:
+            if pending.refusal is not None:
+                _refuse(segment, call, pending.refusal)
+            elif not approved:
                 _refuse(segment, call, f'Error: tool "{call.name}" was denied by the operator.')
             elif registered is None or not segment.permits(registered):
                 _refuse(

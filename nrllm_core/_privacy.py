@@ -11,7 +11,14 @@ from nrllm_core.redact import LEAF_MAX_CHARS, mask_secrets, redact, redact_tree
 if TYPE_CHECKING:
     from nrllm_core._payloads import RunStep
 
-__all__ = ["CONTENT_KEYS", "PrivacyLevel", "audit_view_for", "privacy_view"]
+__all__ = [
+    "CALL_ID_MAX_CHARS",
+    "CONTENT_KEYS",
+    "FINISH_REASONS",
+    "PrivacyLevel",
+    "audit_view_for",
+    "privacy_view",
+]
 
 
 class PrivacyLevel(enum.StrEnum):
@@ -36,6 +43,26 @@ CONTENT_KEYS: Final = (
 )
 
 _CONTENT_SET: Final = frozenset(CONTENT_KEYS)
+
+# The finish reasons the OpenAI and Anthropic APIs document; any other is stored as "other"
+# below ``redacted``, so a provider cannot write free text into a metadata-only audit.
+FINISH_REASONS: Final = frozenset(
+    {
+        "stop",
+        "length",
+        "tool_calls",
+        "content_filter",
+        "function_call",
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+    }
+)
+OTHER_FINISH_REASON: Final = "other"
+CALL_ID_MAX_CHARS: Final = 128
 _SEQUENCES: Final = (list, tuple)
 
 
@@ -78,6 +105,7 @@ def _metadata(step: RunStep) -> dict[str, Any]:
         if value is not None:
             (content if key in _CONTENT_SET else data)[key] = value
     _mask_model_names(data)
+    _bound_provider_strings(data)
     data["content_redacted"] = True
     messages = content.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
@@ -105,6 +133,16 @@ def _mask_model_names(data: dict[str, Any]) -> None:
     name = data.get("tool_name")
     if isinstance(name, str) and (len(name) > LEAF_MAX_CHARS or mask_secrets(name) is not name):
         data["tool_name"] = redact(name)
+
+
+def _bound_provider_strings(data: dict[str, Any]) -> None:
+    """The provider chose these strings: kept at a bounded size, never as free text."""
+    reason = data.get("finish_reason")
+    if reason is not None and not (isinstance(reason, str) and reason in FINISH_REASONS):
+        data["finish_reason"] = OTHER_FINISH_REASON
+    call_id = data.get("tool_call_id")
+    if isinstance(call_id, str) and len(call_id) > CALL_ID_MAX_CHARS:
+        data["tool_call_id"] = call_id[:CALL_ID_MAX_CHARS]
 
 
 _VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, final
 
@@ -128,6 +129,18 @@ class Actor:
 
     def has_permission(self, permission: str) -> bool:
         return self.admin or permission in self.permissions
+
+    def same_as(self, actor_id: str) -> bool:
+        """Whether ``actor_id`` names this person: ids are compared after NFKC normalisation,
+        case folding and trimming, so ``alice``, `` Alice`` and a full-width ``alice`` are one
+        person."""
+        return _actor_key(self.id) == _actor_key(actor_id)
+
+
+def _actor_key(actor_id: str) -> str:
+    # Folding can leave text that is no longer NFKC (a folded "ǰ" decomposes): normalise again.
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", actor_id).casefold())
+    return folded.strip()
 
 
 @final

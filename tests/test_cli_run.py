@@ -335,20 +335,118 @@ def suspend(env: Env, *args: str) -> dict[str, Any]:
     return data
 
 
-def test_approve_without_a_digest_approves_the_stored_one_and_shows_it(env):
+def test_approve_without_a_digest_off_a_terminal_exits_2_naming_digest(env):
     pending = suspend(env)
 
     result = nrllm(env, "approve", pending["run_id"])
 
+    assert result.exit_code == 2
+    assert "--digest" in result.stderr
+    assert env.calls == []
+    assert nrllm(env, "approve", pending["run_id"], "--deny").exit_code == 2
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("nrllm_core.cli._run._interactive", lambda: True)
+
+
+def prompted(env: Env, *args: str, answer: str) -> Result:
+    with capture_logs():
+        return CliRunner().invoke(cli, ["--config", str(env.config), *args], input=answer)
+
+
+@pytest.mark.usefixtures("terminal")
+def test_approve_without_a_digest_on_a_terminal_shows_the_turn_and_asks(env):
+    pending = suspend(env)
+
+    result = prompted(env, "approve", pending["run_id"], answer="y\n")
+
     assert result.exit_code == 0, result.output
-    assert result.stdout == f"turn digest: {pending['turn_digest']}\ndone\n"
+    lines = result.stdout.splitlines()
+    assert lines == [
+        f"run {pending['run_id']} is waiting for approval of this turn:",
+        '  write_note (needs approval) {"text":"hello"}',
+        "    | would write: hello",
+        "  read_notes (runs with the turn) {}",
+        f"turn digest: {pending['turn_digest']}",
+        "Approve? [y/N]: y",
+        "done",
+    ]
+    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+
+
+@pytest.mark.usefixtures("terminal")
+@pytest.mark.parametrize("answer", ["\n", "n\n", "no\n"])
+def test_the_prompt_defaults_to_no_and_decides_nothing(env, answer):
+    pending = suspend(env)
+
+    result = prompted(env, "approve", pending["run_id"], answer=answer)
+
+    assert result.exit_code == 1
+    assert "Approve? [y/N]" in result.stdout
+    assert "nothing was decided" in result.stderr
+    assert env.calls == []
+    again = nrllm(env, "approve", pending["run_id"], "--digest", pending["turn_digest"])
+    assert again.exit_code == 0, again.output
+
+
+@pytest.mark.usefixtures("terminal")
+def test_a_denial_on_a_terminal_asks_too(env):
+    pending = suspend(env)
+
+    result = prompted(env, "approve", pending["run_id"], "--deny", "--json", answer="y\n")
+
+    assert result.exit_code == 0, result.output
+    assert as_json(result)["status"] == "completed"
+    # With --json the turn and the question go to stderr: stdout stays one JSON object.
+    assert f"turn digest: {pending['turn_digest']}" in result.stderr
+    assert "Deny? [y/N]" in result.stderr
+    assert env.calls == []
+
+
+def test_the_terminal_check_is_stdin_being_a_tty(monkeypatch):
+    import io
+
+    from nrllm_core.cli._run import _interactive
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", io.StringIO())
+    assert _interactive() is False
+    monkeypatch.setattr("sys.stdin", Tty())
+    assert _interactive() is True
+
+
+def test_a_state_put_back_after_the_run_exits_1_as_stale(env):
+    import sqlite3
+
+    pending = suspend(env)
+    database = env.home / "nrllm.db"
+    with sqlite3.connect(database) as db:
+        (sealed,) = db.execute("SELECT sealed FROM suspensions").fetchone()
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
+    assert nrllm(env, *decide).exit_code == 0
+    with sqlite3.connect(database) as db:
+        db.execute(
+            "UPDATE suspensions SET sealed = ?, decided_at = NULL, decision = NULL", (sealed,)
+        )
+        db.execute("UPDATE runs SET status = 'awaiting_approval', ended_at = NULL")
+    db.close()
+
+    result = nrllm(env, *decide)
+
+    assert result.exit_code == 1
+    assert "stale" in as_json(result)["error"]
     assert env.calls == [("write_note", "hello"), ("read_notes", None)]
 
 
 def test_approve_json_prints_the_outcome(env):
     pending = suspend(env)
 
-    result = nrllm(env, "approve", pending["run_id"], "--json")
+    result = nrllm(env, "approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
 
     assert result.exit_code == 0, result.output
     data = as_json(result)
@@ -357,14 +455,15 @@ def test_approve_json_prints_the_outcome(env):
         "completed",
         "done",
     )
-    # The digest it approved is shown on stderr, so stdout stays one JSON object.
-    assert result.stderr == f"turn digest: {pending['turn_digest']}\n"
+    assert result.stderr == ""
 
 
 def test_approve_deny_executes_nothing(env):
     pending = suspend(env)
 
-    result = nrllm(env, "approve", pending["run_id"], "--deny", "--json")
+    result = nrllm(
+        env, "approve", pending["run_id"], "--deny", "--digest", pending["turn_digest"], "--json"
+    )
 
     assert as_json(result)["status"] == "completed"
     assert env.calls == []
@@ -396,7 +495,7 @@ def test_a_refused_approval_exits_1_with_the_reason(env, case):
 
 
 def test_a_refused_approval_is_readable_on_stderr(env):
-    result = nrllm(env, "approve", "f" * 32)
+    result = nrllm(env, "approve", "f" * 32, "--digest", "0" * 64)
 
     assert result.exit_code == 1
     assert "approval refused:" in result.stderr
@@ -404,15 +503,16 @@ def test_a_refused_approval_is_readable_on_stderr(env):
 
 def test_approve_as_names_the_approver_and_four_eyes_applies(env):
     pending = suspend(env, "--provider", "guarded")
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
 
-    refused = nrllm(env, "approve", pending["run_id"], "--as", "alice", "--json")
+    refused = nrllm(env, *decide, "--as", "alice")
     assert refused.exit_code == 1
     assert "four-eyes" in as_json(refused)["error"]
-    refused_default = nrllm(env, "approve", pending["run_id"], "--json")
+    refused_default = nrllm(env, *decide)
     assert refused_default.exit_code == 1
     assert env.calls == []
 
-    done = nrllm(env, "approve", pending["run_id"], "--as", "bob", "--json")
+    done = nrllm(env, *decide, "--as", "bob")
 
     assert done.exit_code == 0, done.output
     assert as_json(done)["status"] == "completed"
@@ -446,7 +546,9 @@ def test_max_rounds_below_one_is_bad_input(env, rounds):
     assert "max rounds must be at least 1" in result.stderr
 
 
-def test_approving_an_unknown_run_without_a_digest_names_the_real_reason(env):
+def test_approving_an_unknown_run_without_a_digest_names_the_real_reason(env, monkeypatch):
+    monkeypatch.setattr("nrllm_core.cli._run._interactive", lambda: True)
+
     result = nrllm(env, "approve", "f" * 32, "--json")
 
     assert result.exit_code == 1

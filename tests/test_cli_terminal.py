@@ -207,7 +207,9 @@ def assert_inert(result: Result) -> None:
     assert b"\x07" not in result.stdout_bytes + result.stderr_bytes
 
 
-def test_no_command_prints_a_raw_control_character(config: Path, home: Path) -> None:
+def test_no_command_prints_a_raw_control_character(
+    config: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text: dict[str, Result] = {}
     json_out: dict[str, Result] = {}
 
@@ -234,7 +236,11 @@ def test_no_command_prints_a_raw_control_character(config: Path, home: Path) -> 
     pending = json.loads(suspended.stdout)["run_id"]
 
     shown_run, uid = plant_in_database(home)
-    text["approve (digest from the database)"] = nrllm(config, "approve", pending)
+    # Without --digest only a terminal can decide; there, the turn shown comes from the
+    # sealed state, and a digest planted in the database does not open it.
+    with monkeypatch.context() as terminal:
+        terminal.setattr("nrllm_core.cli._run._interactive", lambda: True)
+        text["approve (digest from the database)"] = nrllm(config, "approve", pending)
     both("runs", "runs")
     both("runs show", "runs", "show", shown_run)
     text["purge"] = nrllm(config, "purge", "--days", "1")
@@ -246,7 +252,7 @@ def test_no_command_prints_a_raw_control_character(config: Path, home: Path) -> 
     for name, result in {**text, **json_out}.items():
         assert result.exception is None or isinstance(result.exception, SystemExit), name
         assert_inert(result)
-    quiet = {"purge", "db upgrade", "repurpose worker"}
+    quiet = {"purge", "db upgrade", "repurpose worker", "approve (digest from the database)"}
     for name, result in text.items():
         # The hostile text did reach each command that shows it, escaped.
         assert (SHOWN in result.output) is (name not in quiet), (name, result.output)

@@ -215,7 +215,7 @@ def test_configuration_cannot_relabel_a_tool(tools: dict[str, Any], key: str) ->
         ({"privacy": {"retention_days": 0}}, "privacy.retention_days: must be greater than 0"),
         ({"store": {"lease_seconds": 1.5}}, "store.lease_seconds: expected an integer"),
         ({"store": {"unfinished_retention_days": -1}}, "store.unfinished_retention_days: must be"),
-        ({"verbose": True}, "verbose: unknown key; accepted: actor, defaults"),
+        ({"verbose": True}, "verbose: unknown key; accepted: actor, approvals, defaults"),
         ({"acme": {"x": 1}}, "acme: unknown section; a plugin's section must be named after"),
     ],
 )

@@ -699,6 +699,8 @@ def test_a_run_suspended_here_is_approved_and_completed_by_another_process(
                 str(config),
                 "approve",
                 suspended.run_id,
+                "--digest",
+                suspended.turn_digest,
                 "--as",
                 "bob",
                 "--json",

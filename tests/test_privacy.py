@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 
 from nrllm_core import RunRecorder, RunStep, StepKind, ToolArtifact, make_plugin_manager
 from nrllm_core._json import dumps
-from nrllm_core._privacy import CONTENT_KEYS, PrivacyLevel, audit_view_for, privacy_view
+from nrllm_core._privacy import (
+    CONTENT_KEYS,
+    FINISH_REASONS,
+    PrivacyLevel,
+    audit_view_for,
+    privacy_view,
+)
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
 EMAIL = "alice@example.org"
@@ -259,7 +265,11 @@ def test_metadata_never_keeps_a_content_key_and_measures_strings(step: RunStep) 
         else:
             assert f"{key}_length" not in view
     for key, value in fields.items():
-        if key not in CONTENT_KEYS:
+        if key == "finish_reason":
+            # A provider's free text is not metadata: only a known reason is kept as it is.
+            known = isinstance(value, str) and value in FINISH_REASONS
+            assert view[key] == (value if known else "other")
+        elif key not in CONTENT_KEYS:
             assert view[key] == value
 
 

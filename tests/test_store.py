@@ -422,6 +422,9 @@ def test_a_killed_run_keeps_every_committed_step_and_shows_interrupted(backend: 
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait(timeout=30)
+        # Under load the child runs ahead of this reader: what it reported before the kill
+        # is still in the pipe, and the last of it is what it had committed.
+        committed = max([committed, *(int(line) for line in child.stdout)])
         stderr = child.stderr.read()
     assert child.returncode == -signal.SIGKILL, stderr
     assert committed >= 300

@@ -53,7 +53,11 @@ def run(
 @click.argument("run_id")
 @click.option("--deny", is_flag=True, help="Deny the pending turn instead of approving it.")
 @click.option("--as", "approver", default=None, help="Who decides (default: the configured actor).")
-@click.option("--digest", default=None, help="The turn digest (default: the one stored now).")
+@click.option(
+    "--digest",
+    default=None,
+    help="The turn digest you reviewed (without it: shown and confirmed on a terminal).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def approve(
@@ -67,11 +71,7 @@ def approve(
     """Approve (or --deny) a suspended run's pending turn and resume it here."""
     host = open_host(ctx)
     if digest is None:
-        suspension = host.store.suspension(run_id)
-        digest = suspension.turn_digest if suspension is not None else None
-        if digest is not None:
-            # On stderr with --json, so stdout stays one JSON object.
-            echo(f"turn digest: {digest}", err=as_json)
+        digest = _confirmed_digest(host, run_id, deny=deny, as_json=as_json)
     try:
         outcome = host.approve(
             run_id,
@@ -82,6 +82,32 @@ def approve(
     except ApprovalRefused as exc:
         _refused(host, run_id, str(exc), as_json)
     _report(ctx, outcome, as_json)
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a prompt: standard input is a terminal."""
+    return sys.stdin.isatty()
+
+
+def _confirmed_digest(host: Host, run_id: str, *, deny: bool, as_json: bool) -> str:
+    """The digest of the turn a person was shown and confirmed: nothing is decided blind."""
+    if not _interactive():
+        raise BadInput(
+            "no --digest: pass the turn digest you reviewed (--digest D), "
+            "or run this on a terminal to review the turn and confirm it"
+        )
+    try:
+        outcome = host.pending(run_id)
+    except ApprovalRefused as exc:
+        _refused(host, run_id, str(exc), as_json)
+    if outcome is None or outcome.turn_digest is None:
+        _refused(host, run_id, f'run "{run_id}" is not awaiting approval', as_json)
+    # On stderr with --json, so stdout stays one JSON object.
+    _show_turn(outcome, err=as_json)
+    if not click.confirm("Deny?" if deny else "Approve?", default=False, err=as_json):
+        echo("nothing was decided; the run is still waiting", err=True)
+        sys.exit(1)
+    return outcome.turn_digest
 
 
 def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
@@ -108,13 +134,7 @@ def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
     elif outcome.status == "completed":
         echo(outcome.final_content, multiline=True)
     elif outcome.status == "awaiting_approval":
-        echo(f"run {outcome.run_id} is waiting for approval of this turn:")
-        for pending in outcome.pending:
-            need = "needs approval" if pending.requires_approval else "runs with the turn"
-            echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}")
-            for line in pending.preview:
-                echo(f"    | {line}")
-        echo(f"turn digest: {outcome.turn_digest}")
+        _show_turn(outcome)
         base = _command_prefix(ctx)
         echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
         echo(f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}")
@@ -122,6 +142,20 @@ def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
         echo(f"run {outcome.run_id} failed: {outcome.error or ''}", err=True)
     if outcome.status == "failed":
         sys.exit(1)
+
+
+def _show_turn(outcome: RunOutcome, *, err: bool = False) -> None:
+    """The pending calls, their previews and the digest: what a person decides on."""
+    echo(f"run {outcome.run_id} is waiting for approval of this turn:", err=err)
+    for pending in outcome.pending:
+        if pending.refusal is not None:
+            need = "refused, never runs"
+        else:
+            need = "needs approval" if pending.requires_approval else "runs with the turn"
+        echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}", err=err)
+        for line in pending.preview:
+            echo(f"    | {line}", err=err)
+    echo(f"turn digest: {outcome.turn_digest}", err=err)
 
 
 def _command_prefix(ctx: click.Context) -> str:

@@ -20,7 +20,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "DecisionRow", "RunRow", "StepRow", "SuspensionRow", "UTCDateTime"]
+__all__ = [
+    "Base",
+    "ConsumedApprovalRow",
+    "DecisionRow",
+    "RunRow",
+    "StepRow",
+    "SuspensionRow",
+    "UTCDateTime",
+]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -116,3 +124,14 @@ class SuspensionRow(Base):
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     decision: Mapped[str | None] = mapped_column(String(16))
     approver: Mapped[str | None] = mapped_column(String(255))
+
+
+class ConsumedApprovalRow(Base):
+    """The nonce of a sealed state that was claimed, written in the claim's transaction."""
+
+    __tablename__ = "consumed_approvals"
+
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # Not a foreign key: the nonce outlives a purge of its run.
+    run_id: Mapped[str] = mapped_column(String(64))
+    consumed_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -23,6 +23,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
@@ -34,7 +35,14 @@ from nrllm_core.store._database import (
     head_revisions,
     run_upgrade,
 )
-from nrllm_core.store._models import DecisionRow, RunRow, StepRow, SuspensionRow, UTCDateTime
+from nrllm_core.store._models import (
+    ConsumedApprovalRow,
+    DecisionRow,
+    RunRow,
+    StepRow,
+    SuspensionRow,
+    UTCDateTime,
+)
 from nrllm_core.store._records import (
     GateDecisionRecord,
     PurgeResult,
@@ -86,7 +94,12 @@ def _utcnow() -> datetime:
 
 
 class ClaimRefused(Exception):
-    """A suspension or a decision the store cannot accept."""
+    """A suspension or a decision the store cannot accept; ``reason`` is ``not_running`` (a
+    suspension), or ``not_awaiting``, ``already_decided`` or ``replayed`` (a claim)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @final
@@ -344,7 +357,7 @@ class Store:
                 .values(status=RunStatus.AWAITING_APPROVAL.value, heartbeat_at=now)
             )
             if parked.rowcount != 1:
-                raise ClaimRefused(f'run "{run_id}" is not running')
+                raise ClaimRefused(f'run "{run_id}" is not running', "not_running")
             # A run suspends once per turn that needs approval; only the latest turn is open.
             connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
             connection.execute(
@@ -383,13 +396,14 @@ class Store:
         )
 
     def claim_suspension(
-        self, run_id: str, *, turn_digest: str, decision: str, approver: str
+        self, run_id: str, *, turn_digest: str, nonce: str, decision: str, approver: str
     ) -> bytes:
-        """Record who decided what on which turn and reopen the run, in one transaction, and
-        return the sealed state that was claimed.
+        """Record who decided what on which turn, consume the sealed state's ``nonce`` and
+        reopen the run, in one transaction, and return the sealed state that was claimed.
 
         Exactly one claim of a turn succeeds, across processes and machines: a second one, or
-        one naming another digest, raises :class:`ClaimRefused`.
+        one naming another digest, raises :class:`ClaimRefused`; so does a nonce consumed
+        before (``replayed``), even if the suspension's row was put back since.
         """
         now = self._clock()
         with self._write() as connection:
@@ -403,14 +417,26 @@ class Store:
                 .values(decided_at=now, decision=decision, approver=approver)
             )
             if claimed.rowcount != 1:
-                raise ClaimRefused("the turn was already decided, or the digest is stale")
+                raise ClaimRefused(
+                    "the turn was already decided, or the digest is stale", "already_decided"
+                )
+            try:
+                connection.execute(
+                    insert(ConsumedApprovalRow),
+                    {"nonce": nonce, "run_id": run_id, "consumed_at": now},
+                )
+            except IntegrityError:
+                raise ClaimRefused(
+                    "this suspended turn was decided before (replayed); it cannot be decided again",
+                    "replayed",
+                ) from None
             reopened = connection.execute(
                 update(RunRow)
                 .where(RunRow.id == run_id, RunRow.status == RunStatus.AWAITING_APPROVAL.value)
                 .values(status=RunStatus.RUNNING.value, heartbeat_at=now)
             )
             if reopened.rowcount != 1:
-                raise ClaimRefused(f'run "{run_id}" is not awaiting approval')
+                raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
             sealed: bytes = connection.execute(
                 select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
             ).scalar_one()

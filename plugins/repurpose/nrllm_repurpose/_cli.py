@@ -41,7 +41,7 @@ def _open(ctx: click.Context) -> tuple[HostConfig, Any]:
 
 def _visible(config: HostConfig, job: JobInfo) -> bool:
     actor = config.actor()
-    return actor.admin or job.owner == actor.id
+    return actor.admin or actor.same_as(job.owner)
 
 
 def _job_dict(job: JobInfo) -> dict[str, Any]:

@@ -1,0 +1,304 @@
+"""A sealed state opens for one decision, ever, and never after its turn is over: the nonce is
+consumed in the claim's transaction, the state carries its run's last step and an expiry, and
+four-eyes compares people, not spellings. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from nrllm_core import (
+    ConfigError,
+    DataClass,
+    Effect,
+    Tool,
+    ToolContext,
+    ToolResult,
+    load_config,
+)
+from nrllm_core._host import ApprovalRefused, Host, RefusalReason
+from nrllm_core.store import engine_for
+
+
+class Write(Tool):
+    name = "write_note"
+    description = "Write a note."
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+    effect = Effect.NON_IDEMPOTENT_WRITE
+    parameters = {  # noqa: RUF012 - read once by the catalog
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "additionalProperties": False,
+    }
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        return ToolResult.text("written")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+WRITE_TURN = {"tool_calls": [{"name": "write_note", "arguments": {"text": "hello"}}]}
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def make_host(
+    tmp_path: Path, backend: Any, clock: Clock, tools_plugin: Any
+) -> Iterator[Callable[..., tuple[Host, Write]]]:
+    hosts: list[Host] = []
+
+    def build(turns: list[dict[str, Any]], **sections: Any) -> tuple[Host, Write]:
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+        provider = {"kind": "scripted", "script": str(script), "trust_zone": "local"}
+        provider.update(sections.pop("provider", {}))
+        data = {
+            "providers": {"model": provider},
+            "defaults": {"provider": "model"},
+            "actor": {"id": "alice"},
+            "store": {"url": backend.url},
+            **sections,
+        }
+        write = Write()
+        host = Host.from_config(
+            data=data,
+            plugins=[tools_plugin(write)],
+            load_entry_points=False,
+            data_dir=backend.data_dir,
+            environ={},
+            clock=clock,
+        )
+        hosts.append(host)
+        return host, write
+
+    yield build
+    for host in hosts:
+        host.store.close()
+
+
+def suspended(host: Host) -> tuple[str, str]:
+    outcome = host.run("write hello")
+    assert outcome.status == "awaiting_approval"
+    assert outcome.turn_digest is not None
+    return outcome.run_id, outcome.turn_digest
+
+
+class Writer:
+    """Someone with write access to the audit database, and nothing else (no state key)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.engine = engine_for(backend.url, backend.data_dir)
+
+    def sql(self, statement: str, **values: Any) -> Any:
+        with self.engine.begin() as connection:
+            return connection.execute(text(statement), values).all()
+
+    def execute(self, statement: str, **values: Any) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(text(statement), values)
+
+    def copy_suspension(self, run_id: str) -> bytes:
+        ((sealed,),) = self.sql("SELECT sealed FROM suspensions WHERE run_id = :r", r=run_id)
+        return bytes(sealed)
+
+    def put_back(self, run_id: str, sealed: bytes) -> None:
+        """The attack: the finished run's suspension row restored, the run waiting again."""
+        self.execute(
+            "UPDATE suspensions SET sealed = :s, decided_at = NULL, decision = NULL, "
+            "approver = NULL WHERE run_id = :r",
+            s=sealed,
+            r=run_id,
+        )
+        self.execute(
+            "UPDATE runs SET status = 'awaiting_approval', ended_at = NULL WHERE id = :r",
+            r=run_id,
+        )
+
+
+@pytest.fixture
+def writer(backend: Any) -> Iterator[Writer]:
+    db = Writer(backend)
+    yield db
+    db.engine.dispose()
+
+
+def refusals(host: Host, run_id: str, digest: str) -> tuple[RefusalReason, RefusalReason]:
+    """Why deciding the turn, and why showing it, are refused; each message names its reason."""
+    with pytest.raises(ApprovalRefused) as deciding:
+        host.approve(run_id, approver="bob", turn_digest=digest)
+    with pytest.raises(ApprovalRefused) as showing:
+        host.pending(run_id)
+    for refused in (deciding.value, showing.value):
+        assert refused.reason.value in str(refused)
+    return deciding.value.reason, showing.value.reason
+
+
+def approved_once(make_host: Callable[..., tuple[Host, Write]], writer: Writer) -> Any:
+    host, write = make_host([WRITE_TURN, {"content": "done"}])
+    run_id, digest = suspended(host)
+    sealed = writer.copy_suspension(run_id)
+    done = host.approve(run_id, approver="bob", turn_digest=digest)
+    assert done.status == "completed"
+    assert write.calls == [{"text": "hello"}]
+    return host, write, run_id, digest, sealed
+
+
+def test_a_state_put_back_after_its_run_finished_is_refused_and_writes_nothing(make_host, writer):
+    host, write, run_id, digest, sealed = approved_once(make_host, writer)
+    writer.put_back(run_id, sealed)
+    assert host.store.suspension(run_id) is not None
+
+    with pytest.raises(ApprovalRefused) as refused:
+        host.approve(run_id, approver="bob", turn_digest=digest)
+
+    assert refused.value.reason in (RefusalReason.STALE, RefusalReason.REPLAYED)
+    assert write.calls == [{"text": "hello"}]
+
+
+def test_a_state_whose_run_moved_on_is_stale(make_host, writer):
+    host, write, run_id, digest, sealed = approved_once(make_host, writer)
+    writer.put_back(run_id, sealed)
+    # Even with the record of its claim erased, the steps after the suspension remain.
+    writer.execute("DELETE FROM consumed_approvals WHERE run_id = :r", r=run_id)
+
+    assert refusals(host, run_id, digest) == (RefusalReason.STALE, RefusalReason.STALE)
+    assert write.calls == [{"text": "hello"}]
+
+
+def test_a_consumed_nonce_is_replayed_even_with_the_later_steps_gone(make_host, writer):
+    host, write, run_id, digest, sealed = approved_once(make_host, writer)
+    ((last,),) = writer.sql(
+        "SELECT MAX(sequence) FROM run_steps WHERE run_id = :r AND kind = 'llm'", r=run_id
+    )
+    first_llm = writer.sql(
+        "SELECT MIN(sequence) FROM run_steps WHERE run_id = :r AND kind = 'llm'", r=run_id
+    )[0][0]
+    assert first_llm < last
+    # The writer also deletes every step after the suspension, so the state is not stale.
+    writer.execute(
+        "DELETE FROM run_steps WHERE run_id = :r AND sequence > :s", r=run_id, s=first_llm
+    )
+    writer.put_back(run_id, sealed)
+
+    with pytest.raises(ApprovalRefused, match="replayed") as refused:
+        host.approve(run_id, approver="bob", turn_digest=digest)
+
+    assert refused.value.reason is RefusalReason.REPLAYED
+    assert write.calls == [{"text": "hello"}]
+    # The claim and the nonce are one transaction: the refused claim left the turn undecided.
+    ((decided, status),) = writer.sql(
+        "SELECT s.decided_at, r.status FROM suspensions s JOIN runs r ON r.id = s.run_id "
+        "WHERE s.run_id = :r",
+        r=run_id,
+    )
+    assert (decided, status) == (None, "awaiting_approval")
+
+
+def test_claiming_records_the_nonce_once(make_host, writer, clock):
+    host, _ = make_host([WRITE_TURN, {"content": "done"}])
+    run_id, digest = suspended(host)
+    assert writer.sql("SELECT nonce FROM consumed_approvals") == []
+
+    host.approve(run_id, approve=False, approver="bob", turn_digest=digest)
+
+    ((nonce, owner, consumed_at),) = writer.sql(
+        "SELECT nonce, run_id, consumed_at FROM consumed_approvals"
+    )
+    assert (len(nonce), owner) == (32, run_id)
+    assert consumed_at is not None
+
+
+def test_a_turn_past_its_expiry_cannot_be_decided(make_host, clock):
+    host, write = make_host([WRITE_TURN, {"content": "done"}], approvals={"ttl_seconds": 60})
+    run_id, digest = suspended(host)
+    clock.now += timedelta(seconds=60)
+
+    assert refusals(host, run_id, digest) == (RefusalReason.EXPIRED, RefusalReason.EXPIRED)
+    assert write.calls == []
+    # Nothing was claimed: the run is still waiting, and stays undecidable.
+    assert host.store.suspension(run_id) is not None
+
+
+def test_a_turn_within_its_expiry_is_decided(make_host, clock):
+    host, write = make_host([WRITE_TURN, {"content": "done"}], approvals={"ttl_seconds": 60})
+    run_id, digest = suspended(host)
+    clock.now += timedelta(seconds=59)
+
+    assert host.approve(run_id, approver="bob", turn_digest=digest).status == "completed"
+    assert write.calls == [{"text": "hello"}]
+
+
+def test_the_default_expiry_is_seven_days(make_host, clock):
+    host, _ = make_host([WRITE_TURN, {"content": "done"}])
+    run_id, _ = suspended(host)
+    clock.now += timedelta(days=7, seconds=-1)
+    assert host.pending(run_id) is not None
+    clock.now += timedelta(seconds=1)
+
+    with pytest.raises(ApprovalRefused) as refused:
+        host.pending(run_id)
+
+    assert refused.value.reason is RefusalReason.EXPIRED
+
+
+@pytest.mark.parametrize(
+    "approver", ["alice", " Alice", "ALICE\t", "\uff41\uff4c\uff49\uff43\uff45"]
+)
+def test_four_eyes_compares_normalised_ids(make_host, approver):
+    host, write = make_host([WRITE_TURN, {"content": "done"}], provider={"four_eyes": True})
+    run_id, digest = suspended(host)
+
+    with pytest.raises(ApprovalRefused) as refused:
+        host.approve(run_id, approver=approver, turn_digest=digest)
+
+    assert refused.value.reason is RefusalReason.FOUR_EYES
+    assert write.calls == []
+    assert host.approve(run_id, approver="bob", turn_digest=digest).status == "completed"
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def test_approvals_ttl_defaults_to_seven_days() -> None:
+    assert load_config(data={}).approvals.ttl_seconds == 604_800
+    assert load_config(data={"approvals": {"ttl_seconds": 60}}).approvals.ttl_seconds == 60
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (59, "approvals.ttl_seconds: must be at least 60"),
+        (0, "approvals.ttl_seconds: must be at least 60"),
+        ("3600", "approvals.ttl_seconds: expected an integer"),
+    ],
+)
+def test_a_ttl_below_a_minute_is_a_config_error(value: Any, expected: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(data={"approvals": {"ttl_seconds": value}})
+
+
+def test_approvals_has_no_other_key() -> None:
+    with pytest.raises(ConfigError, match=re.escape("approvals.ttl: unknown key")):
+        load_config(data={"approvals": {"ttl": 60}})
