@@ -170,6 +170,7 @@ class Host:
             config.store.url,
             data_dir=folder,
             lease_seconds=config.store.lease_seconds,
+            environ=environ,
             clock=clock,
         )
         return cls(

@@ -591,7 +591,8 @@ def test_an_unusable_state_key_at_suspension_fails_the_run(make_host, tmp_path, 
         plugins=[Tools(write), Recording()],
         load_entry_points=False,
         data_dir=home,
-        environ={"NRLLM_STATE_KEY": "too-short"},
+        # The audit chain has a key of its own, so only sealing meets the unusable one.
+        environ={"NRLLM_STATE_KEY": "too-short", "NRLLM_AUDIT_KEY": "A" * 43},
     )
     try:
         outcome = host.run("go")

@@ -77,6 +77,46 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         echo(f"    {to_json(_facts(step.payload))}")
 
 
+@runs.command("verify")
+@click.argument("run_id", required=False)
+@click.option("--all", "every", is_flag=True, help="Check every stored run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def verify(ctx: click.Context, run_id: str | None, every: bool, as_json: bool) -> None:
+    """Check that no stored step of a run was edited, deleted, inserted or reordered.
+
+    Exits 0 when every chain holds and 1 naming each broken run's first broken step.
+    """
+    from nrllm_core.store import KeySource
+
+    if (run_id is not None) == every:
+        raise click.UsageError("name a RUN_ID or give --all")
+    store = _open_store(_config(ctx))
+    try:
+        check = store.verify(run_id)
+    except (ValueError, LookupError) as exc:
+        # A malformed NRLLM_AUDIT_KEY or NRLLM_STATE_KEY (the message names it, never its
+        # value), or a database that lost its own key.
+        raise click.ClickException(str(exc)) from None
+    finally:
+        store.close()
+    if check.key_source is KeySource.DATABASE:
+        echo(
+            "note: no NRLLM_AUDIT_KEY or NRLLM_STATE_KEY is set, so the chains use a key kept "
+            "in the database itself: this detects accidents, not attackers",
+            err=True,
+        )
+    if as_json:
+        echo_json(check.to_dict())
+    else:
+        for found in check.broken:
+            echo(f"run {found.run_id}: broken at step {found.sequence}: {found.problem}")
+        state = f"{len(check.broken)} broken" if check.broken else "every chain holds"
+        echo(f"{check.runs_checked} run(s) checked: {state}")
+    if check.broken:
+        ctx.exit(1)
+
+
 def _facts(payload: Any) -> dict[str, Any]:
     # kind, round and duration are already on the step's line.
     return {k: v for k, v in payload.items() if k not in ("kind", "round", "duration_ms")}
