@@ -86,6 +86,11 @@ class ToolsConfig:
         return self.data_class_enforcement == "observe"
 
 
+def _frozen_copy(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    # A copy, so the caller's dict cannot change the settings after the load.
+    return MappingProxyType(copy.deepcopy(dict(value)))
+
+
 @final
 @attrs.frozen(kw_only=True)
 class ProviderConfig:
@@ -102,6 +107,12 @@ class ProviderConfig:
     script: str | None = None
     timeout_seconds: float = 60.0
     max_retries: int = 2
+    temperature: float | None = None
+    max_tokens: int | None = None
+    # OpenAI's successor of max_tokens (o-series models take only this one).
+    max_completion_tokens: int | None = None
+    # Extra request fields, sent as they are (JSON values).
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_copy)
 
 
 @final
@@ -253,6 +264,7 @@ def load_config(
     data: Mapping[str, Any] | None = None,
     plugin_sections: Iterable[str] = (),
     settings_classes: Mapping[str, type[Any]] | None = None,
+    provider_kinds: Iterable[str] | None = None,
 ) -> HostConfig:
     """Read and check the configuration.
 
@@ -262,7 +274,9 @@ def load_config(
     the group ``nrllm``, ``plugin_sections`` or ``settings_classes`` has its name. A section
     with a class in ``settings_classes`` (a plugin's ``nrllm_settings_class``) is structured
     and checked with it, and absent, is the class's defaults; any other section is kept as a
-    read-only mapping. Every problem of the load is reported in one :class:`ConfigError`.
+    read-only mapping. With ``provider_kinds`` (the installed plugins' kinds), a provider of
+    another kind is refused too. A ``scripted`` provider's script is read and checked here.
+    Every problem of the load is reported in one :class:`ConfigError`.
     """
     source: Path | None = None
     if data is None:
@@ -272,7 +286,8 @@ def load_config(
         raw = data
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
-    return _build(raw, source, frozenset(plugin_sections), settings_classes or {})
+    kinds = None if provider_kinds is None else frozenset(provider_kinds)
+    return _build(raw, source, frozenset(plugin_sections), settings_classes or {}, kinds)
 
 
 def config_loader(
@@ -281,19 +296,27 @@ def config_loader(
     data: Mapping[str, Any] | None = None,
     plugin_sections: Callable[[], Iterable[str]] = tuple,
     settings_classes: Callable[[], Mapping[str, type[Any]]] = dict,
+    provider_kinds: Callable[[], Iterable[str]] | None = None,
 ) -> Callable[[], HostConfig]:
     """A function that returns the live configuration, reading the file again only when it
-    changed (its path, size or modification time) or the plugins did (``plugin_sections``
-    and ``settings_classes`` are asked on every call), so a host can ask on every tool call."""
+    changed (its path, size or modification time) or the plugins did (``plugin_sections``,
+    ``settings_classes`` and ``provider_kinds`` are asked on every call), so a host can ask on
+    every tool call."""
     last: list[tuple[object, HostConfig]] = []
 
     def load() -> HostConfig:
         sections = frozenset(plugin_sections())
         classes = dict(settings_classes())
+        kinds = None if provider_kinds is None else frozenset(provider_kinds())
         if data is not None:
-            key: object = ("data", sections, classes)
+            key: object = ("data", sections, classes, kinds)
             if not last or last[0][0] != key:
-                config = load_config(data=data, plugin_sections=sections, settings_classes=classes)
+                config = load_config(
+                    data=data,
+                    plugin_sections=sections,
+                    settings_classes=classes,
+                    provider_kinds=kinds,
+                )
                 last[:] = [(key, config)]
             return last[0][1]
         source = _locate(path)
@@ -312,10 +335,13 @@ def config_loader(
             None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino),
             sections,
             classes,
+            kinds,
         )
         if last and last[0][0] == key:
             return last[0][1]
-        config = load_config(path, plugin_sections=sections, settings_classes=classes)
+        config = load_config(
+            path, plugin_sections=sections, settings_classes=classes, provider_kinds=kinds
+        )
         last[:] = [(key, config)]
         return config
 
@@ -352,6 +378,7 @@ def _build(
     source: Path | None,
     extra_sections: frozenset[str],
     settings_classes: Mapping[str, type[Any]],
+    provider_kinds: frozenset[str] | None,
 ) -> HostConfig:
     core: dict[str, Any] = {}
     plugins: dict[str, Any] = {}
@@ -387,8 +414,9 @@ def _build(
         errors.extend(_relabel_attempts(core["tools"], "tools"))
         core["tools"] = _normalize_enforcement(core["tools"])
     document = _structure(core, _Document, "", errors)
+    config_dir = source.resolve().parent if source is not None else None
     if document is not None:
-        errors.extend(_cross_checks(document))
+        errors.extend(_cross_checks(document, provider_kinds, config_dir))
     if errors or document is None:
         raise ConfigError(_summary(source, errors))
     return HostConfig(
@@ -402,7 +430,7 @@ def _build(
         run=document.run,
         approvals=document.approvals,
         plugin_settings=MappingProxyType(plugins),
-        config_dir=source.resolve().parent if source is not None else None,
+        config_dir=config_dir,
         source=source,
     )
 
@@ -469,9 +497,12 @@ def _structure(value: object, cls: type[T], path: str, errors: list[str]) -> T |
     return structured
 
 
-def _cross_checks(document: _Document) -> list[str]:
+def _cross_checks(
+    document: _Document, provider_kinds: frozenset[str] | None, config_dir: Path | None
+) -> list[str]:
     errors = []
     for name, provider in document.providers.items():
+        errors.extend(_provider_problems(name, provider, provider_kinds, config_dir))
         for index, target in enumerate(provider.fallback):
             if target not in document.providers:
                 errors.append(
@@ -499,6 +530,38 @@ def _cross_checks(document: _Document) -> list[str]:
             errors.append(f"{key}: must be greater than 0")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
+    return errors
+
+
+def _provider_problems(
+    name: str, provider: ProviderConfig, kinds: frozenset[str] | None, config_dir: Path | None
+) -> list[str]:
+    from nrllm_core.providers._settings import params_problems
+
+    where = f"providers.{name}"
+    errors = [
+        f"{where}.params{'.' + key if key else ''}: {problem}"
+        for key, problem in params_problems(provider.params)
+    ]
+    for key in ("max_tokens", "max_completion_tokens"):
+        count = getattr(provider, key)
+        if count is not None and count < 1:
+            errors.append(f"{where}.{key}: must be 1 or more")
+    if provider.max_tokens is not None and provider.max_completion_tokens is not None:
+        errors.append(f"{where}: set max_tokens or max_completion_tokens, not both")
+    if kinds is not None and provider.kind not in kinds:
+        errors.append(
+            f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
+        )
+    elif provider.kind == "scripted" and provider.script is not None:
+        # The script is part of the configuration: a broken one fails every command alike.
+        from nrllm_core._providers import ProviderConfigError
+        from nrllm_core.providers._scripted import scripted_factory
+
+        try:
+            scripted_factory(name, attrs.asdict(provider), config_dir=config_dir, environ={})
+        except ProviderConfigError as exc:
+            errors.append(f"{where}.script: {exc}")
     return errors
 
 

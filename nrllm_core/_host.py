@@ -87,6 +87,8 @@ class RunOutcome:
     turn_digest: str | None = None
     error: str | None = None
     usage: Usage = attrs.field(factory=Usage)
+    # The final answer stopped at its token limit.
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,8 @@ class RunOutcome:
             ],
             "turn_digest": self.turn_digest,
             "error": self.error,
+            "truncated": self.truncated,
+            "usage": self.usage.to_dict(),
         }
 
 
@@ -157,12 +161,14 @@ class Host:
 
         if pm is None:
             pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
-        # A section is allowed for every registered plugin, and checked by its settings class.
+        # A section is allowed for every registered plugin, and checked by its settings class;
+        # a provider of a kind no plugin registers is a configuration error, as in the CLI.
         loader = config_loader(
             path,
             data=data,
             plugin_sections=functools.partial(_plugin_names, pm),
             settings_classes=pm.settings_classes,
+            provider_kinds=lambda: pm.provider_registry().kinds,
         )
         config = loader()
         folder = default_data_dir() if data_dir is None else Path(data_dir)
@@ -206,8 +212,11 @@ class Host:
     ) -> RunOutcome:
         """Run a prompt to its answer, or to a turn that waits for a person's approval.
 
-        ``on_event`` sees each step of this run, unfiltered, as it happens.
+        ``on_event`` sees each step of this run, unfiltered, as it happens. An empty or
+        whitespace-only prompt raises ``ValueError`` before anything is recorded or sent.
         """
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("the prompt is empty")
         config = self.config
         actor = actor or config.actor()
         provider_name = self._provider_name(config, provider)
@@ -637,6 +646,7 @@ class Host:
             final_content=result.final_content,
             error=outcome.error,
             usage=result.usage,
+            truncated=result.truncated,
         )
 
 

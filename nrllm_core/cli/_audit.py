@@ -68,10 +68,23 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         store.close()
     if detail is None:
         raise click.ClickException(f"no run {run_id!r} in the audit store")
+    usage, truncated = _answer_facts(detail.steps)
     if as_json:
-        echo_json({"run": detail.run.to_dict(), "steps": [s.to_dict() for s in detail.steps]})
+        echo_json(
+            {
+                "run": detail.run.to_dict(),
+                "usage": usage,
+                "truncated": truncated,
+                "steps": [s.to_dict() for s in detail.steps],
+            }
+        )
         return
     echo(_run_line(detail.run))
+    echo(
+        "  usage: "
+        + ", ".join(f"{key} {count}" for key, count in usage.items())
+        + f"; truncated: {'true' if truncated else 'false'}"
+    )
     for step in detail.steps:
         echo(f"  #{step.sequence} {step.kind} round {step.round} {step.duration_ms:.1f} ms")
         echo(f"    {to_json(_facts(step.payload))}")
@@ -115,6 +128,24 @@ def verify(ctx: click.Context, run_id: str | None, every: bool, as_json: bool) -
         echo(f"{check.runs_checked} run(s) checked: {state}")
     if check.broken:
         ctx.exit(1)
+
+
+def _answer_facts(steps: Any) -> tuple[dict[str, int], bool]:
+    """The tokens the run's model calls were billed for, and whether its last answer was cut
+    off at its token limit, from its ``llm`` steps."""
+    from nrllm_core._messages import Usage
+
+    keys = tuple(Usage().to_dict())
+    usage = dict.fromkeys(keys, 0)
+    truncated = False
+    for step in steps:
+        if step.kind != "llm":
+            continue
+        for key in keys:
+            count = step.payload.get(key)
+            usage[key] += count if type(count) is int and count >= 0 else 0
+        truncated = step.payload.get("truncated") is True
+    return usage, truncated
 
 
 def _facts(payload: Any) -> dict[str, Any]:
