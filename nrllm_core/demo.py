@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -323,8 +324,7 @@ def main(home: Path) -> int:
     print(_tool_lines(_nrllm(home, "tools")))
     print("  `nrllm mcp pins approve notes lookup` shows the diff and pins it again.")
 
-    print(f"\nEverything above is stored in {home}; `nrllm --config {home / 'nrllm.toml'} runs`")
-    print("lists the runs, and `nrllm --config ... serve` opens the inspector.")
+    print(closing_hint(home))
     return 0
 
 
@@ -333,6 +333,19 @@ def _tool_lines(listing: str) -> str:
     lines = listing.splitlines()
     kept = lines[1:2] + [line for line in lines if line.startswith("notes__")]
     return textwrap.indent("\n".join(kept), "    ")
+
+
+def closing_hint(home: Path) -> str:
+    """Where the demo's runs are, and the commands that list them and open the inspector:
+    with the demo's ``NRLLM_HOME``, or they would look at an empty store elsewhere."""
+    command = (Path(sys.executable).with_name("nrllm"), "--config", home / "nrllm.toml")
+    base = f"NRLLM_HOME={shlex.quote(str(home))} " + shlex.join(str(p) for p in command)
+    return (
+        f"\nEverything above is stored in {home}. To list the runs:\n"
+        f"  {base} runs\n"
+        f"and to open them in the inspector:\n"
+        f"  {base} serve"
+    )
 
 
 def _brief(payload: Any) -> str:

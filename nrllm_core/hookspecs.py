@@ -53,6 +53,24 @@ def nrllm_tool_data_class(tool: Tool) -> DataClass | None:
     """
 
 
+@_spec
+def nrllm_settings_class(plugin_name: str) -> type[Any] | None:
+    """Declare the attrs class of this plugin's settings section, ``[plugin_name]``.
+
+    Core asks each implementation on its own, passing the name the plugin is registered under
+    (its entry-point name), which is the name of its section. Core structures and checks the
+    section with that class when the configuration loads, so a bad value is refused there,
+    naming the file and the key, and the plugin's tools receive the instance as
+    ``ToolContext.settings`` (the class's defaults when the file has no section). Checks
+    beyond the field types belong in the class's attrs validators and converters; a validator
+    names its field in the message (``"allow_hosts: no ranges"``).
+
+    :param plugin_name: the plugin's registration name, which is its section's name.
+    :returns: a frozen attrs class whose fields are the section's keys, or ``None`` for a
+        plugin whose tools receive the section as a read-only mapping.
+    """
+
+
 # -- Execution ---------------------------------------------------------------------------------
 
 

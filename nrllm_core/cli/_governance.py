@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import click
 
-from nrllm_core._catalog import RegisteredTool, WithheldTool
+from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
 from nrllm_core._serde import to_json
@@ -39,7 +39,8 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     catalog = _main._plugin_manager().catalog()
     report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
-    rows += [_withheld_row(catalog.withheld[name]) for name in sorted(catalog.withheld)]
+    rows.extend(_withheld_row(name, "withheld") for name in sorted(catalog.clashes))
+    rows.extend(_withheld_row(w.name, w.reason) for _, w in sorted(catalog.withheld.items()))
     if as_json:
         echo_json(
             {
@@ -63,10 +64,10 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
         table.append(
             (
                 row["name"],
-                row["group"] or "-",
-                row["data_class"] or "-",
-                row["data_class_source"] or "-",
-                row["effect"] or "-",
+                row["group"],
+                row["data_class"],
+                row["data_class_source"],
+                row["effect"],
                 "required" if row["requires_approval"] else "-",
                 verdict,
             )
@@ -91,17 +92,18 @@ def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
     }
 
 
-def _withheld_row(tool: WithheldTool) -> dict[str, Any]:
-    """A tool its plugin withholds: nothing about it is known but its name and the reason."""
+def _withheld_row(name: str, reason: str) -> dict[str, Any]:
+    """A name no run is offered: one two plugins registered (``nrllm plugins`` says whose), or
+    one its plugin withholds (``ToolRegistry.withhold``), with the plugin's reason."""
     return {
-        "name": tool.name,
-        "group": None,
-        "data_class": None,
-        "data_class_source": None,
-        "effect": None,
+        "name": name,
+        "group": "-",
+        "data_class": "-",
+        "data_class_source": "-",
+        "effect": "-",
         "requires_approval": False,
         "offered": False,
-        "reason": tool.reason,
+        "reason": reason,
         "observed": None,
     }
 
