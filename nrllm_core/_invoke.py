@@ -9,8 +9,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeGuard
 
-import attrs
-
 from nrllm_core._bounds import bound_artifacts, bound_content
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
 from nrllm_core._gate import rights_refusal
@@ -185,7 +183,10 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
     elif isinstance(section, Mapping):
         # A copy per call: one call cannot change what the next one reads.
         section = types.MappingProxyType(copy.deepcopy(dict(section)))
-    return attrs.evolve(context, settings=section)
+    # Built directly: attrs.evolve introspects the class on every call, on the seam's hot path.
+    return ToolContext(
+        run_id=context.run_id, call_id=context.call_id, actor=context.actor, settings=section
+    )
 
 
 _NO_SETTINGS: Final[Mapping[str, Any]] = types.MappingProxyType({})
