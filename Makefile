@@ -9,10 +9,10 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 install: $(BIN)/python
-	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose
+	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/otel
 
 install-dev: $(BIN)/python
-	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose
+	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose -e "./plugins/otel[test]"
 
 demo: install
 	rm -rf .demo
@@ -25,7 +25,7 @@ test: install-dev
 	$(BIN)/python -m mypy
 
 bench: $(BIN)/python
-	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose
+	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose -e "./plugins/otel[test]"
 	$(BIN)/python benchmarks/bench_seam.py
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_run.py

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 from nrllm_core._bounds import bound_artifacts, bound_content
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
@@ -18,7 +18,12 @@ from nrllm_core._tool import ToolContext
 from nrllm_core._values import ToolResult
 from nrllm_core.log import logger
 
-__all__ = ["invoke", "refuse"]
+__all__ = ["ERROR", "OK", "REFUSED", "invoke", "refuse"]
+
+# A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
+OK: Final = "ok"
+ERROR: Final = "error"
+REFUSED: Final = "refused"
 
 
 def invoke(
@@ -42,9 +47,17 @@ def invoke(
     """
     catalog = pm.catalog()
     started = time.perf_counter()
-    result = _execute(catalog, pm, tool_name, arguments, context, offered)
+    result, outcome = _execute(catalog, pm, tool_name, arguments, context, offered)
     return _deliver(
-        pm, result, tool_name, arguments, context, recorder, round, time.perf_counter() - started
+        pm,
+        result,
+        outcome,
+        tool_name,
+        arguments,
+        context,
+        recorder,
+        round,
+        time.perf_counter() - started,
     )
 
 
@@ -61,13 +74,22 @@ def refuse(
     """Answer a call that is not executed (a person denied it, or it is no longer permitted)
     through the same bounding and delivery as every executed call."""
     return _deliver(
-        pm, ToolResult.error(content), tool_name, arguments, context, recorder, round, 0.0
+        pm,
+        ToolResult.error(content),
+        REFUSED,
+        tool_name,
+        arguments,
+        context,
+        recorder,
+        round,
+        0.0,
     )
 
 
 def _deliver(
     pm: PluginManager,
     result: ToolResult,
+    outcome: str,
     tool_name: str,
     arguments: object,
     context: ToolContext,
@@ -94,6 +116,7 @@ def _deliver(
         is_error=result.is_error,
     )
     pm.emit_wire(wire)
+    registered = pm.catalog().get(tool_name)
     step = RunStep(
         kind=StepKind.TOOL,
         round=round,
@@ -104,6 +127,9 @@ def _deliver(
             "tool_arguments": dict(arguments) if isinstance(arguments, Mapping) else None,
             "tool_result": result.content,
             "tool_is_error": result.is_error,
+            "tool_outcome": ERROR if outcome == OK and result.is_error else outcome,
+            "tool_data_class": None if registered is None else registered.data_class.value,
+            "tool_effect": None if registered is None else registered.effect.value,
         },
         tool_artifacts=result.artifacts,
     )
@@ -118,22 +144,21 @@ def _execute(
     arguments: object,
     context: ToolContext,
     offered: Callable[[RegisteredTool], bool] | None,
-) -> ToolResult:
+) -> tuple[ToolResult, str]:
+    """The call's result, and whether the tool ran (``ok``/``error``) or was refused."""
     registered = catalog.get(tool_name)
     if registered is None:
-        return ToolResult.error(f'Error: unknown tool "{tool_name}"')
+        return _refused(f'Error: unknown tool "{tool_name}"')
     if offered is not None and not offered(registered):
-        return ToolResult.error(f'Error: tool "{tool_name}" not permitted')
+        return _refused(f'Error: tool "{tool_name}" not permitted')
     if offered is None:
         # A direct call bypasses the zone and the skill, never the actor's rights.
         denied = rights_refusal(registered, context.actor)
         if denied is not None:
             logger().info("nrllm.gate.denied", tool=tool_name, reason=denied.value, direct=True)
-            return ToolResult.error(f'Error: tool "{tool_name}" not permitted ({denied.value})')
+            return _refused(f'Error: tool "{tool_name}" not permitted ({denied.value})')
     if not isinstance(arguments, Mapping):
-        return ToolResult.error(
-            f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object'
-        )
+        return _refused(f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object')
     # A plain dict: what JSON Schema calls an object, and a copy the tool cannot share.
     plain = dict(arguments)
     if not registered.checks_own_arguments:
@@ -148,16 +173,20 @@ def _execute(
             logger().warning("nrllm.tool.arguments_unvalidated", tool=tool_name, exc_info=True)
             problem = "$: could not be validated"
         if problem is not None:
-            return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
+            return _refused(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     try:
         raw = pm.execute_tool(registered.tool, plain, context)
     except Exception:
         # The exception text can hold credentials: it goes to the log, never to the wire.
         logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)
-        return ToolResult.error(f'Error: tool "{tool_name}" failed.')
+        return ToolResult.error(f'Error: tool "{tool_name}" failed.'), ERROR
     if not _well_formed(raw):
-        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.')
-    return raw
+        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.'), ERROR
+    return raw, OK
+
+
+def _refused(message: str) -> tuple[ToolResult, str]:
+    return ToolResult.error(message), REFUSED
 
 
 def _well_formed(raw: object) -> TypeGuard[ToolResult]:

@@ -321,6 +321,7 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
                 "content": answer.content,
                 "thinking": answer.thinking,
                 "finish_reason": answer.finish_reason,
+                "response_id": answer.response_id,
                 "prompt_tokens": answer.usage.prompt_tokens,
                 "completion_tokens": answer.usage.completion_tokens,
                 "requested_tool_calls": [

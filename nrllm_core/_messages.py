@@ -298,3 +298,5 @@ class ProviderAnswer:
     usage: Usage
     finish_reason: str | None
     thinking: str | None = None
+    # The provider's id for this answer, when it gives one.
+    response_id: str | None = None

@@ -16,7 +16,13 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, http_settings, post_json, token_count
+from nrllm_core.providers._http import (
+    HttpSettings,
+    http_settings,
+    post_json,
+    response_id,
+    token_count,
+)
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["AnthropicProvider", "anthropic_factory"]
@@ -138,6 +144,7 @@ class AnthropicProvider:
                 completion_tokens=token_count(usage, "output_tokens"),
             ),
             finish_reason=stop if isinstance(stop, str) else None,
+            response_id=response_id(data),
             thinking="\n".join(thoughts) or None,
         )
 

@@ -17,7 +17,13 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, http_settings, post_json, token_count
+from nrllm_core.providers._http import (
+    HttpSettings,
+    http_settings,
+    post_json,
+    response_id,
+    token_count,
+)
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["OpenAIProvider", "openai_factory"]
@@ -128,6 +134,7 @@ class OpenAIProvider:
                 completion_tokens=token_count(usage, "completion_tokens"),
             ),
             finish_reason=finish if isinstance(finish, str) else None,
+            response_id=response_id(data),
             thinking=thinking if isinstance(thinking, str) and thinking else None,
         )
 
