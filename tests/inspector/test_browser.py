@@ -261,7 +261,7 @@ def test_approve_a_suspended_run_from_the_inbox(page, tmp_path):
     kinds = p.locator("#approval-output .step").evaluate_all(
         "nodes => nodes.map(n => n.dataset.kind)"
     )
-    assert kinds == ["approval", "tool", "request", "llm"]
+    assert kinds == ["start", "approval", "tool", "request", "llm", "finish"]
     p.wait_for_selector("text=No run is waiting for approval.")
 
 
