@@ -8,8 +8,8 @@ import click
 
 from nrllm_core import _json
 from nrllm_core._manager import PluginManager, make_plugin_manager
-from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._payloads import StepKind
+from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._sink_recorder import SinkRecorder
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.cli._terminal import echo, echo_json
