@@ -1,8 +1,9 @@
 """Persisted audit steps per second, at each privacy level, on SQLite and PostgreSQL.
 
 Each step is a tool step with a small table artifact, recorded through a ``RunRecorder`` whose
-audit view is the privacy filter and whose only audit sink is the store: filter, encode, insert
-and commit, one transaction per step, as a run does it. Every figure is the median of several
+audit view is the privacy filter and whose only audit sink is the store: filter, encode, chain,
+insert and commit, one transaction per step, as a run does it. Then ``Store.verify`` checks
+every chain written, in steps checked per second. Every figure is the median of several
 repeats. PostgreSQL is measured when ``NRLLM_TEST_POSTGRES_URL`` is set, in a scratch schema
 that is dropped afterwards.
 
@@ -49,6 +50,18 @@ def step(n: int) -> RunStep:
         },
         tool_artifacts=(table,),
     )
+
+
+def verified_per_second(store: Store) -> float:
+    """Steps whose chain ``verify`` checks per second, over every run the store holds."""
+    steps = sum(run.steps for run in store.list_runs())
+    rates = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        if store.verify().broken:
+            raise RuntimeError("a chain does not hold")
+        rates.append(steps / (time.perf_counter() - started))
+    return statistics.median(rates)
 
 
 def steps_per_second(store: Store, level: PrivacyLevel) -> float:
@@ -107,6 +120,7 @@ def main() -> None:
                 met = "met" if rate >= TARGET_METADATA_SQLITE else "MISSED"
                 note = f"  (target {TARGET_METADATA_SQLITE}: {met})"
             print(f"  sqlite      {level.value:<9} {rate:8.0f}{note}")
+        print(f"  sqlite      verify    {verified_per_second(store):8.0f}  (steps checked/s)")
     base = os.environ.get("NRLLM_TEST_POSTGRES_URL")
     if not base:
         print("  postgresql  skipped: set NRLLM_TEST_POSTGRES_URL to measure it")
@@ -114,6 +128,7 @@ def main() -> None:
     with postgres_store(base) as store:
         for level in PrivacyLevel:
             print(f"  postgresql  {level.value:<9} {steps_per_second(store, level):8.0f}")
+        print(f"  postgresql  verify    {verified_per_second(store):8.0f}  (steps checked/s)")
 
 
 if __name__ == "__main__":

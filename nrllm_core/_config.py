@@ -82,6 +82,11 @@ class ToolsConfig:
         return self.data_class_enforcement == "observe"
 
 
+def _frozen_copy(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    # A copy, so the caller's dict cannot change the settings after the load.
+    return MappingProxyType(copy.deepcopy(dict(value)))
+
+
 @final
 @attrs.frozen(kw_only=True)
 class ProviderConfig:
@@ -98,6 +103,12 @@ class ProviderConfig:
     script: str | None = None
     timeout_seconds: float = 60.0
     max_retries: int = 2
+    temperature: float | None = None
+    max_tokens: int | None = None
+    # OpenAI's successor of max_tokens (o-series models take only this one).
+    max_completion_tokens: int | None = None
+    # Extra request fields, sent as they are (JSON values).
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_copy)
 
 
 @final
@@ -248,13 +259,16 @@ def load_config(
     *,
     data: Mapping[str, Any] | None = None,
     plugin_sections: Iterable[str] = (),
+    provider_kinds: Iterable[str] | None = None,
 ) -> HostConfig:
     """Read and check the configuration.
 
     ``data`` is the configuration as a dict (no file is read). Otherwise the file is ``path``,
     else ``$NRLLM_CONFIG``, else ``./nrllm.toml`` if it exists, else nothing: every default.
     A top-level table not known to core is a plugin's section, allowed when an entry point of
-    the group ``nrllm`` or ``plugin_sections`` has its name.
+    the group ``nrllm`` or ``plugin_sections`` has its name. With ``provider_kinds`` (the
+    installed plugins' kinds), a provider of another kind is refused too. A ``scripted``
+    provider's script is read and checked here.
     """
     source: Path | None = None
     if data is None:
@@ -264,16 +278,21 @@ def load_config(
         raw = data
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
-    return _build(raw, source, frozenset(plugin_sections))
+    kinds = None if provider_kinds is None else frozenset(provider_kinds)
+    return _build(raw, source, frozenset(plugin_sections), kinds)
 
 
 def config_loader(
-    path: str | os.PathLike[str] | None = None, *, data: Mapping[str, Any] | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    data: Mapping[str, Any] | None = None,
+    provider_kinds: Iterable[str] | None = None,
 ) -> Callable[[], HostConfig]:
     """A function that returns the live configuration, reading the file again only when it
     changed (its path, size or modification time), so a host can ask on every tool call."""
+    kinds = None if provider_kinds is None else tuple(provider_kinds)
     if data is not None:
-        fixed = load_config(data=data)
+        fixed = load_config(data=data, provider_kinds=kinds)
         return lambda: fixed
     last: list[tuple[object, HostConfig]] = []
 
@@ -292,7 +311,7 @@ def config_loader(
         key = (source, None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino))
         if last and last[0][0] == key:
             return last[0][1]
-        config = load_config(path)
+        config = load_config(path, provider_kinds=kinds)
         last[:] = [(key, config)]
         return config
 
@@ -325,7 +344,10 @@ def _read(source: Path) -> dict[str, Any]:
 
 
 def _build(
-    raw: Mapping[str, Any], source: Path | None, extra_sections: frozenset[str]
+    raw: Mapping[str, Any],
+    source: Path | None,
+    extra_sections: frozenset[str],
+    provider_kinds: frozenset[str] | None,
 ) -> HostConfig:
     core: dict[str, Any] = {}
     plugins: dict[str, Mapping[str, Any]] = {}
@@ -357,7 +379,8 @@ def _build(
     if errors:
         raise ConfigError(_summary(source, errors))
     document = _structure(core, source)
-    errors = _cross_checks(document)
+    config_dir = source.resolve().parent if source is not None else None
+    errors = _cross_checks(document, provider_kinds, config_dir)
     if errors:
         raise ConfigError(_summary(source, errors))
     return HostConfig(
@@ -371,7 +394,7 @@ def _build(
         run=document.run,
         approvals=document.approvals,
         plugin_settings=MappingProxyType(plugins),
-        config_dir=source.resolve().parent if source is not None else None,
+        config_dir=config_dir,
         source=source,
     )
 
@@ -429,9 +452,12 @@ def _structure(core: Mapping[str, Any], source: Path | None) -> _Document:
         raise ConfigError(_summary(source, _messages(exc, ""))) from None
 
 
-def _cross_checks(document: _Document) -> list[str]:
+def _cross_checks(
+    document: _Document, provider_kinds: frozenset[str] | None, config_dir: Path | None
+) -> list[str]:
     errors = []
     for name, provider in document.providers.items():
+        errors.extend(_provider_problems(name, provider, provider_kinds, config_dir))
         for index, target in enumerate(provider.fallback):
             if target not in document.providers:
                 errors.append(
@@ -459,6 +485,38 @@ def _cross_checks(document: _Document) -> list[str]:
             errors.append(f"{key}: must be greater than 0")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
+    return errors
+
+
+def _provider_problems(
+    name: str, provider: ProviderConfig, kinds: frozenset[str] | None, config_dir: Path | None
+) -> list[str]:
+    from nrllm_core.providers._settings import params_problems
+
+    where = f"providers.{name}"
+    errors = [
+        f"{where}.params{'.' + key if key else ''}: {problem}"
+        for key, problem in params_problems(provider.params)
+    ]
+    for key in ("max_tokens", "max_completion_tokens"):
+        count = getattr(provider, key)
+        if count is not None and count < 1:
+            errors.append(f"{where}.{key}: must be 1 or more")
+    if provider.max_tokens is not None and provider.max_completion_tokens is not None:
+        errors.append(f"{where}: set max_tokens or max_completion_tokens, not both")
+    if kinds is not None and provider.kind not in kinds:
+        errors.append(
+            f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
+        )
+    elif provider.kind == "scripted" and provider.script is not None:
+        # The script is part of the configuration: a broken one fails every command alike.
+        from nrllm_core._providers import ProviderConfigError
+        from nrllm_core.providers._scripted import scripted_factory
+
+        try:
+            scripted_factory(name, attrs.asdict(provider), config_dir=config_dir, environ={})
+        except ProviderConfigError as exc:
+            errors.append(f"{where}.script: {exc}")
     return errors
 
 

@@ -88,6 +88,8 @@ class RunOutcome:
     turn_digest: str | None = None
     error: str | None = None
     usage: Usage = attrs.field(factory=Usage)
+    # The final answer stopped at its token limit.
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +109,8 @@ class RunOutcome:
             ],
             "turn_digest": self.turn_digest,
             "error": self.error,
+            "truncated": self.truncated,
+            "usage": self.usage.to_dict(),
         }
 
 
@@ -156,17 +160,19 @@ class Host:
         """
         from nrllm_core.store import Store, default_data_dir
 
-        loader = config_loader(path, data=data)
+        if pm is None:
+            pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
+        # A provider of a kind no plugin registers is a configuration error, as in the CLI.
+        loader = config_loader(path, data=data, provider_kinds=pm.provider_registry().kinds)
         config = loader()
         folder = data_dir or default_data_dir()
         store = Store.open(
             config.store.url,
             data_dir=folder,
             lease_seconds=config.store.lease_seconds,
+            environ=environ,
             clock=clock,
         )
-        if pm is None:
-            pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
         return cls(
             pm=pm,
             config_loader=loader,
@@ -200,8 +206,11 @@ class Host:
     ) -> RunOutcome:
         """Run a prompt to its answer, or to a turn that waits for a person's approval.
 
-        ``on_event`` sees each step of this run, unfiltered, as it happens.
+        ``on_event`` sees each step of this run, unfiltered, as it happens. An empty or
+        whitespace-only prompt raises ``ValueError`` before anything is recorded or sent.
         """
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("the prompt is empty")
         config = self.config
         actor = actor or config.actor()
         provider_name = self._provider_name(config, provider)
@@ -660,6 +669,7 @@ class Host:
             final_content=result.final_content,
             error=outcome.error,
             usage=result.usage,
+            truncated=result.truncated,
         )
 
 

@@ -18,9 +18,18 @@ from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import RunConfig
 from nrllm_core._invoke import invoke, refuse
 from nrllm_core._manager import PluginManager
-from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, ToolSpec, Usage
+from nrllm_core._messages import (
+    ChatMessage,
+    ProviderAnswer,
+    ProviderError,
+    Stop,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Usage,
+)
 from nrllm_core._payloads import RunStep, StepKind
-from nrllm_core._providers import Provider
+from nrllm_core._providers import Provider, complete
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor
@@ -51,12 +60,17 @@ _DEFAULT_LIMITS: Final = RunConfig()
 PREVIEW_FAILED: Final = (
     "The preview for this call failed, so it shows nothing about what the call would do."
 )
+CUT_OFF: Final = "Error: the model's answer was cut off before this call was complete."
 
 
 class TerminationReason(enum.StrEnum):
     """Why a run stopped."""
 
     COMPLETED = "completed"
+    # Completed, but the answer stopped at its token limit.
+    TRUNCATED = "truncated"
+    # Completed with the model's (or its provider's filter's) refusal as the answer.
+    REFUSED = "refused"
     MAX_ITERATIONS = "max_iterations"
     AWAITING_APPROVAL = "awaiting_approval"
     PROVIDER_FAILED = "provider_failed"
@@ -85,6 +99,7 @@ class ToolLoopResult:
     final_content: str
     invocations: tuple[ToolInvocation, ...]
     iterations: int
+    # The final answer stopped at its token limit.
     truncated: bool
     usage: Usage
     termination_reason: TerminationReason
@@ -261,16 +276,16 @@ def _rounds(seg: _Segment) -> LoopOutcome:
         ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
         for t in seg.offered
     ]
-    if not specs:
-        answer = _ask(seg, [], seg.iterations + 1)
-        seg.iterations += 1
-        return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
     for _ in range(seg.max_rounds):
         seg.iterations += 1
         answer = _ask(seg, specs, seg.iterations)
-        if not answer.tool_calls:
-            return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
-        seg.messages.append(ChatMessage.assistant(answer.content, answer.tool_calls))
+        ended = _ended(seg, answer)
+        if ended is not None:
+            return ended
+        # Calls to answer, or a paused turn to send back so that the model continues it.
+        seg.messages.append(
+            ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
+        )
         refusals = _turn_caps(seg.limits, answer.tool_calls)
         suspended = _approval_scan(seg, answer.tool_calls, refusals)
         if suspended is not None:
@@ -282,14 +297,51 @@ def _rounds(seg: _Segment) -> LoopOutcome:
                 _execute(seg, call)
             else:
                 _refuse(seg, call, refusal)
-    # The cap was reached with calls answered but no final text: one tool-less synthesis call.
-    answer = _ask(seg, [], seg.iterations + 1)
+    # The cap: one last request, the tools still declared (the history calls them) but none
+    # to be called. Calls the model makes anyway are not executed.
+    answer = _ask(seg, specs, seg.iterations + 1, tool_choice="none")
+    if answer.stop is Stop.REFUSAL:
+        return _refused(seg, answer)
     return LoopOutcome(
-        result=_result(seg, answer.content, TerminationReason.MAX_ITERATIONS, truncated=True)
+        result=_result(
+            seg,
+            answer.content,
+            TerminationReason.MAX_ITERATIONS,
+            truncated=answer.stop is Stop.LENGTH,
+        )
     )
 
 
-def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
+def _ended(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome | None:
+    """The run's end when ``answer`` ends it: a refusal, an answer cut off at its length limit
+    (its calls answered, never executed), or a final answer without calls."""
+    if answer.stop is Stop.REFUSAL:
+        return _refused(seg, answer)
+    if answer.stop is Stop.LENGTH:
+        if answer.tool_calls:
+            seg.messages.append(
+                ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
+            )
+            for call in answer.tool_calls:
+                _refuse(seg, call, CUT_OFF)
+        return LoopOutcome(
+            result=_result(seg, answer.content, TerminationReason.TRUNCATED, truncated=True)
+        )
+    if answer.tool_calls or answer.stop is Stop.PAUSE:
+        return None
+    return LoopOutcome(result=_result(seg, answer.content, TerminationReason.COMPLETED))
+
+
+def _refused(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome:
+    from nrllm_core.redact import redact
+
+    # The refusal may quote what it refused: bounded and masked like audited text.
+    return LoopOutcome(result=_result(seg, redact(answer.content), TerminationReason.REFUSED))
+
+
+def _ask(
+    seg: _Segment, specs: list[ToolSpec], round_: int, *, tool_choice: ToolChoice = "auto"
+) -> ProviderAnswer:
     seg.recorder.record(
         RunStep(
             kind=StepKind.REQUEST,
@@ -298,12 +350,13 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
             fields={
                 "messages_sent": [m.to_dict() for m in seg.messages],
                 "tool_specs": [s.name for s in specs],
+                "tool_choice": tool_choice,
             },
         )
     )
     started = time.perf_counter()
     try:
-        answer = seg.provider.complete(seg.messages, specs)
+        answer = complete(seg.provider, seg.messages, specs, tool_choice=tool_choice)
     except ProviderError:
         raise
     except Exception as exc:
@@ -322,8 +375,8 @@ def _ask(seg: _Segment, specs: list[ToolSpec], round_: int) -> Any:
                 "thinking": answer.thinking,
                 "finish_reason": answer.finish_reason,
                 "response_id": answer.response_id,
-                "prompt_tokens": answer.usage.prompt_tokens,
-                "completion_tokens": answer.usage.completion_tokens,
+                "truncated": answer.stop is Stop.LENGTH,
+                **answer.usage.to_dict(),
                 "requested_tool_calls": [
                     {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
                     for c in answer.tool_calls
@@ -488,7 +541,7 @@ def _refuse(seg: _Segment, call: ToolCall, content: str) -> None:
 
 
 def _answer(seg: _Segment, call: ToolCall, content: str, is_error: bool) -> None:
-    seg.messages.append(ChatMessage.tool_result(call.id, content))
+    seg.messages.append(ChatMessage.tool_result(call.id, content, is_error=is_error))
     seg.invocations.append(
         ToolInvocation(
             call_id=call.id,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
-from nrllm_core._messages import ChatMessage, ProviderAnswer, ProviderError, ToolSpec
+from nrllm_core._messages import ChatMessage, ProviderAnswer, ProviderError, ToolChoice, ToolSpec
 from nrllm_core.log import logger
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "ProviderFactory",
     "ProviderRegistry",
     "build_provider",
+    "complete",
 ]
 
 
@@ -26,8 +28,47 @@ class Provider(Protocol):
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
     ) -> ProviderAnswer:
         """One model call. An empty ``tools`` asks for a plain completion: no tools field is
-        sent at all. Raises :class:`ProviderError` with a message that is safe to show."""
+        sent at all. Raises :class:`ProviderError` with a message that is safe to show.
+
+        A provider may also take a keyword ``tool_choice`` (``"auto"`` by default): the loop
+        passes ``tool_choice="none"`` on the last round, with the tools still declared, and
+        the provider then asks its model for text only. See :func:`complete`.
+        """
         ...
+
+
+def complete(
+    provider: Provider,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    tool_choice: ToolChoice = "auto",
+) -> ProviderAnswer:
+    """One call of ``provider.complete`` with ``tool_choice``.
+
+    ``auto`` is never passed, so every provider is called as the protocol always allowed. A
+    provider whose ``complete`` takes no ``tool_choice`` keyword is asked for text only the
+    way it understands: with no tools.
+    """
+    if tool_choice == "auto":
+        return provider.complete(messages, tools)
+    if _takes_tool_choice(provider):
+        answer: ProviderAnswer = provider.complete(  # type: ignore[call-arg]
+            messages, tools, tool_choice=tool_choice
+        )
+        return answer
+    return provider.complete(messages, [])
+
+
+def _takes_tool_choice(provider: Provider) -> bool:
+    try:
+        parameters = inspect.signature(provider.complete).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == "tool_choice" and p.kind is not p.POSITIONAL_ONLY)
+        for p in parameters
+    )
 
 
 class ProviderFactory(Protocol):

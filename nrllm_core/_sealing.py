@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
+from nrllm_core._private_files import private_dir
+
 __all__ = ["SealError", "load_state_key", "open_sealed", "seal"]
 
 _KEY_BYTES: Final = 32
@@ -41,7 +43,7 @@ def load_state_key(data_dir: Path, environ: dict[str, str] | None = None) -> byt
     if env.get("NRLLM_STATE_KEY"):
         return _decode_key(env["NRLLM_STATE_KEY"])
     path = data_dir / _KEY_FILE
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     if not path.exists():
         # Written aside (mkstemp: mode 0600), then linked into place: no reader ever sees a
         # half-written key, and of two processes creating it at once, exactly one key wins.

@@ -18,6 +18,7 @@ from typing import Any
 
 from nrllm_core._host import Host, RunOutcome
 from nrllm_core._payloads import TraceEvent
+from nrllm_core._private_files import private_dir
 from nrllm_core._serde import to_json, trace_dict
 
 _CONFIG = """\
@@ -186,7 +187,7 @@ def _show_outcome(outcome: RunOutcome) -> None:
 
 
 def main(home: Path) -> int:
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     (home / "nrllm.toml").write_text(_CONFIG, encoding="utf-8")
     (home / "read.toml").write_text(_READ_SCRIPT, encoding="utf-8")
     (home / "write.toml").write_text(_WRITE_SCRIPT, encoding="utf-8")

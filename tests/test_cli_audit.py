@@ -129,7 +129,7 @@ def test_runs_show_json_is_the_run_and_its_filtered_steps(config: Path, store: S
 
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
-    assert set(shown) == {"run", "steps"}
+    assert set(shown) == {"run", "usage", "truncated", "steps"}
     assert set(shown["run"]) == RUN_KEYS
     assert shown["run"]["actor"] == "ana"
     assert [s["sequence"] for s in shown["steps"]] == [1, 2, 3]
@@ -149,6 +149,8 @@ def test_runs_show_prints_the_timeline(config: Path, store: Store) -> None:
 
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1:] == [
+        "  usage: prompt_tokens 0, completion_tokens 0, cached_tokens 0, reasoning_tokens 0;"
+        " truncated: false",
         "  #1 tool round 1 3.5 ms",
         '    {"tool_name":"t","content_redacted":true}',
     ]

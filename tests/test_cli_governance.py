@@ -343,7 +343,8 @@ def test_invoke_without_a_provider_is_a_direct_call_despite_a_default(
 ) -> None:
     path = tmp_path / "default.toml"
     path.write_text(
-        '[providers.cloud]\nkind = "x"\n[defaults]\nprovider = "cloud"\n[actor]\nid = "bob"\n',
+        '[providers.cloud]\nkind = "openai"\nmodel = "m"\n'
+        '[defaults]\nprovider = "cloud"\n[actor]\nid = "bob"\n',
         encoding="utf-8",
     )
     report = invoke_json("--config", str(path), "invoke", "secrets")

@@ -33,6 +33,8 @@ RUN_KEYS = {
     "pending",
     "turn_digest",
     "error",
+    "truncated",
+    "usage",
 }
 PENDING_KEYS = {"call_id", "name", "arguments", "requires_approval", "preview"}
 
@@ -144,6 +146,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         ),
         encoding="utf-8",
     )
+    # The configuration names the script, so it must be there; each test writes its turns.
+    (config.parent / "turns.json").write_text('{"turns": []}', encoding="utf-8")
     plugin = importlib.import_module(name)
     return Env(config=config, home=home, script=config.parent / "turns.json", plugin=plugin)
 
@@ -178,6 +182,13 @@ def test_run_json_completed(env):
         "pending": [],
         "turn_digest": None,
         "error": None,
+        "truncated": False,
+        "usage": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cached_tokens": 0,
+            "reasoning_tokens": 0,
+        },
     }
 
 

@@ -134,6 +134,8 @@ def config(tmp_path: Path, home: Path) -> Path:
         + f"[skills.notes]\nallowed_tools = [{json.dumps(HOSTILE)}]\n",
         encoding="utf-8",
     )
+    # The configuration names the script, so it must be there; each test writes its turns.
+    turns(path)
     return path
 
 

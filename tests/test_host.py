@@ -587,7 +587,8 @@ def test_an_unusable_state_key_at_suspension_fails_the_run(make_host, tmp_path, 
         plugins=[Tools(write), Recording()],
         load_entry_points=False,
         data_dir=home,
-        environ={"NRLLM_STATE_KEY": "too-short"},
+        # The audit chain has a key of its own, so only sealing meets the unusable one.
+        environ={"NRLLM_STATE_KEY": "too-short", "NRLLM_AUDIT_KEY": "A" * 43},
     )
     try:
         outcome = host.run("go")
@@ -809,8 +810,10 @@ def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path
         def nrllm_register_tools(self, registry: ToolRegistry) -> None:
             registry.register(Secrets())
 
+    script = tmp_path / "none.json"
+    script.write_text('{"turns": []}', encoding="utf-8")
     host = Host.from_config(
-        data={"providers": {"cloud": {"kind": "scripted", "script": str(tmp_path / "none")}}},
+        data={"providers": {"cloud": {"kind": "scripted", "script": str(script)}}},
         plugins=[Plugin()],
         load_entry_points=False,
         data_dir=tmp_path,

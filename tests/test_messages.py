@@ -61,20 +61,27 @@ PLANTED = "PLANTED-CONTENT-7f3a"
     ],
 )
 def test_tool_call_parse_is_lenient(raw, expected):
-    call = ToolCall.parse(raw)
     if expected is None:
-        assert call is None
+        # A call that cannot be answered fails the answer; it is never dropped.
+        with pytest.raises(ProviderError, match=r'^provider "p" answered with a tool call '):
+            ToolCall.parse(raw, provider="p")
     else:
-        assert call is not None
+        call = ToolCall.parse(raw, provider="p")
         assert (call.id, call.name, dict(call.arguments)) == expected
 
 
-def test_a_skipped_call_is_logged_without_its_content():
+def test_a_bad_call_is_logged_and_named_without_its_content():
+    errors = []
     with capture_logs() as logs:
-        assert ToolCall.parse({"name": "g", "arguments": {"secret": PLANTED}}) is None
-        assert ToolCall.parse({"id": PLANTED, "arguments": PLANTED}) is None
-    assert [e["event"] for e in logs] == ["nrllm.provider.call_skipped"] * 2
-    assert [e["reason"] for e in logs] == ["missing_id", "missing_name"]
+        for raw in ({"name": "g", "arguments": {"secret": PLANTED}}, {"id": PLANTED}):
+            with pytest.raises(ProviderError) as caught:
+                ToolCall.parse(raw)
+            errors.append(str(caught.value))
+    assert errors == [
+        "the provider answered with a tool call with an empty or missing id",
+        "the provider answered with a tool call with an empty or missing name",
+    ]
+    assert [e["event"] for e in logs] == ["nrllm.provider.bad_call"] * 2
     assert PLANTED not in repr(logs)
 
 

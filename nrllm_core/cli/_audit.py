@@ -68,13 +68,84 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         store.close()
     if detail is None:
         raise click.ClickException(f"no run {run_id!r} in the audit store")
+    usage, truncated = _answer_facts(detail.steps)
     if as_json:
-        echo_json({"run": detail.run.to_dict(), "steps": [s.to_dict() for s in detail.steps]})
+        echo_json(
+            {
+                "run": detail.run.to_dict(),
+                "usage": usage,
+                "truncated": truncated,
+                "steps": [s.to_dict() for s in detail.steps],
+            }
+        )
         return
     echo(_run_line(detail.run))
+    echo(
+        "  usage: "
+        + ", ".join(f"{key} {count}" for key, count in usage.items())
+        + f"; truncated: {'true' if truncated else 'false'}"
+    )
     for step in detail.steps:
         echo(f"  #{step.sequence} {step.kind} round {step.round} {step.duration_ms:.1f} ms")
         echo(f"    {to_json(_facts(step.payload))}")
+
+
+@runs.command("verify")
+@click.argument("run_id", required=False)
+@click.option("--all", "every", is_flag=True, help="Check every stored run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def verify(ctx: click.Context, run_id: str | None, every: bool, as_json: bool) -> None:
+    """Check that no stored step of a run was edited, deleted, inserted or reordered.
+
+    Exits 0 when every chain holds and 1 naming each broken run's first broken step.
+    """
+    from nrllm_core.store import KeySource
+
+    if (run_id is not None) == every:
+        raise click.UsageError("name a RUN_ID or give --all")
+    store = _open_store(_config(ctx))
+    try:
+        check = store.verify(run_id)
+    except (ValueError, LookupError) as exc:
+        # A malformed NRLLM_AUDIT_KEY or NRLLM_STATE_KEY (the message names it, never its
+        # value), or a database that lost its own key.
+        raise click.ClickException(str(exc)) from None
+    finally:
+        store.close()
+    if check.key_source is KeySource.DATABASE:
+        echo(
+            "note: no NRLLM_AUDIT_KEY or NRLLM_STATE_KEY is set, so the chains use a key kept "
+            "in the database itself: this detects accidents, not attackers",
+            err=True,
+        )
+    if as_json:
+        echo_json(check.to_dict())
+    else:
+        for found in check.broken:
+            echo(f"run {found.run_id}: broken at step {found.sequence}: {found.problem}")
+        state = f"{len(check.broken)} broken" if check.broken else "every chain holds"
+        echo(f"{check.runs_checked} run(s) checked: {state}")
+    if check.broken:
+        ctx.exit(1)
+
+
+def _answer_facts(steps: Any) -> tuple[dict[str, int], bool]:
+    """The tokens the run's model calls were billed for, and whether its last answer was cut
+    off at its token limit, from its ``llm`` steps."""
+    from nrllm_core._messages import Usage
+
+    keys = tuple(Usage().to_dict())
+    usage = dict.fromkeys(keys, 0)
+    truncated = False
+    for step in steps:
+        if step.kind != "llm":
+            continue
+        for key in keys:
+            count = step.payload.get(key)
+            usage[key] += count if type(count) is int and count >= 0 else 0
+        truncated = step.payload.get("truncated") is True
+    return usage, truncated
 
 
 def _facts(payload: Any) -> dict[str, Any]:

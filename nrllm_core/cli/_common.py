@@ -19,8 +19,14 @@ class BadInput(click.ClickException):
 
 
 def host_config(ctx: click.Context) -> HostConfig:
-    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``."""
+    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``, checked
+    against the provider kinds the installed plugins register."""
+    from nrllm_core.cli._main import _plugin_manager
+
     try:
-        return load_config((ctx.find_root().obj or {}).get("config_path"))
+        return load_config(
+            (ctx.find_root().obj or {}).get("config_path"),
+            provider_kinds=_plugin_manager().provider_registry().kinds,
+        )
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None

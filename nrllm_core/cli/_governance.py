@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import click
 
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
+from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._terminal import echo, echo_json
+from nrllm_core.providers._settings import Settings
 
 
 def require_names(config: HostConfig, *, provider: str | None, skill: str | None) -> None:
@@ -97,14 +100,6 @@ def config() -> None:
 def check(ctx: click.Context) -> None:
     """Validate the configuration and print what it resolved to."""
     settings = host_config(ctx)
-    # A provider kind is a plugin's: only the installed plugins can say which kinds exist.
-    kinds = _main._plugin_manager().provider_registry().kinds
-    for name, provider in sorted(settings.providers.items()):
-        if provider.kind not in kinds:
-            raise BadInput(
-                f'invalid configuration: providers.{name}.kind: unknown kind "{provider.kind}"; '
-                f"installed kinds: {_names(kinds)}"
-            )
     echo(f"configuration: {settings.source or '(no file: every default applies)'}")
     tools_settings = settings.tools
     echo(f"tools.data_class_enforcement: {tools_settings.data_class_enforcement}")
@@ -118,6 +113,8 @@ def check(ctx: click.Context) -> None:
             f"fallback {_names(provider.fallback)}, run zone {zone.value} "
             f"(ceiling {zone.ceiling.value}), four_eyes {_yes(provider.four_eyes)}"
         )
+        request = Settings(name, attrs.asdict(provider)).request_fields()
+        echo(f"provider {name} request: {to_json(request) if request else '-'}")
     for name, skill in sorted(settings.skills.items()):
         echo(
             f"skill {name}: enabled {_yes(skill.enabled)}, "

@@ -28,7 +28,10 @@ def open_host(ctx: click.Context) -> Host:
 @click.option("--provider", default=None, help="The provider (default: [defaults] provider).")
 @click.option("--skill", default=None, help="Narrow the offered tools to this skill's list.")
 @click.option(
-    "--max-rounds", type=int, default=None, help="Rounds before synthesis (5; 20 at most)."
+    "--max-rounds",
+    type=int,
+    default=None,
+    help="Rounds before a text-only last request (5; 20 at most).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context

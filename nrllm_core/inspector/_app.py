@@ -307,10 +307,8 @@ def _terminal(outcome: RunOutcome) -> dict[str, Any]:
             "status": outcome.status,
             "termination_reason": outcome.termination_reason,
             "final_content": outcome.final_content,
-            "usage": {
-                "prompt_tokens": outcome.usage.prompt_tokens,
-                "completion_tokens": outcome.usage.completion_tokens,
-            },
+            "truncated": outcome.truncated,
+            "usage": outcome.usage.to_dict(),
         }
     # The host's failure text is written to be shown (a provider error is already redacted).
     return {

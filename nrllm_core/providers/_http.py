@@ -31,6 +31,10 @@ EXCERPT_MAX_CHARS: Final = 300
 # of one cut at the excerpt's edge.
 _SCAN_MAX_CHARS: Final = 4096
 _SPACE: Final = re.compile(r"\s+")
+# Retried as the official SDKs retry: request timeout, lock conflict, rate limit, server errors.
+_RETRIED_STATUSES: Final = frozenset({408, 409, 429})
+# A 429 that says the account is out of credit: waiting does not bring the credit back.
+_NOT_RETRIED_CODES: Final = frozenset({"insufficient_quota"})
 _TRAILING_WORD: Final = re.compile(r"\S*$")
 
 
@@ -89,9 +93,11 @@ def http_settings(
 def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
     """The decoded JSON answer to POSTing ``body``.
 
-    429, 5xx and transport failures (timeouts included) are retried ``max_retries`` times with
-    exponential backoff, or after the server's ``Retry-After`` up to a cap; any other status
-    fails at once.
+    408, 409, 429, 5xx and transport failures (timeouts included) are retried ``max_retries``
+    times with exponential backoff, or after the server's ``retry-after-ms`` or ``Retry-After``
+    up to a cap; ``x-should-retry: true|false`` overrides the status, and a 429 whose error code
+    is ``insufficient_quota`` is not retried. Any other status fails at once, and so does a
+    2xx answer whose body is an error object.
     """
     import httpx
 
@@ -114,11 +120,11 @@ def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
                 if 200 <= status < 300:
                     return _decode(http, response.content)
                 failure = f"HTTP {status}: {excerpt(response.content, http.secrets)}"
-                if status != 429 and status < 500:
+                if not _retried(status, response.headers, response.content):
                     raise ProviderError(
                         f'provider "{http.provider}": {failure}', status_code=status
                     )
-                delay = _retry_after(response.headers.get("retry-after"), delay)
+                delay = _retry_after(response.headers, delay)
             if attempt + 1 < attempts:
                 logger().warning(
                     "nrllm.provider.retry",
@@ -140,13 +146,61 @@ def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
 
 def _decode(http: HttpSettings, content: bytes) -> Any:
     try:
-        return _json.loads(content)
+        data = _json.loads(content)
     except ValueError:
         raise ProviderError(f'provider "{http.provider}" answered with malformed JSON') from None
+    error = data.get("error") if isinstance(data, dict) else None
+    if error is not None:
+        # Some OpenAI-compatible gateways report a failure in a 200 answer.
+        raise ProviderError(
+            f'provider "{http.provider}" answered with an error: {_error_text(http, error)}'
+        )
+    return data
 
 
-def _retry_after(value: str | None, fallback: float) -> float:
-    """Seconds to wait as the server asks (delta seconds or an HTTP date), capped."""
+def _error_text(http: HttpSettings, error: object) -> str:
+    """An error object's message and code, redacted like any excerpt of an error body."""
+    if not isinstance(error, dict):
+        return excerpt(_json.dumps(error), http.secrets)
+    message = error.get("message")
+    code = _error_code(error)
+    text = message if isinstance(message, str) and message else "(no message)"
+    if code is not None:
+        text = f"{text} (code {code})"
+    return excerpt(text.encode(), http.secrets)
+
+
+def _error_code(error: dict[str, Any]) -> str | None:
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def _retried(status: int, headers: Mapping[str, str], content: bytes) -> bool:
+    """Whether a failed status is worth another attempt, as the official SDKs decide."""
+    verdict = headers.get("x-should-retry")
+    if verdict in ("true", "false"):
+        return verdict == "true"
+    if status == 429:
+        try:
+            data = _json.loads(content[: _SCAN_MAX_CHARS * 4])
+        except ValueError:
+            return True
+        error = data.get("error") if isinstance(data, dict) else None
+        codes = (error.get("code"), error.get("type")) if isinstance(error, dict) else ()
+        return not any(code in _NOT_RETRIED_CODES for code in codes)
+    return status in _RETRIED_STATUSES or status >= 500
+
+
+def _retry_after(headers: Mapping[str, str], fallback: float) -> float:
+    """Seconds to wait as the server asks (``retry-after-ms``, else ``Retry-After`` in delta
+    seconds or as an HTTP date), capped."""
+    milliseconds = _finite(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return min(max(milliseconds / 1000, 0.0), RETRY_AFTER_CAP_SECONDS)
+    value = headers.get("retry-after")
     if value is None:
         return fallback
     try:
@@ -162,6 +216,14 @@ def _retry_after(value: str | None, fallback: float) -> float:
     if math.isnan(seconds):
         return fallback
     return min(max(seconds, 0.0), RETRY_AFTER_CAP_SECONDS)
+
+
+def _finite(value: str | None) -> float | None:
+    try:
+        number = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def excerpt(body: bytes, secrets: tuple[str, ...]) -> str:

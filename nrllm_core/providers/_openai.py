@@ -13,7 +13,9 @@ from nrllm_core._messages import (
     ProviderAnswer,
     ProviderError,
     Role,
+    Stop,
     ToolCall,
+    ToolChoice,
     ToolSpec,
     Usage,
 )
@@ -29,6 +31,8 @@ from nrllm_core.providers._settings import Settings
 __all__ = ["OpenAIProvider", "openai_factory"]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+_STOPS: Final = {"length": Stop.LENGTH, "content_filter": Stop.REFUSAL}
+CONTENT_FILTERED: Final = "The provider's content filter stopped the answer."
 
 
 @final
@@ -43,7 +47,7 @@ class OpenAIProvider:
         name: str,
         model: str,
         http: HttpSettings,
-        options: Mapping[str, float] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -67,13 +71,10 @@ class OpenAIProvider:
             key = read.secret("api_key_env", environ)
             headers["authorization"] = f"Bearer {key}"
             secrets = (key,)
-        options = {
-            key: value
-            for key in ("temperature", "max_tokens")
-            if (value := read.optional_number(key)) is not None
-        }
-        if "max_tokens" in options:
-            options["max_tokens"] = read.count("max_tokens", 0, minimum=1)
+        options = read.request_fields()
+        if "max_tokens" in options and "max_completion_tokens" in options:
+            # The API refuses both; o-series models take only max_completion_tokens.
+            raise read.error('set "max_tokens" or "max_completion_tokens", not both')
         http = http_settings(
             read,
             path="/chat/completions",
@@ -88,7 +89,11 @@ class OpenAIProvider:
         return f"OpenAIProvider(name={self.name!r}, model={self.model!r})"
 
     def request_body(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
     ) -> dict[str, Any]:
         """The JSON request; without tools there is no ``tools`` key at all."""
         body: dict[str, Any] = {
@@ -108,12 +113,19 @@ class OpenAIProvider:
                 }
                 for t in tools
             ]
+            if tool_choice == "none":
+                body["tool_choice"] = "none"
         return body
 
     def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
     ) -> ProviderAnswer:
-        return self._parse(post_json(self._http, self.request_body(messages, tools)))
+        body = self.request_body(messages, tools, tool_choice=tool_choice)
+        return self._parse(post_json(self._http, body))
 
     def _parse(self, data: Any) -> ProviderAnswer:
         choices = data.get("choices") if isinstance(data, dict) else None
@@ -122,20 +134,37 @@ class OpenAIProvider:
         if not isinstance(message, dict):
             raise ProviderError(f'provider "{self.name}" answered without a message')
         raw_calls = message.get("tool_calls")
-        calls = [ToolCall.parse(c) for c in raw_calls] if isinstance(raw_calls, list) else []
+        calls = (
+            [ToolCall.parse(c, provider=self.name) for c in raw_calls]
+            if isinstance(raw_calls, list)
+            else []
+        )
         thinking = message.get("reasoning_content", message.get("reasoning"))
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        finish = finish if isinstance(finish, str) else None
+        content = _str_or_empty(message.get("content"))
+        refusal = _str_or_empty(message.get("refusal"))
+        stop = Stop.REFUSAL if refusal else _STOPS.get(finish or "", Stop.END)
+        if stop is Stop.REFUSAL:
+            content = refusal or content or CONTENT_FILTERED
         usage = data.get("usage")
+        prompt_details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        completion_details = (
+            usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+        )
         return ProviderAnswer(
-            content=_str_or_empty(message.get("content")),
-            tool_calls=tuple(c for c in calls if c is not None),
+            content=content,
+            tool_calls=tuple(calls),
             usage=Usage(
                 prompt_tokens=token_count(usage, "prompt_tokens"),
                 completion_tokens=token_count(usage, "completion_tokens"),
+                cached_tokens=token_count(prompt_details, "cached_tokens"),
+                reasoning_tokens=token_count(completion_details, "reasoning_tokens"),
             ),
-            finish_reason=finish if isinstance(finish, str) else None,
+            finish_reason=finish,
             response_id=response_id(data),
             thinking=thinking if isinstance(thinking, str) and thinking else None,
+            stop=stop,
         )
 
 
@@ -144,13 +173,17 @@ def _wire_message(message: ChatMessage) -> dict[str, Any]:
     if message.role is Role.TOOL:
         out["tool_call_id"] = message.tool_call_id
     if message.tool_calls:
+        # A turn of calls only has no text: null, not an empty string.
+        out["content"] = message.content or None
         out["tool_calls"] = [
             {
                 "id": c.id,
                 "type": "function",
                 "function": {
                     "name": c.name,
-                    "arguments": _json.dumps(dict(c.arguments)).decode(),
+                    "arguments": c.raw_arguments
+                    if c.raw_arguments is not None
+                    else _json.dumps(dict(c.arguments)).decode(),
                 },
             }
             for c in message.tool_calls

@@ -16,6 +16,7 @@ from nrllm_core._messages import (
     ProviderError,
     Role,
     ToolCall,
+    ToolChoice,
     ToolSpec,
     Usage,
 )
@@ -25,7 +26,7 @@ __all__ = ["ScriptedProvider", "scripted_factory"]
 
 _TURN_KEYS: Final = frozenset({"content", "tool_calls", "usage"})
 _CALL_KEYS: Final = frozenset({"id", "name", "arguments"})
-_USAGE_KEYS: Final = frozenset({"prompt_tokens", "completion_tokens"})
+_USAGE_KEYS: Final = frozenset(a.name for a in attrs.fields(Usage))
 
 
 @final
@@ -75,7 +76,11 @@ class ScriptedProvider:
         return f"ScriptedProvider(name={self.name!r}, script={str(self.script)!r})"
 
     def complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
     ) -> ProviderAnswer:
         index = sum(1 for m in messages if m.role is Role.ASSISTANT)
         if index >= len(self._turns):
@@ -84,8 +89,8 @@ class ScriptedProvider:
                 f"{len(self._turns)} turns (turn {index + 1} was asked for)"
             )
         turn = self._turns[index]
-        # A model that was offered no tools cannot call one.
-        calls = turn.tool_calls if tools else ()
+        # A model that was offered no tools, or told to call none, does not call one.
+        calls = turn.tool_calls if tools and tool_choice == "auto" else ()
         return ProviderAnswer(
             content=turn.content,
             tool_calls=calls,
@@ -130,7 +135,7 @@ def _turn(name: str, script: Path, index: int, raw: object) -> _Turn:
 
 def _usage(raw: object, bad: Callable[[str], ProviderConfigError]) -> Usage:
     if not isinstance(raw, dict) or not _USAGE_KEYS.issuperset(raw):
-        raise bad("usage must be a table of prompt_tokens and completion_tokens")
+        raise bad(f"usage must be a table of {', '.join(sorted(_USAGE_KEYS))}")
     try:
         return Usage(**raw)
     except ValueError:

@@ -2,12 +2,60 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, final
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, final
 
 from nrllm_core._providers import ProviderConfigError
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "params_problems"]
+
+# Request fields a section sets under their own names.
+REQUEST_SETTINGS: Final = ("temperature", "max_tokens", "max_completion_tokens")
+# Fields the adapter itself writes: ``[params]`` may not set them.
+PARAMS_FORBIDDEN: Final = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "stream"}
+)
+_PARAMS_MAX_DEPTH: Final = 32
+
+
+def params_problems(params: object) -> Iterator[tuple[str, str]]:
+    """``(key, problem)`` for each field of a ``params`` table that cannot be sent."""
+    if not isinstance(params, Mapping):
+        yield "", "must be a table"
+        return
+    for key, value in params.items():
+        if not isinstance(key, str) or not key:
+            yield str(key), "a request field's name must be a non-empty string"
+        elif key in PARAMS_FORBIDDEN:
+            yield key, "is written by the adapter and cannot be set in params"
+        elif key in REQUEST_SETTINGS:
+            yield key, f"has its own setting: set it as {key}, not in params"
+        elif not _is_json(value, _PARAMS_MAX_DEPTH):
+            yield key, "must be a JSON value (string, number, boolean, array or table)"
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value with plain dicts and lists, whatever mappings and sequences held it."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _is_json(value: object, depth: int) -> bool:
+    if depth < 0:
+        return False
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_is_json(item, depth - 1) for item in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _is_json(v, depth - 1) for k, v in value.items())
+    return False
 
 
 @final
@@ -58,6 +106,24 @@ class Settings:
         if type(value) not in (int, float):
             raise self.error(f'"{key}" must be a number')
         return float(value)
+
+    def request_fields(self) -> dict[str, Any]:
+        """The request fields the section sets: its named settings, then ``params`` as given."""
+        fields: dict[str, Any] = {}
+        for key in REQUEST_SETTINGS:
+            if self._values.get(key) is None:
+                continue
+            if key == "temperature":
+                fields[key] = self.optional_number(key)
+            else:
+                fields[key] = self.count(key, 0, minimum=1)
+        params = self._values.get("params") or {}
+        first = next(params_problems(params), None)
+        if first is not None:
+            key, problem = first
+            raise self.error(f"params{'.' + key if key else ''} {problem}")
+        fields.update({key: _plain(value) for key, value in params.items()})
+        return fields
 
     def secret(self, key: str, environ: Mapping[str, str], default: str | None = None) -> str:
         """The value of the environment variable that ``key`` names; the value is never shown."""

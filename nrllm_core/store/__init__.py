@@ -5,6 +5,7 @@ Importing this package loads SQLAlchemy; ``import nrllm_core`` never imports it.
 
 from __future__ import annotations
 
+from nrllm_core.store._chain import ChainBreak, ChainCheck, KeySource, Problem
 from nrllm_core.store._database import SchemaOutdatedError, default_data_dir, engine_for
 from nrllm_core.store._records import (
     GateDecisionRecord,
@@ -20,8 +21,12 @@ from nrllm_core.store._sink import StoreAuditSink
 from nrllm_core.store._store import ClaimRefused, Store
 
 __all__ = [
+    "ChainBreak",
+    "ChainCheck",
     "ClaimRefused",
     "GateDecisionRecord",
+    "KeySource",
+    "Problem",
     "PurgeResult",
     "RunDetail",
     "RunInfo",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
+
+from nrllm_core._private_files import private_dir, private_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -43,11 +46,19 @@ def default_data_dir() -> Path:
 
 
 def engine_for(url: str | None, data_dir: Path | None) -> Engine:
-    """An engine for ``url``; ``None`` is the embedded SQLite file under ``data_dir``."""
+    """An engine for ``url``; ``None`` is the embedded SQLite file under ``data_dir``.
+
+    The embedded database's folder is created 0700, and the database file is made 0600 before
+    SQLite opens it; SQLite creates its ``-wal`` and ``-shm`` files with the database file's
+    mode, and ones left by an older nrllm are brought to 0600 here.
+    """
     if url is None:
-        directory = data_dir if data_dir is not None else default_data_dir()
-        directory.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite+pysqlite:///{directory / DB_FILENAME}"
+        directory = private_dir(data_dir if data_dir is not None else default_data_dir())
+        database = directory / DB_FILENAME
+        private_file(database)
+        for suffix in ("-wal", "-shm"):
+            private_file(database.with_name(DB_FILENAME + suffix), create=False)
+        url = f"sqlite+pysqlite:///{database}"
     parsed = make_url(url)
     # A bare ``postgresql://`` would pick psycopg2, which nrllm does not install.
     if parsed.drivername == "postgresql":
@@ -81,12 +92,16 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _alembic_config(connection: Connection | None = None) -> Config:
+def _alembic_config(
+    connection: Connection | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     config.attributes["connection"] = connection
+    # The audit chain's key comes from the environment: migrations chain with the store's.
+    config.attributes["environ"] = os.environ if environ is None else environ
     return config
 
 
@@ -103,9 +118,10 @@ def current_revisions(engine: Engine) -> frozenset[str]:
         return frozenset(MigrationContext.configure(connection).get_current_heads())
 
 
-def run_upgrade(engine: Engine) -> None:
-    """Apply every shipped migration the database lacks, in one transaction where it can."""
+def run_upgrade(engine: Engine, environ: Mapping[str, str] | None = None) -> None:
+    """Apply every shipped migration the database lacks, in one transaction where it can;
+    ``environ`` holds the audit key variables (default: the process environment)."""
     from alembic import command
 
     with engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), "head")
+        command.upgrade(_alembic_config(connection, environ), "head")

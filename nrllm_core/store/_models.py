@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "AuditKeyRow",
     "Base",
     "ConsumedApprovalRow",
     "DecisionRow",
@@ -79,6 +80,9 @@ class RunRow(Base):
     steps: Mapped[int] = mapped_column(Integer)
     prompt_tokens: Mapped[int] = mapped_column(BigInteger)
     completion_tokens: Mapped[int] = mapped_column(BigInteger)
+    # The mac of the last chained step (the run's initial value before any); ``steps`` counts
+    # the chained steps. Both change in each step's transaction.
+    chain_head: Mapped[str | None] = mapped_column(String(64))
 
 
 class StepRow(Base):
@@ -92,6 +96,8 @@ class StepRow(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     payload: Mapped[str] = mapped_column(Text)
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # HMAC-SHA256 over the previous step's mac and this row (see ``_chain``), as hex.
+    mac: Mapped[str | None] = mapped_column(String(64))
 
 
 class DecisionRow(Base):
@@ -137,3 +143,12 @@ class ConsumedApprovalRow(Base):
     # Not a foreign key: the nonce outlives a purge of its run.
     run_id: Mapped[str] = mapped_column(String(64))
     consumed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AuditKeyRow(Base):
+    """The chain key used when no key is set in the environment: one row, made by migration."""
+
+    __tablename__ = "audit_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    secret: Mapped[bytes] = mapped_column(LargeBinary)

@@ -60,6 +60,9 @@ class RunInfo:
     steps: int
     prompt_tokens: int
     completion_tokens: int
+    # The audit chain's head after ``steps`` steps: a host that keeps it elsewhere can later
+    # tell a run that was deleted or cut short from one that never went further.
+    chain_head: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The keys ``nrllm runs --json`` prints; timestamps in ISO 8601, UTC."""

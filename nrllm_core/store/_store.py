@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,6 +31,17 @@ from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
 from nrllm_core._trace_context import checked_trace_context
 from nrllm_core.log import logger
+from nrllm_core.store._chain import (
+    STEP_FIELDS,
+    ChainBreak,
+    ChainCheck,
+    ChainKey,
+    Problem,
+    chain_key,
+    find_break,
+    initial_mac,
+    step_mac,
+)
 from nrllm_core.store._database import (
     SchemaOutdatedError,
     current_revisions,
@@ -37,6 +50,7 @@ from nrllm_core.store._database import (
     run_upgrade,
 )
 from nrllm_core.store._models import (
+    AuditKeyRow,
     ConsumedApprovalRow,
     DecisionRow,
     RunRow,
@@ -61,14 +75,24 @@ _SETTLED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.AW
 _OPEN: Final = (RunStatus.RUNNING.value, RunStatus.AWAITING_APPROVAL.value)
 _FINISHED: Final = (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
 _PURGE_CHUNK: Final = 500
+# How many runs' heads a store remembers; past it, it forgets them all and reads them again.
+_HEADS_KEPT: Final = 1_024
 
 # Built once: composing a statement costs more than executing it on SQLite.
 _INSERT_STEP: Final = insert(StepRow)
+# FOR UPDATE: two writers of one run on PostgreSQL never chain from the same head (SQLite
+# has one writer at a time already).
+_CHAIN_HEAD: Final = (
+    select(RunRow.chain_head).where(RunRow.id == bindparam("target")).with_for_update()
+)
+# Moves the head only from the one the step was chained to: a compare-and-set, so a head this
+# store remembered but another writer moved meanwhile is caught, never forked.
 _COUNT_STEP: Final = (
     update(RunRow)
-    .where(RunRow.id == bindparam("target"))
+    .where(RunRow.id == bindparam("target"), RunRow.chain_head == bindparam("previous"))
     .values(
         steps=RunRow.steps + 1,
+        chain_head=bindparam("head"),
         heartbeat_at=bindparam("now", type_=UTCDateTime),
         prompt_tokens=RunRow.prompt_tokens + bindparam("prompt", type_=BigInteger),
         completion_tokens=RunRow.completion_tokens + bindparam("completion", type_=BigInteger),
@@ -94,6 +118,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class _HeadMoved(Exception):
+    """The run's head is not the one this store remembered: another writer moved it."""
+
+
 class ClaimRefused(Exception):
     """A suspension or a decision the store cannot accept; ``reason`` is ``not_running`` (a
     suspension), or ``not_awaiting``, ``already_decided`` or ``replayed`` (a claim)."""
@@ -112,8 +140,11 @@ class Store:
     """
 
     __slots__ = (
+        "_chain_key",
         "_clock",
         "_engine",
+        "_environ",
+        "_heads",
         "_lease",
         "_leased",
         "_leased_lock",
@@ -122,9 +153,20 @@ class Store:
     )
 
     def __init__(
-        self, engine: Engine, *, lease_seconds: int, clock: Callable[[], datetime]
+        self,
+        engine: Engine,
+        *,
+        lease_seconds: int,
+        clock: Callable[[], datetime],
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self._engine = engine
+        self._environ = os.environ if environ is None else environ
+        # Derived on first use, then fixed: a run's chain never changes key halfway.
+        self._chain_key: ChainKey | None = None
+        # The head each run had after this store's last write to it: a step then needs no
+        # read of the run row first (see _COUNT_STEP for why a stale one is harmless).
+        self._heads: dict[str, str] = {}
         self._lease = timedelta(seconds=lease_seconds)
         self._clock = clock
         # SQLite has one writer at a time; queueing this process's threads here is fairer and
@@ -145,14 +187,18 @@ class Store:
         data_dir: Path | None = None,
         lease_seconds: int = 60,
         clock: Callable[[], datetime] = _utcnow,
+        environ: Mapping[str, str] | None = None,
     ) -> Self:
         """Connect to ``url`` (``None``: ``nrllm.db`` in ``data_dir``, WAL-mode SQLite).
 
         A new, empty database is brought to the latest schema. One made by an older nrllm
         raises :class:`SchemaOutdatedError` until ``nrllm db upgrade`` has run, so that many
-        hosts sharing one database never race to migrate it.
+        hosts sharing one database never race to migrate it. ``environ`` (default: the
+        process environment, read when first needed) holds the audit chain's key variables.
         """
-        store = cls.connect(url, data_dir=data_dir, lease_seconds=lease_seconds, clock=clock)
+        store = cls.connect(
+            url, data_dir=data_dir, lease_seconds=lease_seconds, clock=clock, environ=environ
+        )
         current = current_revisions(store._engine)
         if not current:
             store.upgrade()
@@ -172,16 +218,20 @@ class Store:
         data_dir: Path | None = None,
         lease_seconds: int = 60,
         clock: Callable[[], datetime] = _utcnow,
+        environ: Mapping[str, str] | None = None,
     ) -> Self:
         """Like :meth:`open`, without looking at the schema: for :meth:`upgrade` itself."""
         if lease_seconds < 1:
             raise ValueError("lease_seconds must be at least 1")
-        return cls(engine_for(url, data_dir), lease_seconds=lease_seconds, clock=clock)
+        return cls(
+            engine_for(url, data_dir), lease_seconds=lease_seconds, clock=clock, environ=environ
+        )
 
     def upgrade(self) -> None:
-        """Apply the shipped migrations up to the latest."""
+        """Apply the shipped migrations up to the latest; steps stored before the audit chain
+        existed are chained with this store's key."""
         with self._write_lock:
-            run_upgrade(self._engine)
+            run_upgrade(self._engine, self._environ)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -190,6 +240,21 @@ class Store:
     def _write(self) -> Iterator[Connection]:
         with self._write_lock, self._engine.begin() as connection:
             yield connection
+
+    def _key(self) -> ChainKey:
+        if self._chain_key is None:
+            self._chain_key = chain_key(self._environ, self._stored_key)
+        return self._chain_key
+
+    def _stored_key(self) -> bytes:
+        with self._engine.connect() as connection:
+            secret = connection.execute(
+                select(AuditKeyRow.secret).where(AuditKeyRow.id == 1)
+            ).scalar_one_or_none()
+        if not secret:
+            # Never made up again: a new key would turn every stored chain into a break.
+            raise LookupError("the audit database has lost its chain key (table audit_keys)")
+        return bytes(secret)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -205,6 +270,7 @@ class Store:
     ) -> None:
         """Record a new run as ``running``; a run id that exists already raises."""
         now = self._clock()
+        head = initial_mac(self._key(), run_id)
         with self._write() as connection:
             connection.execute(
                 insert(RunRow),
@@ -223,39 +289,71 @@ class Store:
                     "steps": 0,
                     "prompt_tokens": 0,
                     "completion_tokens": 0,
+                    "chain_head": head,
                 },
             )
+        self._remember(run_id, head)
 
     def record_step(self, record: AuditRecord) -> None:
-        """Persist one step and renew its run's lease, in one committed transaction.
+        """Persist one step, chained to its run's head, and renew the run's lease, in one
+        committed transaction.
 
         Raises when the step cannot be stored: an unknown run, a sequence number already
-        taken, a payload with no canonical JSON form, or a database error.
+        taken, a payload with no canonical JSON form, a run whose chain head is gone, or a
+        database error.
         """
-        payload = _json.dumps(dict(record.payload)).decode()
-        now = self._clock()
+        key = self._key()
+        row = {
+            "run_id": record.run_id,
+            "sequence": record.sequence,
+            "kind": record.kind.value,
+            "round": record.round,
+            # As the column reads it back, so that the mac checks out later.
+            "duration_ms": float(record.duration_ms),
+            "payload": _json.dumps(dict(record.payload)).decode(),
+            "recorded_at": self._clock(),
+        }
+        try:
+            mac = self._chain_step(record, key, row, remembered=True)
+        except _HeadMoved:
+            mac = self._chain_step(record, key, row, remembered=False)
+        self._remember(record.run_id, mac)
+
+    def _chain_step(
+        self, record: AuditRecord, key: ChainKey, row: dict[str, Any], *, remembered: bool
+    ) -> str:
         with self._write() as connection:
-            connection.execute(
-                _INSERT_STEP,
-                {
-                    "run_id": record.run_id,
-                    "sequence": record.sequence,
-                    "kind": record.kind.value,
-                    "round": record.round,
-                    "duration_ms": record.duration_ms,
-                    "payload": payload,
-                    "recorded_at": now,
-                },
-            )
-            connection.execute(
+            previous = self._heads.get(record.run_id) if remembered else None
+            if previous is None:
+                run = connection.execute(_CHAIN_HEAD, {"target": record.run_id}).one_or_none()
+                if run is None:
+                    raise LookupError(f'no run "{record.run_id}" to record a step of')
+                if run.chain_head is None:
+                    raise ValueError(f'run "{record.run_id}" has lost its audit chain head')
+                previous = run.chain_head
+            mac = step_mac(key, previous, row)
+            connection.execute(_INSERT_STEP, {**row, "mac": mac})
+            moved = connection.execute(
                 _COUNT_STEP,
                 {
                     "target": record.run_id,
-                    "now": now,
+                    "previous": previous,
+                    "head": mac,
+                    "now": row["recorded_at"],
                     "prompt": _count(record.payload, "prompt_tokens"),
                     "completion": _count(record.payload, "completion_tokens"),
                 },
             )
+            if moved.rowcount != 1:
+                # Rolled back with the step; read under the row lock, the head cannot move.
+                self._heads.pop(record.run_id, None)
+                raise _HeadMoved
+        return mac
+
+    def _remember(self, run_id: str, head: str) -> None:
+        if len(self._heads) >= _HEADS_KEPT:
+            self._heads.clear()
+        self._heads[run_id] = head
 
     def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
         """Persist a turn's gate decisions together."""
@@ -488,6 +586,44 @@ class Store:
 
     # -- reading -----------------------------------------------------------------------------
 
+    def verify(self, run_id: str | None = None) -> ChainCheck:
+        """Check the audit chain of the run ``run_id``, or of every stored run (``None``).
+
+        A run that is not there is reported missing when it is named; purged runs are simply
+        gone. Each run is read in one statement, so a run being written is seen consistently.
+        """
+        key = self._key()
+        query = (
+            select(
+                RunRow.id.label("chained_run"),
+                RunRow.chain_head,
+                RunRow.steps,
+                *(getattr(StepRow, name) for name in STEP_FIELDS),
+                StepRow.mac,
+            )
+            .select_from(RunRow)
+            .outerjoin(StepRow, StepRow.run_id == RunRow.id)
+            .order_by(RunRow.id, StepRow.sequence)
+        )
+        if run_id is not None:
+            query = query.where(RunRow.id == run_id)
+        checked, broken = 0, []
+        with self._engine.connect() as connection:
+            rows = connection.execution_options(yield_per=1_000).execute(query).mappings()
+            for chained_run, group in itertools.groupby(rows, key=lambda r: r["chained_run"]):
+                first = next(group)
+                steps = [r for r in itertools.chain([first], group) if r["run_id"] is not None]
+                checked += 1
+                found = find_break(
+                    key, chained_run, head=first["chain_head"], count=first["steps"], rows=steps
+                )
+                if found is not None:
+                    broken.append(found)
+        if run_id is not None and not checked:
+            checked = 1
+            broken.append(ChainBreak(run_id=run_id, sequence=1, problem=Problem.MISSING))
+        return ChainCheck(runs_checked=checked, broken=tuple(broken), key_source=key.source)
+
     def list_runs(self, status: RunStatus | None = None) -> list[RunInfo]:
         """Runs, newest first; ``status`` filters on the status as reported."""
         query = select(RunRow).order_by(RunRow.started_at.desc(), RunRow.id)
@@ -561,6 +697,7 @@ class Store:
             steps=row.steps,
             prompt_tokens=row.prompt_tokens,
             completion_tokens=row.completion_tokens,
+            chain_head=row.chain_head,
         )
 
 

@@ -123,6 +123,9 @@ SCRIPTS = {
     "mail": _calls(("send_mail", {"to": "ops@example.org"})) + _final("Mail sent."),
     "slow": _calls(("wait_tool", {})) + _final("Waited."),
     "empty": "turns = []\n",
+    "counted": _final("Counted.")
+    + "usage = { prompt_tokens = 120, completion_tokens = 30, cached_tokens = 64,"
+    + " reasoning_tokens = 12 }\n",
 }
 
 

@@ -13,7 +13,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from nrllm_core import _json
+from nrllm_core import Usage, _json
 from nrllm_core._host import ApprovalRefused
 from nrllm_core.inspector import create_app
 from nrllm_core.inspector._guard import cookie_name
@@ -237,7 +237,7 @@ def test_no_asset_comes_from_another_site_and_no_script_is_inline():
 
 def test_config_lists_providers_skills_and_tools(client):
     config = client.get("/api/config").json()
-    assert config["providers"] == ["crafted", "demo", "empty", "hostile", "mail", "slow"]
+    assert config["providers"] == ["counted", "crafted", "demo", "empty", "hostile", "mail", "slow"]
     assert config["default_provider"] == "demo"
     assert config["skills"] == ["tables"]
     assert "table_tool" in config["tools"]
@@ -295,7 +295,8 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
         "status": "completed",
         "termination_reason": "completed",
         "final_content": "Oslo it is.",
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        "truncated": False,
+        "usage": Usage().to_dict(),
     }
     assert {s["step"]["run_id"] for s in steps} == {run_id}
 

@@ -173,6 +173,16 @@ def test_steps_arrive_while_the_run_streams(page, release):
     assert p.locator("[data-outcome=done] pre").inner_text() == "Waited."
 
 
+def test_the_billed_tokens_show_as_text_in_the_outcome_and_the_step(page):
+    p = page.page
+    run_prompt(p, "Count", "counted")
+    p.wait_for_selector("[data-outcome=done]")
+    usage = "Tokens: prompt 120 (cached 64), completion 30 (reasoning 12)"
+    assert p.locator("[data-outcome=done] .usage").inner_text() == usage
+    assert p.locator(".step[data-kind=llm] .summary").inner_text() == f"stop · {usage}"
+    assert p.locator("[data-outcome=done] .truncated").count() == 0
+
+
 def test_the_artifacts_tab_renders_the_table(page, tmp_path):
     p = page.page
     run_prompt(p, "Which city?", "demo")

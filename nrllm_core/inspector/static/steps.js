@@ -30,6 +30,16 @@ export function stepCard(given) {
   );
 }
 
+// Billed tokens, as text; a missing or odd count shows as 0, never as markup.
+export function usageText(usage) {
+  const given = usage && typeof usage === "object" ? usage : {};
+  const count = (key) => (Number.isInteger(given[key]) && given[key] >= 0 ? given[key] : 0);
+  return (
+    `Tokens: prompt ${count("prompt_tokens")} (cached ${count("cached_tokens")}), ` +
+    `completion ${count("completion_tokens")} (reasoning ${count("reasoning_tokens")})`
+  );
+}
+
 function safeClass(kind) {
   return typeof kind === "string" && /^[a-z]+$/.test(kind) ? kind : "other";
 }
@@ -42,7 +52,11 @@ function summary(step) {
   if (step.kind === "llm" && Array.isArray(step.requested_tool_calls)) {
     return `asks for ${step.requested_tool_calls.map((c) => asText(c?.name)).join(", ")}`;
   }
-  if (step.kind === "llm") return asText(step.finish_reason ?? "");
+  if (step.kind === "llm") {
+    const cut = step.truncated === true ? " (truncated)" : "";
+    const tokens = Number.isInteger(step.prompt_tokens) ? ` · ${usageText(step)}` : "";
+    return `${asText(step.finish_reason ?? "")}${cut}${tokens}`;
+  }
   if (step.kind === "approval") return `${asText(step.decision ?? "")} by ${asText(step.approver ?? "?")}`;
   if (step.kind === "gate") return `provider ${asText(step.provider ?? "none")}`;
   if (step.kind === "start") return `${asText(step.run_kind ?? "run")} on ${asText(step.provider ?? "no provider")}`;

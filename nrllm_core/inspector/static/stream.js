@@ -1,7 +1,7 @@
 // The live run stream: POST, read NDJSON line by line, render each event as it arrives.
 
 import { asText, clear, el, pretty } from "./dom.js";
-import { stepCard } from "./steps.js";
+import { stepCard, usageText } from "./steps.js";
 
 export async function postJson(url, body) {
   return fetch(url, {
@@ -116,7 +116,11 @@ function outcomeView(event) {
       "div",
       { class: "done", "data-outcome": "done" },
       el("h3", { text: "Done" }),
+      event.truncated === true
+        ? el("p", { class: "truncated", text: "Truncated: the answer stopped at its token limit." })
+        : false,
       el("pre", { class: "pre", text: typeof event.final_content === "string" ? event.final_content : "" }),
+      el("p", { class: "usage muted", text: usageText(event.usage) }),
     );
   }
   if (event.event === "awaiting_approval") {

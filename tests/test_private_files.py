@@ -1,0 +1,109 @@
+"""nrllm's data folder is 0700, its SQLite database, WAL and SHM files 0600, whatever the umask."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nrllm_core import AuditRecord, StepKind
+from nrllm_core._sealing import load_state_key
+from nrllm_core.store import Store
+
+UMASKS = [0o022, 0o000, 0o077, 0o277]
+
+
+@pytest.fixture(params=UMASKS, ids=[f"umask-{m:03o}" for m in UMASKS])
+def umask(request: pytest.FixtureRequest) -> Iterator[int]:
+    previous = os.umask(request.param)
+    try:
+        yield request.param
+    finally:
+        os.umask(previous)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def write(store: Store, run_id: str) -> None:
+    store.start_run(run_id)
+    store.record_step(
+        AuditRecord(
+            run_id=run_id,
+            sequence=1,
+            kind=StepKind.TOOL,
+            round=1,
+            duration_ms=1.0,
+            payload={"kind": "tool"},
+        )
+    )
+
+
+def database_files(home: Path) -> dict[str, int]:
+    return {p.name: mode(p) for p in sorted(home.iterdir()) if p.name.startswith("nrllm.db")}
+
+
+def test_the_data_folder_and_database_files_are_private(umask: int, tmp_path: Path) -> None:
+    home = tmp_path / "data" / "nrllm"
+
+    store = Store.open(None, data_dir=home)
+    try:
+        write(store, "r1")
+        assert mode(home) == 0o700
+        # While the store is open SQLite keeps its write-ahead log and shared memory files.
+        assert database_files(home) == {
+            "nrllm.db": 0o600,
+            "nrllm.db-shm": 0o600,
+            "nrllm.db-wal": 0o600,
+        }
+    finally:
+        store.close()
+
+    # Closed, SQLite removes the -wal and -shm files; opened again, it makes them anew.
+    again = Store.open(None, data_dir=home)
+    try:
+        write(again, "r2")
+        assert database_files(home) == {
+            "nrllm.db": 0o600,
+            "nrllm.db-shm": 0o600,
+            "nrllm.db-wal": 0o600,
+        }
+    finally:
+        again.close()
+
+
+def test_files_an_older_nrllm_left_readable_are_made_private(tmp_path: Path) -> None:
+    store = Store.open(None, data_dir=tmp_path)
+    write(store, "r1")
+    for name in ("nrllm.db", "nrllm.db-wal", "nrllm.db-shm"):
+        os.chmod(tmp_path / name, 0o644)
+
+    second = Store.open(None, data_dir=tmp_path)
+    try:
+        assert database_files(tmp_path) == {
+            "nrllm.db": 0o600,
+            "nrllm.db-shm": 0o600,
+            "nrllm.db-wal": 0o600,
+        }
+    finally:
+        second.close()
+        store.close()
+
+
+def test_the_data_folder_made_for_the_state_key_is_private(umask: int, tmp_path: Path) -> None:
+    home = tmp_path / "nrllm"
+    load_state_key(home, {})
+    assert mode(home) == 0o700
+
+
+def test_an_existing_data_folder_keeps_the_mode_its_owner_gave_it(tmp_path: Path) -> None:
+    home = tmp_path / "shared"
+    home.mkdir()
+    os.chmod(home, 0o750)
+    Store.open(None, data_dir=home).close()
+    assert mode(home) == 0o750
+    assert mode(home / "nrllm.db") == 0o600
