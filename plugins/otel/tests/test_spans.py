@@ -192,3 +192,17 @@ def test_a_denial_is_an_event_and_its_refused_call_is_counted(make_host, otel, e
     assert approval.attributes["nrllm.approval.decision"] == "denied"
     (tool,) = otel.named("execute_tool")
     assert tool.attributes["nrllm.tool.result"] == "refused"
+
+
+def test_cached_and_reasoning_tokens_appear_where_the_provider_gave_them(make_host, otel):
+    usage = {
+        "prompt_tokens": 40,
+        "completion_tokens": 9,
+        "cached_tokens": 32,
+        "reasoning_tokens": 6,
+    }
+    make_host([{"content": "ok", "usage": usage}]).run("Go")
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 40
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 32
+    assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 6
