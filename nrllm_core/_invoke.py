@@ -18,12 +18,12 @@ from nrllm_core._tool import ToolContext
 from nrllm_core._values import ToolResult
 from nrllm_core.log import logger
 
-__all__ = ["ERROR", "OK", "REFUSED", "invoke", "refuse"]
+__all__ = ["invoke", "refuse"]
 
 # A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
-OK: Final = "ok"
-ERROR: Final = "error"
-REFUSED: Final = "refused"
+_OK: Final = "ok"
+_ERROR: Final = "error"
+_REFUSED: Final = "refused"
 
 
 def invoke(
@@ -76,7 +76,7 @@ def refuse(
     return _deliver(
         pm,
         ToolResult.error(content),
-        REFUSED,
+        _REFUSED,
         tool_name,
         arguments,
         context,
@@ -127,7 +127,7 @@ def _deliver(
             "tool_arguments": dict(arguments) if isinstance(arguments, Mapping) else None,
             "tool_result": result.content,
             "tool_is_error": result.is_error,
-            "tool_outcome": ERROR if outcome == OK and result.is_error else outcome,
+            "tool_outcome": _ERROR if outcome == _OK and result.is_error else outcome,
             "tool_data_class": None if registered is None else registered.data_class.value,
             "tool_effect": None if registered is None else registered.effect.value,
         },
@@ -179,14 +179,14 @@ def _execute(
     except Exception:
         # The exception text can hold credentials: it goes to the log, never to the wire.
         logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)
-        return ToolResult.error(f'Error: tool "{tool_name}" failed.'), ERROR
+        return ToolResult.error(f'Error: tool "{tool_name}" failed.'), _ERROR
     if not _well_formed(raw):
-        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.'), ERROR
-    return raw, OK
+        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.'), _ERROR
+    return raw, _OK
 
 
 def _refused(message: str) -> tuple[ToolResult, str]:
-    return ToolResult.error(message), REFUSED
+    return ToolResult.error(message), _REFUSED
 
 
 def _well_formed(raw: object) -> TypeGuard[ToolResult]:

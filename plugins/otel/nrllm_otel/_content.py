@@ -40,16 +40,7 @@ def chat_content(level: Level, messages: Any, payload: Mapping[str, Any]) -> dic
     parts: list[dict[str, Any]] = []
     if isinstance(payload.get("content"), str) and payload["content"]:
         parts.append({"type": "text", "content": payload["content"]})
-    for call in payload.get("requested_tool_calls") or ():
-        if isinstance(call, Mapping):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("id"),
-                    "name": call.get("name"),
-                    "arguments": call.get("arguments"),
-                }
-            )
+    parts.extend(_calls(payload.get("requested_tool_calls")))
     reason = payload.get("finish_reason")
     output = {"role": "assistant", "parts": parts, "finish_reason": reason}
     out[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _json([output])
@@ -98,17 +89,24 @@ def _message(message: object) -> dict[str, Any]:
         else:
             part["content"] = message.get("content")
         parts.append(part)
-    for call in message.get("tool_calls") or ():
-        if isinstance(call, Mapping):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("id"),
-                    "name": call.get("name"),
-                    "arguments": call.get("arguments"),
-                }
-            )
+    parts.extend(_calls(message.get("tool_calls")))
     return {"role": message.get("role"), "parts": parts}
+
+
+def _calls(calls: object) -> list[dict[str, Any]]:
+    """Tool calls as the convention's ``tool_call`` parts."""
+    if not isinstance(calls, list):
+        return []
+    return [
+        {
+            "type": "tool_call",
+            "id": call.get("id"),
+            "name": call.get("name"),
+            "arguments": call.get("arguments"),
+        }
+        for call in calls
+        if isinstance(call, Mapping)
+    ]
 
 
 def _json(value: object) -> str:

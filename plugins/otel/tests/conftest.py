@@ -158,3 +158,34 @@ def make_host(tmp_path: Path, otel: Otel) -> Iterator[Callable[..., Host]]:
     yield build
     for host in hosts:
         host.store.close()
+
+
+@pytest.fixture
+def write_config() -> Callable[..., Path]:
+    """Write ``nrllm.toml`` into a folder: a scripted model with ``turns``, at ``level``."""
+
+    def write(folder: Path, turns: list[dict[str, Any]], level: str = "metadata") -> Path:
+        script = folder / "script.json"
+        script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+        config = folder / "nrllm.toml"
+        config.write_text(
+            "\n".join(
+                [
+                    "[providers.model]",
+                    'kind = "scripted"',
+                    f"script = {json.dumps(str(script))}",
+                    'trust_zone = "local"',
+                    'model = "tiny-1"',
+                    "[defaults]",
+                    'provider = "model"',
+                    "[actor]",
+                    'id = "alice"',
+                    "[privacy]",
+                    f'level = "{level}"',
+                ]
+            ),
+            encoding="utf-8",
+        )
+        return config
+
+    return write

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,32 +14,8 @@ SECRET_ESCAPE = "\x1b]0;owned\x07"
 
 
 @pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps({"turns": [{"content": f"hello {SECRET_ESCAPE}"}]}), encoding="utf-8"
-    )
-    (tmp_path / "nrllm.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [providers.model]
-            kind = "scripted"
-            script = {json.dumps(str(script))}
-            trust_zone = "local"
-            model = "tiny-1"
-
-            [defaults]
-            provider = "model"
-
-            [actor]
-            id = "alice"
-
-            [privacy]
-            level = "full"
-            """
-        ),
-        encoding="utf-8",
-    )
+def folder(tmp_path: Path, write_config) -> Path:
+    write_config(tmp_path, [{"content": f"hello {SECRET_ESCAPE}"}], level="full")
     return tmp_path
 
 

@@ -67,34 +67,9 @@ HOST = textwrap.dedent(
 
 
 @pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    script = tmp_path / "script.json"
-    turns = [
-        {
-            "content": "",
-            "tool_calls": [{"id": "c1", "name": "write_note", "arguments": {"text": "x"}}],
-        },
-        {"content": "done"},
-    ]
-    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
-    (tmp_path / "nrllm.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [providers.model]
-            kind = "scripted"
-            script = {json.dumps(str(script))}
-            trust_zone = "local"
-            model = "tiny-1"
-
-            [defaults]
-            provider = "model"
-
-            [actor]
-            id = "alice"
-            """
-        ),
-        encoding="utf-8",
-    )
+def folder(tmp_path: Path, write_config) -> Path:
+    call = {"id": "c1", "name": "write_note", "arguments": {"text": "x"}}
+    write_config(tmp_path, [{"content": "", "tool_calls": [call]}, {"content": "done"}])
     (tmp_path / "host.py").write_text(HOST, encoding="utf-8")
     return tmp_path
 
