@@ -27,87 +27,255 @@ _MAX_TREE_DEPTH: Final = 100
 # passes settle every input found so far; the cap only guards against a pathological chain.
 _MAX_PASSES: Final = 4
 
-# A cheap necessary condition for every pattern below: text without any of these fragments
+# The line breaks ``str.splitlines`` knows. No mask removes one, so a caller may mask a whole
+# file and split it afterwards with every line where it was (a key block spans many lines).
+_BREAKS: Final = "\\n\\r\\x0b\\x0c\\x1c-\\x1e\\x85\\u2028\\u2029"
+_LINE: Final = re.compile(f"[^{_BREAKS}]+")
+
+# A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
 _TRIGGER: Final = re.compile(
-    r"@|[?&;][\w\-]+=|(?i:bearer)|sk-|k_(?:live|test)_|AKIA|gh[pousr]_|github_pat_"
-    r"|xox[abprs]-|xapp-|AIza|SG\.|eyJ|-us\d"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pwd|secret|credential|contrase|key|token|authoriz)|-{4}"
+    r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
+    r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
+    r"|(?:AC|SK)[0-9a-f]{32}|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
+)
+
+# Every line of a private key block, from its BEGIN line to its END line, or to the end of
+# the text when the END line is missing: a block cut short is still a key.
+_KEY_BLOCK: Final = (
+    r"-(?P<key_block>-{3,4}[ ]?BEGIN[ ][A-Z0-9 ]{0,40}PRIVATE[ ]KEY(?:[ ]BLOCK)?[ ]?-{4,5}"
+    r"(?:(?s:.*?)-{4,5}[ ]?END[ ][A-Z0-9 ]{0,40}PRIVATE[ ]KEY(?:[ ]BLOCK)?[ ]?-{4,5}|(?s:.*)))"
+    rf"|P(?P<putty>uTTY-User-Key-File-[0-9]+:(?:(?s:.*?)Private-MAC:[^{_BREAKS}]*|(?s:.*)))"
 )
 
 # The user part and password stop at quotes, commas and semicolons so that a port followed
 # later by an unrelated address (``"https://example.com:8080","contact":"a@b.org"``) is never
-# read as ``user:password@``. The lookbehind only lets a scheme start at the beginning of a
-# run, which keeps the scan linear on long dotted strings.
-_URL_USERINFO: Final = re.compile(
-    r"(?<![\w+.\-])([a-z][a-z0-9+.\-]*://[^\s:/?#@\"'<>`,;\\]*):[^\s/?#@\"'<>`,;\\]+@",
-    re.IGNORECASE,
+# read as ``user:password@``. A scheme only starts at the beginning of a run, which keeps the
+# scan linear on long dotted strings.
+_URL_USERINFO: Final = (
+    r"[A-Za-z](?<![\w+.\-].)(?P<userinfo>(?P<userinfo_keep>[A-Za-z0-9+.\-]*://"
+    r"[^\s:/?#@\"'<>`,;\\]*):[^\s/?#@\"'<>`,;\\]+@)"
 )
 
 # ``client_secret``, ``x_api_key`` or ``X-Amz-Signature``: any name *ending* in a credential
 # word counts, but a bare ``key``, ``sig`` or ``auth`` only on its own, so ``sort_key`` and
 # ``max_tokens`` survive. ``&amp;`` covers URLs quoted in HTML. The value stops at structural
 # characters so that fragments, JSON, HTML and Markdown neighbours survive.
-_URL_QUERY_CREDENTIAL: Final = re.compile(
-    r"(&amp;|[?&])"
-    r"((?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
+_URL_QUERY_CREDENTIAL: Final = (
+    r"[?&](?P<query>(?P<query_keep>(?:(?<=&)amp;)?"
+    r"(?i:(?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
     r"|password|passwd|signature|credential)|key|sig|auth)"
-    r"=[^&\s\"'#<>`)\\]+",
-    re.IGNORECASE,
+    r"=)[^&\s\"'#<>`)\\]+)"
 )
 
-# Runs before the vendor shapes so ``Bearer sk-…`` collapses to one mask. The lookahead asks
-# for something token-like (a digit, an inner symbol, or 20+ characters) so that prose such
-# as "the bearer of this letter" is left alone.
-_BEARER: Final = re.compile(
-    r"\b((?i:bearer)\s+)"
+# ``Authorization: Basic …``, ``"Authorization": "Bearer …"``: the scheme stays, whatever
+# follows it up to a quote or the end of the line is the credential.
+_AUTHORIZATION: Final = (
+    r"[AaPp](?<![_\-].)(?P<authz>(?P<authz_keep>(?i:(?<=p)roxy-authorization|(?<=a)uthorization)"
+    r"[\"']?[ \t]*"
+    r"[:=][ \t]*[\"']?(?:(?i:basic|bearer|digest|negotiate|ntlm|token|hmac)[ \t]+)?)"
+    rf"[^{_BREAKS}\"'`]+)"
+)
+
+# Before the vendor shapes, so ``Bearer sk-…`` collapses to one mask. The lookahead asks for
+# something token-like (a digit, an inner symbol, or 20+ characters) so that prose such as
+# "the bearer of this letter" is left alone.
+_BEARER: Final = (
+    r"[Bb](?<!\w.)(?P<bearer>(?P<bearer_keep>(?i:earer)\s+)"
     r"(?=[A-Za-z0-9._~+/\-]{20}|[A-Za-z0-9._~+/\-]*?(?:[0-9]|[._~+/\-][A-Za-z0-9._~+/\-]))"
-    r"[A-Za-z0-9._~+/\-]+=*"
+    r"[A-Za-z0-9._~+/\-]+=*)"
 )
 
-# One alternation rather than one pass per vendor: the leftmost shape wins, so a key whose
-# body happens to contain another vendor's prefix is masked whole instead of half-eaten.
-# The trailing ``\w*`` takes any glued word characters along, so a mask never leaves a word
-# character behind it that could start a new match on the next pass. A JWT glued to a hyphen
-# gets a bounded header: unbounded, a long ``eyJ-eyJ-…`` run would be rescanned from every
-# hyphen, which is quadratic.
-_VENDOR_KEY: Final = re.compile(
-    r"""
-    \b(?:
-        (?P<openai>sk-)[A-Za-z0-9_\-]{16,}
-      | [sp]k_(?:live|test)_[A-Za-z0-9]{24,}
-      | AKIA[0-9A-Z]{16,}
-      | gh[pousr]_[A-Za-z0-9]{36,}
-      | github_pat_\w{22,}
-      | xox[abprs]-[A-Za-z0-9\-]{10,}
-      | xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+
-      | AIza[0-9A-Za-z_\-]{35,}
-      | [a-f0-9]{32}-us\d{1,2}
-      | SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}
-      | (?<![\w\-])eyJ[\w\-]++\.[\w\-]++\.[\w\-]++
-      | (?<=-)eyJ[\w\-]{1,1024}+\.[\w\-]++\.[\w\-]++
-    )\w*
-    """,
-    re.ASCII | re.VERBOSE,
+# A credential name: one that contains a word only credentials use (``dbPassword``,
+# ``client_secret``, ``AccountKey``, ``private_key_id``), or that ends in ``token`` or in a
+# ``pass`` of its own (``DB_PASS``, ``keyPass``; not ``bypass``). A name only starts where a
+# run of name characters starts, and one scan decides: it runs through the letters no
+# credential word starts with in one step, tries the words only at the others (a ``key`` or
+# ``pass`` looks back for what qualifies it), and at the end of the run looks back for the
+# endings. Every run is read once, however long. Each word starts with a class the engine
+# checks before entering it.
+_NAME_CHAR: Final = r"[A-Za-z0-9_.\-]"
+_KEY_QUALIFIERS: Final = (
+    "api", "auth", "service", "account", "db", "database", "priv", "private", "client",
+    "access", "signing", "master", "encryption", "license", "app", "consumer", "storage",
+    "subscription", "hmac", "jwt", "session", "aws",
+)  # fmt: skip
+_PASS_QUALIFIERS: Final = ("db", "database", "key")
+
+
+def _qualified(word: str, qualifiers: tuple[str, ...]) -> str:
+    """``word``, then a look back for one of ``qualifiers`` before it, glued or joined by
+    ``_``, ``.`` or ``-``: one look per length, after a first look at the letter before."""
+    last = "".join(sorted({q[-1] for q in qualifiers}))
+    by_length: dict[int, list[str]] = {}
+    for q in qualifiers:
+        by_length.setdefault(len(q), []).append(q)
+    behind = "|".join(
+        f"(?<={'|'.join(f'{q}{joint}{word}' for q in group)})"
+        for group in by_length.values()
+        for joint in ("", "[_.\\-]")
+    )
+    first = f"[{word[0].upper()}{word[0]}]"
+    return f"{first}(?i:{word[1:]}(?:(?<=[{last}]{word})|(?<=[{last}][_.\\-]{word}))(?:{behind}))"
+
+
+_CONTAINED_WORD: Final = (
+    r"(?:[Pp](?i:ass(?:wor[dt]|wd|phrase)|wd)|[Ss](?i:ecret)|[Cc](?i:redential|ontrase(?:ñ|n)a)"
+    rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)})"
+)
+_NAME: Final = (
+    rf"(?<!{_NAME_CHAR})(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})"
+    rf"[CKPSckps])*+)(?:{_CONTAINED_WORD}{_NAME_CHAR}*+"
+    r"|(?i:(?<=token))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass))"
+)
+# What joins a name to its value: ``=``, ``:=``, ``=>``, ``==``, a ``:`` that is not a port
+# or a scope, the parenthesis of a call with a quoted argument (``setPassword("…")``), and
+# for a Go-style declaration a type in between (``password string =``). A
+# quoted name also takes ``,`` (``define('DB_PASSWORD', …)``), ``] =`` (``env["TOKEN"] =``)
+# and an XML ``value=`` attribute (``<add key="ApiKey" value="…"/>``).
+_BARE_JOIN: Final = (
+    r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
+    r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
+)
+_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|:|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
+# A type annotation before the value (``password: str = "…"``) goes with the name.
+_ANNOTATION: Final = r"(?:[A-Za-z_][\w.\[\]|, ]{0,60}?[ \t]*=(?![=>])[ \t]*)?"
+
+
+def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
+    """A credential assignment: a quoted value keeps its quotes (and an ``f``, ``b`` or ``@``
+    prefix); an unquoted one ends at whitespace or a structural character, or with
+    ``whole_line`` (``.env``, YAML, INI, properties) at the end of the line."""
+    unquoted = rf"[^\s{_BREAKS}][^{_BREAKS}]*" if whole_line else r"[^\s\"'`,;&<>(){}\[\]\\]+"
+    return (
+        rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}[ \t]*{_ANNOTATION})"
+        rf"(?:(?P<{kind}_open>[rRbBfFuU]{{0,2}}[@$]?(?P<{kind}_quote>[\"'`]))"
+        rf"(?P<{kind}_body>(?:(?!(?P={kind}_quote))[^\\{_BREAKS}]|\\[^{_BREAKS}])*+)"
+        rf"(?P<{kind}_close>(?P={kind}_quote)?)|{unquoted}))"
+    )
+
+
+# At the start of a line, after indentation, ``export`` or a YAML ``-``.
+_LINE_ASSIGNMENT: Final = r"(?m:^)[ \t]*(?:export[ \t]+|-[ \t]+)?" + _assignment(
+    "line_assign", rf"[\"'`]?{_NAME}[\"'`]?(?:{_QUOTED_JOIN}|{_BARE_JOIN})", whole_line=True
+)
+_QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))" + _assignment(
+    "quoted_assign", rf"{_NAME}(?P=quote){_QUOTED_JOIN}", whole_line=False
+)
+_BARE_ASSIGNMENT: Final = _assignment("assign", f"{_NAME}{_BARE_JOIN}", whole_line=False)
+_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign"})
+
+# ``<password>…</password>`` and ``<db:password>…``: the text up to the next tag, each of its
+# lines masked.
+_XML_ELEMENT: Final = (
+    rf"<(?P<xml>(?P<xml_keep>(?:[A-Za-z_][\w.\-]*:)?{_NAME}(?:[ \t][^<>{_BREAKS}]{{0,200}})?>)"
+    r"[^<]++(?=</))"
 )
 
-# The lookbehind makes a match start only where a run of address characters starts, which
-# keeps a long run without ``@`` linear instead of quadratic. ``_`` is allowed in the local
-# part so ``first_last@…`` is not half-masked.
-_EMAIL: Final = re.compile(
-    r"(?<![\w.%+\-])[\w.%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\w*",
-    re.ASCII,
+# The leftmost shape wins, so a key whose body happens to contain another vendor's prefix is
+# masked whole instead of half-eaten. No shape asks for a word boundary before it
+# (``token_ghp_…`` and ``xAKIA…`` are keys), and the trailing ``[A-Za-z0-9_]*`` takes any
+# glued word characters along, so a mask never leaves a word character behind it that could
+# start a new match on the next pass. Only ``sk-`` glued to a letter or digit asks for a
+# digit in its body: ``task-…`` is a word.
+_VENDOR_KEY: Final = r"""(?:
+    sk-(?:(?<![A-Za-z0-9]sk-)|(?=(?:proj-|svcacct-|admin-)?[A-Za-z0-9_]{0,31}[0-9]))
+    [A-Za-z0-9_\-]{16,}
+  | [spr]k_(?:live|test)_[A-Za-z0-9]{24,} | whsec_[A-Za-z0-9]{24,}
+  | A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}
+  | gh[pousr]_[A-Za-z0-9]{36,} | github_pat_[A-Za-z0-9_]{22,}
+  | gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_\-]{20,} | GR1348941[A-Za-z0-9_\-]{20,}
+  | npm_[A-Za-z0-9]{36,} | hf_[A-Za-z0-9]{30,} | api_org_[A-Za-z0-9]{30,}
+  | pypi-AgE[A-Za-z0-9_\-]{50,} | sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}
+  | xox[abeoprs]-[A-Za-z0-9\-]{10,} | xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+
+  | hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,}
+  | AIza[0-9A-Za-z_\-]{35,} | AC[a-f0-9]{32} | SK[a-f0-9]{32}
+  | [a-f0-9](?<![a-f0-9][a-f0-9])[a-f0-9]{31,}-us[0-9]{1,2}
+  | SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}
+  | [0-9][0-9]{7,9}:[A-Za-z0-9_\-]{35}
+  | [MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27}
+)(?P<vendor>[A-Za-z0-9_]*)"""
+
+# A JWT starts at the beginning of its run, glued characters and all, and the atomic group
+# commits to the first ``eyJ`` in it, which keeps a long ``eyJeyJ…`` run linear.
+_JWT: Final = (
+    r"(?<![_\-])(?P<jwt>(?>(?P<jwt_glue>[A-Za-z0-9_\-]*?)eyJ)[A-Za-z0-9_\-]*+"
+    r"\.[A-Za-z0-9_\-]++\.[A-Za-z0-9_\-]++)"
 )
 
-# Order is the contract: URL credentials, then ``Bearer``, then vendor shapes, then e-mail.
-_CATALOGUE: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (_URL_USERINFO, rf"\1:{REDACTION_MASK}@"),
-    (_URL_QUERY_CREDENTIAL, rf"\1\2={REDACTION_MASK}"),
-    (_BEARER, rf"\1{REDACTION_MASK}"),
-    # The OpenAI mask keeps ``sk-`` so a reader can tell what was removed; the group is empty
-    # for every other shape.
-    (_VENDOR_KEY, rf"\g<openai>{REDACTION_MASK}"),
-    (_EMAIL, REDACTION_MASK),
+# An AWS secret access key has no prefix: 40 characters of its alphabet standing alone, with
+# an upper-case letter, a lower-case letter and a digit among them. A git SHA-1 (lower-case
+# hex) and an absolute path (a leading ``/``) are not keys.
+_AWS_SECRET: Final = (
+    r"(?<![/+=])(?P<aws_secret>(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+    r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9][A-Za-z0-9/+]{39})(?![A-Za-z0-9/+=])"
 )
+
+# A match only starts where a run of address characters starts, which keeps a long run
+# without ``@`` linear instead of quadratic. ``_`` is allowed in the local part so
+# ``first_last@…`` is not half-masked.
+_EMAIL: Final = (
+    r"[A-Za-z0-9_.%+\-](?<![_.%+\-].)"
+    r"(?P<email>[A-Za-z0-9_.%+\-]*@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}[A-Za-z0-9_]*)"
+)
+
+# One pass over the text for the whole catalogue. Where two shapes start at the same place
+# the first listed wins. Every shape either starts with a character the engine checks before
+# trying it, or only where a run of letters and digits starts (the shared lookbehind): a
+# position inside a long run costs a few checks, not one per shape.
+# Every shape that starts a run but an e-mail address needs three characters of it (a
+# two-letter scheme and its colon at least).
+_AT_RUN_START: Final = (
+    "(?=[A-Za-z0-9_.%+\\-])(?<![A-Za-z0-9])(?:(?=[A-Za-z0-9_.+\\-]{2}[A-Za-z0-9_.+:\\-])(?:"
+    + "|".join((_URL_USERINFO, _AUTHORIZATION, _BEARER, _BARE_ASSIGNMENT, _JWT, _AWS_SECRET))
+    + f")|{_EMAIL})"
+)
+_CATALOGUE: Final = re.compile(
+    "|".join(
+        (
+            _KEY_BLOCK,
+            _URL_QUERY_CREDENTIAL,
+            _XML_ELEMENT,
+            _QUOTED_ASSIGNMENT,
+            _LINE_ASSIGNMENT,
+            _VENDOR_KEY,
+            _AT_RUN_START,
+        )
+    ),
+    re.VERBOSE,
+)
+
+
+def _kept(match: re.Match[str], kind: str) -> str:
+    """The text of ``match`` up to the end of its ``{kind}_keep`` group."""
+    return match.string[match.start() : match.end(f"{kind}_keep")]
+
+
+def _masked(match: re.Match[str]) -> str:
+    # Every alternative ends in the group named after its kind, so that group closes last.
+    kind = match.lastgroup or ""
+    if kind in ("key_block", "putty"):
+        return _LINE.sub(REDACTION_MASK, match[0])
+    if kind == "xml":
+        kept = _kept(match, kind)
+        return kept + _LINE.sub(REDACTION_MASK, match[0][len(kept) :])
+    if kind in _ASSIGNMENTS:
+        if match[f"{kind}_quote"] is None:
+            return _kept(match, kind) + REDACTION_MASK
+        if not match[f"{kind}_body"]:
+            return match[0]
+        return _kept(match, kind) + match[f"{kind}_open"] + REDACTION_MASK + match[f"{kind}_close"]
+    if kind == "userinfo":
+        return f"{_kept(match, kind)}:{REDACTION_MASK}@"
+    if kind == "vendor":
+        # The OpenAI mask keeps ``sk-`` so a reader can tell what was removed.
+        return ("sk-" if match[0].startswith("sk-") else "") + REDACTION_MASK
+    if kind == "jwt":
+        return match["jwt_glue"] + REDACTION_MASK
+    if kind in ("query", "authz", "bearer"):
+        return _kept(match, kind) + REDACTION_MASK
+    return REDACTION_MASK
 
 
 def mask_secrets(text: str) -> str:
@@ -115,9 +283,7 @@ def mask_secrets(text: str) -> str:
     if _TRIGGER.search(text) is None:
         return text
     for _ in range(_MAX_PASSES):
-        masked = text
-        for pattern, replacement in _CATALOGUE:
-            masked = pattern.sub(replacement, masked)
+        masked = _CATALOGUE.sub(_masked, text)
         if masked == text:
             break
         text = masked

@@ -149,6 +149,12 @@ def _opened_is(descriptor: int, info: os.stat_result, path: Path) -> bool:
     )
 
 
+def _masked_lines(text: str) -> list[str]:
+    """The file's lines, masked as one text first: a key block spans many lines, and masking
+    keeps every line where it was."""
+    return mask_secrets(text).splitlines()
+
+
 def _shown(line: str) -> str:
     masked = mask_secrets(_mask_assignment(line.rstrip("\r\n")))
     return masked if len(masked) <= MAX_LINE_CHARS else masked[:MAX_LINE_CHARS] + "…"
@@ -196,7 +202,7 @@ class ReadSource(Tool):
             path, root = _locate(roots, arguments.get("path"))
             if path.is_dir():
                 raise _Refused("path: a folder; name a file.")
-            lines = _read_text(path).splitlines()
+            lines = _masked_lines(_read_text(path))
         except _Refused as refusal:
             return ToolResult.text(str(refusal))
         window = lines[start - 1 : start - 1 + count]
@@ -252,9 +258,9 @@ class SearchCode(Tool):
                 text = _read_text(path)
             except _Refused:
                 continue
-            for number, line in enumerate(text.splitlines(), 1):
-                if needle not in line.lower():
-                    continue
+            if needle not in text.lower():
+                continue
+            for number, line in enumerate(_masked_lines(text), 1):
                 shown = _shown(line.strip())
                 # Only a match the reader can see: a masked value is never confirmed.
                 if needle in shown.lower():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Final, final
 
@@ -11,6 +12,16 @@ import attrs
 from nrllm_builtin._settings import BuiltinSettings
 
 __all__ = ["TablePolicy", "is_nrllm_table", "is_sensitive_column", "is_sensitive_table"]
+
+# Before a name is judged it is reduced to what it looks like: compatibility forms folded
+# (NFKC: a fullwidth ``pass`` is ``pass``), accents, zero-width and other format characters
+# dropped, and the Cyrillic and Greek letters that look like Latin ones read as those
+# (``p\u0430ssword`` with a Cyrillic ``\u0430`` is a password).
+_CONFUSABLES: Final = str.maketrans(
+    "аеорсухіјѕԁԛԝһкмнтвьүӏгпАВЕКМНОРСТУХІЈЅαβγεικνορτυχωΑΒΕΖΗΙΚΜΝΟΡΤΥΧıɑ",
+    "aeopcyxijsdqwhkmhtbbylrnABEKMHOPCTYXIJSabyeikvoptuxwABEZHIKMNOPTYXia",
+)
+_DROPPED_CATEGORIES: Final = frozenset({"Mn", "Me", "Cf"})
 
 # Names are split into words on anything that is not a letter or digit and on camelCase
 # boundaries, so ``fe_users``, ``UserSessions`` and ``api-keys`` are judged word by word.
@@ -25,6 +36,20 @@ _SECRET_WORD: Final = re.compile(
 # Anywhere in a name, even glued to other words (``userpassword``, ``refreshtoken``).
 _SECRET_FRAGMENT: Final = re.compile(
     r"password|passwd|passphrase|secret|token|credential|session|apikey|api_key|privatekey"
+)
+# Inside a word, glued or not (``pwhash``, ``privkey``, ``hmackey``, ``otpseed``): fragments
+# that mark a credential, a key or a payment or identity number.
+_CREDENTIAL_FRAGMENT: Final = re.compile(
+    r"pwd?|pass|hash|salt|key|seed|priv|secret|token|t?otp|mfa|ssn|iban|card"
+)
+# Ordinary words that contain a fragment; blanked out of a word before the fragments are
+# looked for, so ``keyword``, ``passenger`` or ``hashtag`` stay readable while
+# ``keywordhash`` does not. Any other word with a fragment in it is denied: a false denial
+# costs a column, a false allowance a credential.
+_ORDINARY_WORD: Final = re.compile(
+    r"keyword|keyboard|keynote|monkey|donkey|turkey|hockey|jockey|whiskey|passenger|passage"
+    r"|passive|passion|compass|bypass|surpass|hashtag|cardinal|discard|privacy|privilege"
+    r"|footprint|upward"
 )
 # Words that make a whole table sensitive: people, accounts and logs, besides the credential
 # words.
@@ -48,14 +73,25 @@ _NRLLM_TABLES: Final = frozenset(
 )
 
 
+def _looks_like(name: str) -> str:
+    """``name`` as it reads: NFKC, without marks or format characters, confusables folded."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    kept = "".join(c for c in decomposed if unicodedata.category(c) not in _DROPPED_CATEGORIES)
+    return unicodedata.normalize("NFKC", kept).translate(_CONFUSABLES)
+
+
 def _words(name: str) -> list[str]:
     return [w.lower() for w in _WORD_BOUNDARY.split(name) if w]
 
 
 def _has_secret_shape(name: str) -> bool:
+    name = _looks_like(name)
     if _SECRET_FRAGMENT.search(name.lower()):
         return True
-    return any(_SECRET_WORD.fullmatch(word) for word in _words(name))
+    return any(
+        _SECRET_WORD.fullmatch(word) or _CREDENTIAL_FRAGMENT.search(_ORDINARY_WORD.sub(" ", word))
+        for word in _words(name)
+    )
 
 
 def is_sensitive_column(name: str) -> bool:
@@ -68,13 +104,14 @@ def is_sensitive_table(name: str) -> bool:
     if _has_secret_shape(name):
         return True
     return any(
-        _ACCOUNT_OR_LOG_WORD.fullmatch(word) and word not in _NOT_LOGS for word in _words(name)
+        _ACCOUNT_OR_LOG_WORD.fullmatch(word) and word not in _NOT_LOGS
+        for word in _words(_looks_like(name))
     )
 
 
 def is_nrllm_table(name: str) -> bool:
     """Whether a table is one of nrllm's own (its audit, its jobs, any migration version)."""
-    lowered = name.lower()
+    lowered = _looks_like(name).lower()
     return (
         lowered in _NRLLM_TABLES
         or lowered.startswith("nrllm_")
@@ -92,6 +129,9 @@ class TablePolicy:
     # ``table.column`` entries, and bare ``column`` entries that apply to every table.
     deny_columns: frozenset[str]
     write_tables: frozenset[str]
+    # ``table.column`` entries; a table named in one is in allow-list mode: only its listed
+    # columns are readable, and the denials still apply to them.
+    allow_columns: frozenset[str] = frozenset()
 
     @classmethod
     def from_settings(cls, settings: BuiltinSettings) -> TablePolicy:
@@ -100,6 +140,7 @@ class TablePolicy:
             deny_tables=frozenset(settings.deny_tables),
             deny_columns=frozenset(settings.deny_columns),
             write_tables=frozenset(settings.write_tables),
+            allow_columns=frozenset(settings.allow_columns),
         )
 
     def can_read(self, table: str) -> bool:
@@ -111,9 +152,15 @@ class TablePolicy:
         return table in self.write_tables and self.can_read(table)
 
     def can_read_column(self, table: str, column: str) -> bool:
-        if column in self.deny_columns or f"{table}.{column}" in self.deny_columns:
+        qualified = f"{table}.{column}"
+        if column in self.deny_columns or qualified in self.deny_columns:
+            return False
+        if qualified not in self.allow_columns and self._allow_listed(table):
             return False
         return not is_sensitive_column(column)
+
+    def _allow_listed(self, table: str) -> bool:
+        return any(entry.startswith(f"{table}.") for entry in self.allow_columns)
 
     def readable_tables(self, tables: Iterable[str]) -> list[str]:
         return sorted(t for t in tables if self.can_read(t))

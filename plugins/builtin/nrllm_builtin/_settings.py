@@ -19,6 +19,7 @@ _LISTS: Final = (
     "read_tables",
     "deny_tables",
     "deny_columns",
+    "allow_columns",
     "write_tables",
     "source_roots",
     "env_allow",
@@ -43,6 +44,8 @@ class BuiltinSettings:
     read_tables: tuple[str, ...] | None = None
     deny_tables: tuple[str, ...] = ()
     deny_columns: tuple[str, ...] = ()
+    # ``table.column`` entries: a table named here shows only its listed columns.
+    allow_columns: tuple[str, ...] = ()
     write_tables: tuple[str, ...] = ()
     source_roots: tuple[Path, ...] = ()
     log_file: Path | None = None
@@ -77,6 +80,8 @@ def load_settings(raw: object) -> BuiltinSettings:
                 errors.append(f"[{SECTION}] {key}: expected an array of non-empty strings")
             else:
                 values[key] = tuple(value)
+    if any(not table or not column for table, _, column in _partitions(values)):
+        errors.append(f"[{SECTION}] allow_columns: expected table.column entries")
     if errors:
         raise SettingsError("; ".join(errors))
     if "source_roots" in values:
@@ -84,6 +89,10 @@ def load_settings(raw: object) -> BuiltinSettings:
     if "log_file" in values:
         values["log_file"] = Path(values["log_file"])
     return BuiltinSettings(**values)
+
+
+def _partitions(values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    return [entry.partition(".") for entry in values.get("allow_columns", ())]
 
 
 def settings_or_error(context: ToolContext, tool: str) -> BuiltinSettings | ToolResult:

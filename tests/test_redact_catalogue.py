@@ -1,0 +1,337 @@
+"""The redactor's catalogue against what real code and config hold: glued keys, key blocks,
+credential assignments in every common form, connection strings, and linear time."""
+
+from __future__ import annotations
+
+import string
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nrllm_core import RunStep, StepKind
+from nrllm_core._privacy import PrivacyLevel, privacy_view
+from nrllm_core.redact import mask_secrets, redact
+
+# Fake credentials are assembled from pieces so that no secret scanner mistakes this file for
+# a leak.
+GITHUB_PAT = "ghp_" + "Ab1" * 12
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+JWT = "eyJ" + "hbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcDEF123"
+BODY = "MIIEowIBAAKCAQEA" + "q1w2e3r4t5y6" * 4
+
+# (text, what the redactor must make of it)
+CATALOGUE = [
+    # Vendor keys glued to word characters: no shape relies on a word boundary.
+    pytest.param("token_" + GITHUB_PAT, "token_***", id="github-glued-to-underscore"),
+    pytest.param("x" + GITHUB_PAT, "x***", id="github-glued-to-a-letter"),
+    pytest.param("x" + AWS_KEY_ID, "x***", id="aws-id-glued"),
+    pytest.param("x_" + JWT, "x_***", id="jwt-glued"),
+    pytest.param("key=" + "ASIA" + "Q" * 16, "key=***", id="aws-temporary-id"),
+    pytest.param("s3://AKID:s3cr3t@bucket/x", "s3://AKID:***@bucket/x", id="two-letter-scheme"),
+    # More vendors.
+    pytest.param("glpat-" + "Xy9" * 7, "***", id="gitlab"),
+    pytest.param("npm_" + "a1B2" * 9, "***", id="npm"),
+    pytest.param("hf_" + "AbCdEfGhIj" * 3 + "KlMn", "***", id="hugging-face"),
+    pytest.param("AC" + "0123456789abcdef" * 2, "***", id="twilio-account"),
+    pytest.param("SK" + "fedcba9876543210" * 2, "***", id="twilio-key"),
+    pytest.param("xoxe-" + "1-abcdefghijkl", "***", id="slack-xoxe"),
+    pytest.param(
+        "https://hooks.slack.com/services/" + "T0001/B0002/abcdefXYZ",
+        "https://***",
+        id="slack-webhook",
+    ),
+    pytest.param("rk_live_" + "z" * 24, "***", id="stripe-restricted"),
+    pytest.param("whsec_" + "w1" * 16, "***", id="stripe-webhook"),
+    pytest.param("pypi-AgE" + "Ij" * 30, "***", id="pypi"),
+    # AWS secret access keys: 40 characters of their alphabet standing alone.
+    pytest.param(f"aws_secret_access_key={AWS_SECRET}", "aws_secret_access_key=***", id="aws-env"),
+    pytest.param(f"keys: {AWS_KEY_ID} {AWS_SECRET}", "keys: *** ***", id="aws-pair"),
+    pytest.param(f'"SecretAccessKey": "{AWS_SECRET}"', '"SecretAccessKey": "***"', id="aws-json"),
+    # Authorization headers keep their scheme.
+    pytest.param(
+        "Authorization: Basic " + "dXNlcjpwYXNzd29yZA==",
+        "Authorization: Basic ***",
+        id="basic",
+    ),
+    pytest.param(
+        'headers = {"authorization": "basic ' + 'YWxhZGRpbjpvcGVu"}',
+        'headers = {"authorization": "basic ***"}',
+        id="basic-in-code",
+    ),
+    pytest.param(
+        "Proxy-Authorization: Digest username=x, response=abc",
+        "Proxy-Authorization: Digest ***",
+        id="digest",
+    ),
+    # name = value pairs, any case, every joiner.
+    pytest.param("x password=hunter2&x=1", "x password=***&x=1", id="password-equals"),
+    pytest.param("PASSWORD: hunter2", "PASSWORD: ***", id="password-colon"),
+    pytest.param('{"password": "hunter2"}', '{"password": "***"}', id="password-json"),
+    pytest.param("x Secret=abc123 next", "x Secret=*** next", id="secret"),
+    pytest.param("log: TOKEN=abc123", "log: TOKEN=***", id="token"),
+    pytest.param("x Api_Key: abc123", "x Api_Key: ***", id="api-key"),
+    pytest.param("passwd = abc123", "passwd = ***", id="passwd"),
+    pytest.param("x pWd=abc123", "x pWd=***", id="pwd"),
+    pytest.param("x DB_PASS=abc123", "x DB_PASS=***", id="pass-of-its-own"),
+    pytest.param("if password == 'hunter2':", "if password == '***':", id="comparison"),
+    # Connection strings.
+    pytest.param(
+        "Server=db;Database=app;User Id=sa;Password=Hunter2!;Encrypt=true",
+        "Server=db;Database=app;User Id=sa;Password=***;Encrypt=true",
+        id="sql-server",
+    ),
+    pytest.param("Host=db;Pwd=Hunter2;", "Host=db;Pwd=***;", id="odbc-pwd"),
+    pytest.param(
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + "abc123+/xyz==;x=y",
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=***;x=y",
+        id="azure-account-key",
+    ),
+    pytest.param(
+        "Endpoint=sb://ns/;SharedAccessKeyName=root;SharedAccessKey=" + "k3y+/=;",
+        # The key's name goes too: ``SharedAccessKeyName`` reads like a credential name.
+        "Endpoint=sb://ns/;SharedAccessKeyName=***;SharedAccessKey=***;",
+        id="azure-shared-access-key",
+    ),
+    # Credential assignments anywhere in a line, in every common form.
+    pytest.param('const API_KEY = "abc123";', 'const API_KEY = "***";', id="js-const"),
+    pytest.param("let dbPassword = process.env.X;", "let dbPassword = ***;", id="js-let"),
+    pytest.param(
+        'private static final String PASSWORD = "hunter2";',
+        'private static final String PASSWORD = "***";',
+        id="java-constant",
+    ),
+    pytest.param(
+        "define('DB_PASSWORD', 'hunter2');", "define('DB_PASSWORD', '***');", id="php-define"
+    ),
+    pytest.param('$db_password = "hunter2";', '$db_password = "***";', id="php-variable"),
+    pytest.param("'password' => 'hunter2',", "'password' => '***',", id="php-array"),
+    pytest.param("<password>hunter2</password>", "<password>***</password>", id="xml-element"),
+    pytest.param("<db:Password>x y</db:Password>", "<db:Password>***</db:Password>", id="xml-ns"),
+    pytest.param(
+        '<add key="ApiKey" value="abc123"/>', '<add key="ApiKey" value="***"/>', id="xml-attribute"
+    ),
+    pytest.param(
+        'db.connect(password="hunter2", user="x")',
+        'db.connect(password="***", user="x")',
+        id="keyword-argument",
+    ),
+    pytest.param('os.environ["API_KEY"] = "abc"', 'os.environ["API_KEY"] = "***"', id="subscript"),
+    pytest.param('ds.setPassword("hunter2");', 'ds.setPassword("***");', id="setter"),
+    pytest.param('password: str = "hunter2"', 'password: str = "***"', id="annotated"),
+    pytest.param('var password string = "hunter2"', 'var password string = "***"', id="go-var"),
+    pytest.param('apiKey := "abc123"', 'apiKey := "***"', id="go-short"),
+    pytest.param("password = f'{x}hunter2'", "password = f'***'", id="f-string"),
+    # YAML, TOML, INI, .env and properties: at the start of a line the value is the whole rest.
+    pytest.param("api_key: abc 123", "api_key: ***", id="yaml"),
+    pytest.param("  - password: x y z", "  - password: ***", id="yaml-list"),
+    pytest.param('api_key = "abc123"', 'api_key = "***"', id="toml"),
+    pytest.param(
+        "[db]\npassword = two words\nhost = x", "[db]\npassword = ***\nhost = x", id="ini"
+    ),
+    pytest.param("export GITHUB_TOKEN=abc", "export GITHUB_TOKEN=***", id="env-export"),
+    pytest.param("spring.datasource.password=s3cr3t", "spring.datasource.password=***", id="props"),
+    pytest.param("//registry/:_authToken=abcd-1234", "//registry/:_authToken=***", id="npmrc"),
+]
+
+# Text the new shapes must leave alone.
+SURVIVORS = [
+    pytest.param("max_tokens: 1024", id="max-tokens"),
+    pytest.param('sort_key = "name"', id="sort-key"),
+    pytest.param('token_type = "bearer"', id="token-type"),
+    pytest.param("bypass = true", id="bypass"),
+    pytest.param('public_key = "ssh-ed25519 AAAAC3Nza"', id="public-key"),
+    pytest.param('sha = "da39a3ee5e6b4b0d3255bfef95601890afd80709"', id="git-sha"),
+    pytest.param("https://secret.example.com:8080/x", id="port-after-a-credential-word"),
+    pytest.param("std::secret::value", id="scope"),
+    pytest.param("Basic usage of the API", id="basic-in-prose"),
+    pytest.param("The password must be long.", id="password-in-prose"),
+    pytest.param('password = ""', id="empty-password"),
+    pytest.param("def check_password(password, hashed):", id="function-definition"),
+    pytest.param("/usr/local/lib/python3.11/site-packages/x", id="absolute-path"),
+    pytest.param("-----BEGIN PUBLIC KEY-----", id="public-key-block"),
+    pytest.param("data-key='abc'", id="attribute-named-key"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CATALOGUE)
+def test_the_catalogue_masks_what_real_code_and_config_hold(text: str, expected: str) -> None:
+    assert mask_secrets(text) == expected
+    assert mask_secrets(expected) == expected
+
+
+@pytest.mark.parametrize("text", SURVIVORS)
+def test_ordinary_code_and_config_survive(text: str) -> None:
+    assert mask_secrets(text) == text
+
+
+# --- private key blocks ----------------------------------------------------------------------
+
+KEY_BLOCK = "\n".join(
+    ["-----BEGIN RSA PRIVATE KEY-----", BODY, BODY[::-1], "q1w2==", "-----END RSA PRIVATE KEY-----"]
+)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----BEGIN PRIVATE KEY-----",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----",
+        "-----BEGIN EC PRIVATE KEY-----",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+        "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----",
+    ],
+)
+def test_every_line_of_a_private_key_block_is_masked(header: str) -> None:
+    footer = header.replace("BEGIN", "END")
+    text = f"config:\n{header}\n{BODY}\n{BODY[::-1]}\n\n{footer}\nafter"
+
+    assert mask_secrets(text) == "config:\n***\n***\n***\n\n***\nafter"
+
+
+def test_a_key_block_without_its_end_is_masked_to_the_end() -> None:
+    assert mask_secrets("a\n" + KEY_BLOCK.rsplit("\n", 1)[0]) == "a\n***\n***\n***\n***"
+
+
+def test_a_key_block_on_one_line_is_masked_up_to_its_end() -> None:
+    # A database cell is made one line before masking.
+    one_line = KEY_BLOCK.replace("\n", " ")
+
+    assert mask_secrets(f"key: {one_line} (rotated)") == "key: *** (rotated)"
+
+
+def test_a_putty_key_file_is_masked() -> None:
+    text = "PuTTY-User-Key-File-2: ssh-rsa\nPrivate-Lines: 1\n" + BODY + "\nPrivate-MAC: ab12\nend"
+
+    assert mask_secrets(text) == "***\n***\n***\n***\nend"
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [KEY_BLOCK, "password = x", "<password>", "</password>", "token: a\u2028b", "\r\n"]
+            ),
+            st.sampled_from(["\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"]),
+            st.text(max_size=20),
+        ),
+        max_size=20,
+    ).map("".join)
+)
+def test_masking_keeps_every_line_where_it_was(text: str) -> None:
+    assert len(mask_secrets(text).splitlines()) == len(text.splitlines())
+
+
+# --- glued keys ------------------------------------------------------------------------------
+
+_ALNUM = string.ascii_letters + string.digits
+_WORD = _ALNUM + "_"
+
+
+def _key(prefix: str, alphabet: str, size: int) -> st.SearchStrategy[tuple[str, str]]:
+    """A key and its body, with a digit in the body (every real one of these has some)."""
+    body = st.tuples(st.text(alphabet, min_size=size, max_size=size), st.sampled_from("0123456789"))
+    return body.map(lambda pair: (prefix + pair[0] + pair[1], pair[0] + pair[1]))
+
+
+GLUEABLE = st.one_of(
+    st.sampled_from(["sk-", "sk-proj-"]).flatmap(lambda p: _key(p, _ALNUM, 30)),
+    st.sampled_from(["sk_live_", "pk_test_", "rk_live_", "whsec_"]).flatmap(
+        lambda p: _key(p, _ALNUM, 24)
+    ),
+    st.sampled_from(["AKIA", "ASIA"]).flatmap(
+        lambda p: _key(p, string.ascii_uppercase + string.digits, 15)
+    ),
+    st.sampled_from(["ghp_", "gho_", "ghs_", "npm_"]).flatmap(lambda p: _key(p, _ALNUM, 36)),
+    st.sampled_from(["github_pat_", "glpat-"]).flatmap(lambda p: _key(p, _ALNUM, 22)),
+    st.sampled_from(["hf_", "api_org_"]).flatmap(lambda p: _key(p, _ALNUM, 33)),
+    st.sampled_from(["xoxb-", "xoxp-"]).flatmap(lambda p: _key(p, _ALNUM, 12)),
+    _key("AIza", _ALNUM + "_-", 35),
+    _key("AC", "0123456789abcdef", 31),
+    _key("SG.", _ALNUM, 21).map(lambda pair: (pair[0] + "." + "b" * 43, pair[1])),
+    _key("eyJ", _ALNUM, 12).map(lambda pair: (f"{pair[0]}.eyJ{pair[1]}.{pair[1]}", pair[1])),
+)
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(GLUEABLE, st.text(_WORD, max_size=12), st.text(_WORD, max_size=12))
+def test_a_key_glued_to_word_characters_never_survives(
+    planted: tuple[str, str], before: str, after: str
+) -> None:
+    secret, body = planted
+
+    out = mask_secrets(f"{before}{secret}{after}")
+
+    assert body not in out
+    assert "***" in out
+
+
+def test_a_glued_key_in_a_model_chosen_tool_name_is_masked_at_metadata() -> None:
+    name = "x_" + GITHUB_PAT
+    steps = [
+        RunStep(
+            kind=StepKind.TOOL,
+            round=1,
+            duration_ms=1.0,
+            fields={"tool_call_id": "c1", "tool_name": name, "tool_result": "Error: unknown"},
+        ),
+        RunStep(
+            kind=StepKind.LLM,
+            round=1,
+            duration_ms=1.0,
+            fields={"requested_tool_calls": [{"id": "c1", "name": name, "arguments": {}}]},
+        ),
+    ]
+
+    views = [privacy_view(step, level) for step in steps for level in PrivacyLevel]
+
+    assert all(GITHUB_PAT not in repr(view) for view in views[:3] + views[4:7])
+    assert views[0]["tool_name"] == "x_***"
+    assert views[4]["requested_tool_names"] == ["x_***"]
+
+
+# --- linear time -----------------------------------------------------------------------------
+
+_SIZE = 200_000
+# Runs of what each shape's quantifiers accept, near-misses that fail at the last character,
+# and bait for nested repetition.
+_ADVERSARIAL_SEEDS = [
+    "a", "aA0", "A0a/", "+/", "0123456789abcdef", "a_", "a.", "a-", "a@", ".a@b", "a@b.",
+    "eyJ", "eyJ-", "eyJa.", "x_eyJa.b", "sk-", "xsk-", "sk-a", "ghp_", "AKIA", "glpat-", "hf_",
+    "xox", "xoxb-", "SG.", "AC0", "1234567890:", "M" + "a" * 23 + ".", "-us1", "hooks.slack.com/",
+    "password", "passwordpassword=", "pass", "Pass", "xPass", "token", "tokena", "api_key",
+    "apikey", "keykey", "dbpass", "secretx", "contraseña", '"password"', '"password":', "'",
+    '"', "`", "\\", '"\\', "password=", "password:", "password = ", 'password = "', "password ",
+    "password string ", "password: str", "password: a", "= ", "=", ":", "export ", "- ", "\n-",
+    "\npassword", "<password>", "<password ", "<", "<a:", "-----BEGIN PRIVATE KEY-----",
+    "-----BEGIN ", "-----", "---- BEGIN ", "PuTTY-User-Key-File-2:", "Authorization: ",
+    "authorization", "Authorization: Basic ", "Bearer ", "bearer a", "https://", "http://a",
+    "a://a:", "?token=", "&amp;", "&key=", "?a=", "x" * 39 + " ", "\t", " ",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", _ADVERSARIAL_SEEDS)
+def test_no_input_takes_more_than_linear_time(seed: str) -> None:
+    half = seed * (_SIZE // len(seed) // 2)
+    text = "a" + half + "\n" + half
+
+    # A linear scan of 200 KB takes a small fraction of the bound; a quadratic one takes
+    # minutes. The best of up to three calls keeps a busy machine's pauses out of the verdict.
+    fastest = _timed(text)
+    for _ in range(2):
+        if fastest < 0.5:
+            break
+        fastest = min(fastest, _timed(text))
+
+    assert fastest < 0.5
+
+
+def _timed(text: str) -> float:
+    started = time.perf_counter()
+    redact(text)
+    return time.perf_counter() - started
