@@ -206,3 +206,32 @@ def test_cached_and_reasoning_tokens_appear_where_the_provider_gave_them(make_ho
     assert chat.attributes["gen_ai.usage.input_tokens"] == 40
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 32
     assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 6
+
+
+def test_the_entry_point_module_never_sets_a_global_provider(tmp_path):
+    import json
+
+    from opentelemetry import metrics, trace
+
+    import nrllm_otel
+    from nrllm_core import Host, make_plugin_manager
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"content": "ok"}]}), encoding="utf-8")
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(nrllm_otel, name="otel")
+    host = Host.from_config(
+        data={
+            "providers": {"model": {"kind": "scripted", "script": str(script)}},
+            "defaults": {"provider": "model"},
+            "actor": {"id": "alice"},
+        },
+        pm=pm,
+        data_dir=tmp_path / "home",
+        environ={},
+    )
+    assert host.run("Hi").status == "completed"
+    host.store.close()
+    # The API's own proxies: nothing was configured, so the spans went to the no-op tracer.
+    assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
+    assert type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
