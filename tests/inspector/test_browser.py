@@ -162,14 +162,14 @@ def test_steps_arrive_while_the_run_streams(page, release):
     # The tool blocks: the first steps are on the page while the run is still going.
     p.wait_for_selector(".step[data-kind=llm]")
     assert p.locator("#running").is_visible()
-    assert p.locator(".steps > li").count() == 3
+    assert p.locator(".steps > li").count() == 4  # start, gate, request, llm
     assert p.locator(".context dd").first.inner_text() == "slow"
     assert p.locator("[data-outcome]").count() == 0
     assert p.locator(".note.live").inner_text().startswith("Live view:")
     release.set()
     p.wait_for_selector("[data-outcome=done]")
     assert p.locator("#running").is_hidden()
-    assert p.locator(".steps > li").count() == 6
+    assert p.locator(".steps > li").count() == 8  # with the start and finish records
     assert p.locator("[data-outcome=done] pre").inner_text() == "Waited."
 
 
