@@ -6,12 +6,13 @@ tomllib, cattrs and the entry-point metadata load inside :func:`load_config`, ne
 from __future__ import annotations
 
 import copy
+import enum
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 import attrs
 
@@ -58,6 +59,9 @@ _RELABEL_KEYS: Final = frozenset(
         "relabels",
     }
 )
+
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -212,9 +216,9 @@ class HostConfig:
     store: StoreConfig = StoreConfig()
     run: RunConfig = RunConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
-    plugin_settings: Mapping[str, Mapping[str, Any]] = attrs.field(
-        factory=lambda: MappingProxyType({})
-    )
+    # Each plugin's section by its name: an instance of its settings class, else a read-only
+    # mapping.
+    plugin_settings: Mapping[str, Any] = attrs.field(factory=lambda: MappingProxyType({}))
     # The file's folder, against which relative paths in the file resolve.
     config_dir: Path | None = None
     source: Path | None = None
@@ -259,6 +263,7 @@ def load_config(
     *,
     data: Mapping[str, Any] | None = None,
     plugin_sections: Iterable[str] = (),
+    settings_classes: Mapping[str, type[Any]] | None = None,
     provider_kinds: Iterable[str] | None = None,
 ) -> HostConfig:
     """Read and check the configuration.
@@ -266,9 +271,12 @@ def load_config(
     ``data`` is the configuration as a dict (no file is read). Otherwise the file is ``path``,
     else ``$NRLLM_CONFIG``, else ``./nrllm.toml`` if it exists, else nothing: every default.
     A top-level table not known to core is a plugin's section, allowed when an entry point of
-    the group ``nrllm`` or ``plugin_sections`` has its name. With ``provider_kinds`` (the
-    installed plugins' kinds), a provider of another kind is refused too. A ``scripted``
-    provider's script is read and checked here.
+    the group ``nrllm``, ``plugin_sections`` or ``settings_classes`` has its name. A section
+    with a class in ``settings_classes`` (a plugin's ``nrllm_settings_class``) is structured
+    and checked with it, and absent, is the class's defaults; any other section is kept as a
+    read-only mapping. With ``provider_kinds`` (the installed plugins' kinds), a provider of
+    another kind is refused too. A ``scripted`` provider's script is read and checked here.
+    Every problem of the load is reported in one :class:`ConfigError`.
     """
     source: Path | None = None
     if data is None:
@@ -279,24 +287,38 @@ def load_config(
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
     kinds = None if provider_kinds is None else frozenset(provider_kinds)
-    return _build(raw, source, frozenset(plugin_sections), kinds)
+    return _build(raw, source, frozenset(plugin_sections), settings_classes or {}, kinds)
 
 
 def config_loader(
     path: str | os.PathLike[str] | None = None,
     *,
     data: Mapping[str, Any] | None = None,
-    provider_kinds: Iterable[str] | None = None,
+    plugin_sections: Callable[[], Iterable[str]] = tuple,
+    settings_classes: Callable[[], Mapping[str, type[Any]]] = dict,
+    provider_kinds: Callable[[], Iterable[str]] | None = None,
 ) -> Callable[[], HostConfig]:
     """A function that returns the live configuration, reading the file again only when it
-    changed (its path, size or modification time), so a host can ask on every tool call."""
-    kinds = None if provider_kinds is None else tuple(provider_kinds)
-    if data is not None:
-        fixed = load_config(data=data, provider_kinds=kinds)
-        return lambda: fixed
+    changed (its path, size or modification time) or the plugins did (``plugin_sections``,
+    ``settings_classes`` and ``provider_kinds`` are asked on every call), so a host can ask on
+    every tool call."""
     last: list[tuple[object, HostConfig]] = []
 
     def load() -> HostConfig:
+        sections = frozenset(plugin_sections())
+        classes = dict(settings_classes())
+        kinds = None if provider_kinds is None else frozenset(provider_kinds())
+        if data is not None:
+            key: object = ("data", sections, classes, kinds)
+            if not last or last[0][0] != key:
+                config = load_config(
+                    data=data,
+                    plugin_sections=sections,
+                    settings_classes=classes,
+                    provider_kinds=kinds,
+                )
+                last[:] = [(key, config)]
+            return last[0][1]
         source = _locate(path)
         if source is None and last and last[0][1].source is not None:
             # A file that was there and is gone is not "no configuration": every default
@@ -308,10 +330,18 @@ def config_loader(
             stat = None if source is None else source.stat()
         except OSError:
             stat = None
-        key = (source, None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino))
+        key = (
+            source,
+            None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino),
+            sections,
+            classes,
+            kinds,
+        )
         if last and last[0][0] == key:
             return last[0][1]
-        config = load_config(path, provider_kinds=kinds)
+        config = load_config(
+            path, plugin_sections=sections, settings_classes=classes, provider_kinds=kinds
+        )
         last[:] = [(key, config)]
         return config
 
@@ -347,10 +377,11 @@ def _build(
     raw: Mapping[str, Any],
     source: Path | None,
     extra_sections: frozenset[str],
+    settings_classes: Mapping[str, type[Any]],
     provider_kinds: frozenset[str] | None,
 ) -> HostConfig:
     core: dict[str, Any] = {}
-    plugins: dict[str, Mapping[str, Any]] = {}
+    plugins: dict[str, Any] = {}
     errors: list[str] = []
     plugin_names: frozenset[str] | None = None
     for key, value in raw.items():
@@ -359,6 +390,8 @@ def _build(
                 core[key] = value
             else:
                 errors.append(f"{key}: expected a table, got {_kind(value)}")
+            continue
+        if key in settings_classes:
             continue
         if not isinstance(value, Mapping):
             errors.append(f"{key}: unknown key; accepted: {_listing(_CORE_SECTIONS)}")
@@ -373,15 +406,18 @@ def _build(
                 f"{key}: unknown section; a plugin's section must be named after its "
                 f'entry point in the group "{_ENTRY_POINT_GROUP}"'
             )
+    for name, cls in sorted(settings_classes.items()):
+        typed = _structure(raw.get(name, {}), cls, name, errors)
+        if typed is not None:
+            plugins[name] = typed
     if "tools" in core:
         errors.extend(_relabel_attempts(core["tools"], "tools"))
         core["tools"] = _normalize_enforcement(core["tools"])
-    if errors:
-        raise ConfigError(_summary(source, errors))
-    document = _structure(core, source)
+    document = _structure(core, _Document, "", errors)
     config_dir = source.resolve().parent if source is not None else None
-    errors = _cross_checks(document, provider_kinds, config_dir)
-    if errors:
+    if document is not None:
+        errors.extend(_cross_checks(document, provider_kinds, config_dir))
+    if errors or document is None:
         raise ConfigError(_summary(source, errors))
     return HostConfig(
         tools=document.tools,
@@ -443,13 +479,22 @@ def _normalize_enforcement(tools: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _structure(core: Mapping[str, Any], source: Path | None) -> _Document:
+def _structure(value: object, cls: type[T], path: str, errors: list[str]) -> T | None:
+    """``value`` as ``cls``, or ``None`` with every problem added to ``errors``."""
     from cattrs.errors import BaseValidationError
 
     try:
-        return _converter().structure(core, _Document)
+        structured: T = _converter().structure(value, cls)
     except BaseValidationError as exc:
-        raise ConfigError(_summary(source, _messages(exc, ""))) from None
+        errors.extend(_messages(exc, path))
+        return None
+    except (TypeError, ValueError) as exc:
+        errors.extend(_class_message(exc, cls, path) if attrs.has(cls) else _messages(exc, path))
+        return None
+    except Exception as exc:
+        errors.extend(_messages(exc, path))
+        return None
+    return structured
 
 
 def _cross_checks(
@@ -558,8 +603,8 @@ def _converter() -> Converter:
     conv.register_structure_hook(int, _exact(int))
     conv.register_structure_hook(float, _number)
     conv.register_structure_hook_func(lambda kind: kind == tuple[str, ...], _names)
-    conv.register_structure_hook(TrustZone, _member(TrustZone))
-    conv.register_structure_hook(PrivacyLevel, _member(PrivacyLevel))
+    conv.register_structure_hook(Path, _path)
+    conv.register_structure_hook(enum.Enum, _enum)
 
     def table(cls: type[Any]) -> Callable[[Any, Any], Any]:
         fields = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True)
@@ -576,7 +621,10 @@ def _converter() -> Converter:
 
 
 def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
-    def structure(value: Any, _: Any) -> Any:
+    def structure(value: Any, wanted: Any) -> Any:
+        if wanted is not kind and issubclass(wanted, enum.Enum):
+            # A str (or int) enum reaches its base type's hook first.
+            return _enum(value, wanted)
         if type(value) is not kind:
             raise TypeError(f"expected {_TYPE_NAMES[kind]}, got {_kind(value)}")
         return value
@@ -599,17 +647,19 @@ def _names(value: Any, _: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _member(enum_type: type[TrustZone] | type[PrivacyLevel]) -> Callable[[Any, Any], Any]:
-    accepted = ", ".join(m.value for m in enum_type)
+def _path(value: Any, _: Any) -> Path:
+    if type(value) is not str or not value:
+        raise TypeError(f"expected a path (a non-empty string), got {_kind(value)}")
+    return Path(value)
 
-    def structure(value: Any, _: Any) -> Any:
-        if isinstance(value, str):
-            for member in enum_type:
-                if member.value == value:
-                    return member
-        raise ValueError(f"{value!r} is not accepted; accepted values: {accepted}")
 
-    return structure
+def _enum(value: Any, enum_type: type[enum.Enum]) -> Any:
+    """A member by its exact value: ``"local"``, never ``"Local"`` or the member's name."""
+    for member in enum_type:
+        if type(value) is type(member.value) and member.value == value:
+            return member
+    accepted = ", ".join(str(m.value) for m in enum_type)
+    raise ValueError(f"{value!r} is not accepted; accepted values: {accepted}")
 
 
 def _messages(exc: BaseException, path: str) -> list[str]:
@@ -629,14 +679,26 @@ def _messages(exc: BaseException, path: str) -> list[str]:
     if isinstance(exc, ClassValidationError):
         with_notes, without = exc.group_exceptions()
         out = [m for inner, note in with_notes for m in _messages(inner, _join(path, note.name))]
-        return out + [m for inner in without for m in _messages(inner, path)]
+        return out + [m for inner in without for m in _class_message(inner, exc.cl, path)]
     if isinstance(exc, IterableValidationError):
         listed, unlisted = exc.group_exceptions()
         out = [m for inner, note in listed for m in _messages(inner, _join(path, note.index))]
         return out + [m for inner in unlisted for m in _messages(inner, path)]
     if isinstance(exc, KeyError):
         return [f"{path}: required key missing"]
+    if not isinstance(exc, TypeError | ValueError):
+        # A plugin's settings class is plugin code: a crash in it refuses its section, by type.
+        return [f"{path or '(top level)'}: the settings class failed ({type(exc).__name__})"]
     return [f"{path or '(top level)'}: {exc}"]
+
+
+def _class_message(exc: BaseException, cls: type[Any], path: str) -> list[str]:
+    """A class's own check (an attrs validator or converter): a message that starts with a
+    field's name (``"allow_hosts: no ranges"``) joins the field to the path."""
+    field, colon, problem = str(exc).partition(": ")
+    if type(exc) in (TypeError, ValueError) and colon and field in attrs.fields_dict(cls):
+        return [f"{_join(path, field)}: {problem}"]
+    return _messages(exc, path)
 
 
 def _join(path: str, key: object) -> str:

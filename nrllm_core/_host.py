@@ -148,7 +148,7 @@ class Host:
         plugins: Iterable[object] = (),
         load_entry_points: bool = True,
         pm: PluginManager | None = None,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
     ) -> Host:
@@ -162,10 +162,17 @@ class Host:
 
         if pm is None:
             pm = make_plugin_manager(plugins=plugins, load_entry_points=load_entry_points)
-        # A provider of a kind no plugin registers is a configuration error, as in the CLI.
-        loader = config_loader(path, data=data, provider_kinds=pm.provider_registry().kinds)
+        # A section is allowed for every registered plugin, and checked by its settings class;
+        # a provider of a kind no plugin registers is a configuration error, as in the CLI.
+        loader = config_loader(
+            path,
+            data=data,
+            plugin_sections=functools.partial(_plugin_names, pm),
+            settings_classes=pm.settings_classes,
+            provider_kinds=lambda: pm.provider_registry().kinds,
+        )
         config = loader()
-        folder = data_dir or default_data_dir()
+        folder = default_data_dir() if data_dir is None else Path(data_dir)
         store = Store.open(
             config.store.url,
             data_dir=folder,
@@ -748,6 +755,10 @@ def _suspension_step(state: SuspendedRunState) -> RunStep:
             ],
         },
     )
+
+
+def _plugin_names(pm: PluginManager) -> list[str]:
+    return [name for name, plugin in pm.list_name_plugin() if plugin is not None]
 
 
 def _names(mapping: Mapping[str, Any]) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import time
+import types
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeGuard
+
+import attrs
 
 from nrllm_core._bounds import bound_artifacts, bound_content
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
@@ -18,7 +22,7 @@ from nrllm_core._tool import ToolContext
 from nrllm_core._values import ToolResult
 from nrllm_core.log import logger
 
-__all__ = ["invoke", "refuse"]
+__all__ = ["invoke", "own_context", "refuse"]
 
 # A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
 _OK: Final = "ok"
@@ -147,6 +151,10 @@ def _execute(
 ) -> tuple[ToolResult, str]:
     """The call's result, and whether the tool ran (``ok``/``error``) or was refused."""
     registered = catalog.get(tool_name)
+    if registered is None and tool_name in catalog.clashes:
+        claims = [f'"{plugin}"' for plugin in catalog.clashes[tool_name]]
+        owners = ("both " if len(claims) == 2 else "") + " and ".join(claims)
+        return _refused(f'Error: tool "{tool_name}" is withheld: registered by {owners}')
     if registered is None:
         return _refused(f'Error: unknown tool "{tool_name}"')
     if offered is not None and not offered(registered):
@@ -174,19 +182,42 @@ def _execute(
             problem = "$: could not be validated"
         if problem is not None:
             return _refused(f'Error: invalid arguments for tool "{tool_name}": {problem}')
+    # A tool sees its own plugin's section only, never another plugin's settings.
     try:
-        raw = pm.execute_tool(registered.tool, plain, context)
+        raw = pm.execute_tool(registered.tool, plain, own_context(context, registered.plugin))
     except Exception:
         # The exception text can hold credentials: it goes to the log, never to the wire.
         logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)
         return ToolResult.error(f'Error: tool "{tool_name}" failed.'), _ERROR
     if not _well_formed(raw):
+        logger().error(
+            "nrllm.tool.no_tool_result",
+            tool=tool_name,
+            returned=type(raw).__name__,
+            fix="return ToolResult.text(...) (or ToolResult.error(...)) from the tool",
+        )
         return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.'), _ERROR
     return raw, _OK
 
 
 def _refused(message: str) -> tuple[ToolResult, str]:
     return ToolResult.error(message), _REFUSED
+
+
+def own_context(context: ToolContext, plugin: str) -> ToolContext:
+    """The context as ``plugin``'s tool gets it: with its own plugin's entry of the host's
+    settings only (its typed settings, else a read-only copy of its section, else ``{}``)."""
+    everything = context.settings
+    section = everything.get(plugin) if isinstance(everything, Mapping) else None
+    if section is None:
+        section = _NO_SETTINGS
+    elif isinstance(section, Mapping):
+        # A copy per call: one call cannot change what the next one reads.
+        section = types.MappingProxyType(copy.deepcopy(dict(section)))
+    return attrs.evolve(context, settings=section)
+
+
+_NO_SETTINGS: Final[Mapping[str, Any]] = types.MappingProxyType({})
 
 
 def _well_formed(raw: object) -> TypeGuard[ToolResult]:

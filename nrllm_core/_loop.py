@@ -16,7 +16,7 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import RunConfig
-from nrllm_core._invoke import invoke, refuse
+from nrllm_core._invoke import invoke, own_context, refuse
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import (
     ChatMessage,
@@ -484,7 +484,9 @@ def _preview(
     if registered is None:
         return (), False
     try:
-        lines = registered.tool.preview(dict(call.arguments), context)
+        lines = registered.tool.preview(
+            dict(call.arguments), own_context(context, registered.plugin)
+        )
     except Exception:
         logger().warning("nrllm.preview.failed", tool=call.name, exc_info=True)
         return (PREVIEW_FAILED,), True

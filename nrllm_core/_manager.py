@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import traceback
 import types
 from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
@@ -28,6 +29,7 @@ __all__ = ["PluginManager", "PluginRecord", "make_plugin_manager"]
 ENTRY_POINT_GROUP: Final = "nrllm"
 _CORE_PLUGIN: Final = "nrllm.defaults"
 _PROVIDERS_PLUGIN: Final = "nrllm.providers"
+_NO_HOOKS: Final = "no nrllm hook implementations (did you forget @hookimpl?)"
 
 
 @final
@@ -42,6 +44,8 @@ class PluginRecord:
     tools: tuple[str, ...]
     error: str | None
     withheld: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The formatted traceback of a plugin whose import raised.
+    traceback: str | None = None
 
 
 @final
@@ -52,10 +56,12 @@ class PluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.load_errors: dict[str, str] = {}
+        self.load_tracebacks: dict[str, str] = {}
         self.distributions: dict[str, tuple[str, str]] = {}
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
         self._sinks: dict[str, tuple[tuple[str, Callable[..., object]], ...]] = {}
+        self._settings_classes: Mapping[str, type[Any]] | None = None
 
     # Registering or removing a plugin changes which tools, kinds and sinks exist.
     def register(self, plugin: object, name: str | None = None) -> str | None:
@@ -76,6 +82,7 @@ class PluginManager(pluggy.PluginManager):
         self._catalog = None
         self._providers = None
         self._sinks = {}
+        self._settings_classes = None
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -144,6 +151,34 @@ class PluginManager(pluggy.PluginManager):
                 continue
             registry.register(kind, owners[0][1])
         return registry
+
+    # -- plugin settings -----------------------------------------------------------------------
+
+    def settings_classes(self) -> Mapping[str, type[Any]]:
+        """Each plugin's settings class by its section name, collected once per set of plugins."""
+        if self._settings_classes is None:
+            self._settings_classes = types.MappingProxyType(self._build_settings_classes())
+        return self._settings_classes
+
+    def _build_settings_classes(self) -> dict[str, type[Any]]:
+        """Each plugin is asked on its own, with its own name: it answers for its section only."""
+        classes: dict[str, type[Any]] = {}
+        for impl in self.hook.nrllm_settings_class.get_hookimpls():
+            name = impl.plugin_name
+            try:
+                answer = impl.function(*[{"plugin_name": name}[arg] for arg in impl.argnames])
+            except Exception:
+                logger().warning("nrllm.plugin.settings_class_failed", plugin=name, exc_info=True)
+                continue
+            if answer is None:
+                continue
+            if not (isinstance(answer, type) and attrs.has(answer)):
+                logger().warning(
+                    "nrllm.plugin.settings_class_invalid", plugin=name, got=type(answer).__name__
+                )
+                continue
+            classes[name] = answer
+        return classes
 
     # -- the typed facade ----------------------------------------------------------------------
 
@@ -256,7 +291,13 @@ class PluginManager(pluggy.PluginManager):
             dist, version = self.distributions.get(name, (None, None))
             records.append(
                 PluginRecord(
-                    name=name, distribution=dist, version=version, hooks=(), tools=(), error=error
+                    name=name,
+                    distribution=dist,
+                    version=version,
+                    hooks=(),
+                    tools=(),
+                    error=error,
+                    traceback=self.load_tracebacks.get(name),
                 )
             )
         return records
@@ -284,10 +325,23 @@ def make_plugin_manager(
 
     pm.register(providers, name=_PROVIDERS_PLUGIN)
     for plugin in plugins:
-        pm.register(plugin)
+        pm.register(plugin, name=entry_point_name(plugin))
     if load_entry_points:
         _load_entry_points(pm, _allowed_names(os.environ.get("NRLLM_LOAD_PLUGINS")))
     return pm
+
+
+def entry_point_name(plugin: object) -> str | None:
+    """The name of the installed entry point that names ``plugin``'s module, if one does: a
+    plugin registered by hand keeps the name (and so the settings section) it is installed
+    under."""
+    module = getattr(plugin, "__name__", None)
+    if not isinstance(plugin, types.ModuleType) or module is None:
+        return None
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value == module:
+            return ep.name
+    return None
 
 
 def _allowed_names(value: str | None) -> frozenset[str] | None:
@@ -312,4 +366,11 @@ def _load_entry_points(pm: PluginManager, allowed: frozenset[str] | None) -> Non
             if pm.has_plugin(ep.name):
                 pm.unregister(name=ep.name)
             pm.load_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+            pm.load_tracebacks[ep.name] = traceback.format_exc()
             logger().error("nrllm.plugin.load_failed", plugin=ep.name, exc_info=True)
+            continue
+        if not pm.get_hookcallers(plugin):
+            # Functions named like hooks but not marked: pluggy registers the module silently.
+            pm.unregister(name=ep.name)
+            pm.load_errors[ep.name] = _NO_HOOKS
+            logger().error("nrllm.plugin.load_failed", plugin=ep.name, error=_NO_HOOKS)

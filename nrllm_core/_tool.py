@@ -24,12 +24,18 @@ _EMPTY_OBJECT: Final[Mapping[str, Any]] = types.MappingProxyType(
 @final
 @attrs.frozen(kw_only=True)
 class ToolContext:
-    """Who a call acts for and where: handed to ``Tool.execute``."""
+    """Who a call acts for and where: handed to ``Tool.execute``.
+
+    ``settings`` is, as a host builds the context, every plugin's settings by section name
+    (``HostConfig.plugin_settings``). The seam hands the tool a copy that holds its own
+    plugin's section only: an instance of the plugin's settings class
+    (``nrllm_settings_class``), else a read-only mapping, ``{}`` when there is none.
+    """
 
     run_id: str
     call_id: str
     actor: Actor
-    settings: Mapping[str, Any] = attrs.field(factory=dict)
+    settings: Any = attrs.field(factory=lambda: types.MappingProxyType({}))
 
 
 class Tool:
@@ -61,10 +67,15 @@ class Tool:
 
 class _FunctionTool(Tool):
     def __init__(
-        self, function: Callable[..., ToolResult], takes_context: bool, **spec: Any
+        self,
+        function: Callable[..., ToolResult],
+        takes_context: bool,
+        preview: Callable[..., list[str] | None] | None,
+        **spec: Any,
     ) -> None:
         self._function = function
         self._takes_context = takes_context
+        self._preview = preview
         for key, value in spec.items():
             setattr(self, key, value)
 
@@ -72,6 +83,13 @@ class _FunctionTool(Tool):
         if self._takes_context:
             return self._function(**arguments, context=context)
         return self._function(**arguments)
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
+        if self._preview is None:
+            return None
+        if self._takes_context:
+            return self._preview(**arguments, context=context)
+        return self._preview(**arguments)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ToolResult:
         return self._function(*args, **kwargs)
@@ -90,12 +108,15 @@ def tool(
     enabled_by_default: bool = True,
     requires_admin: bool = False,
     checks_own_arguments: bool = False,
+    preview: Callable[..., list[str] | None] | None = None,
 ) -> Callable[[Callable[..., ToolResult]], Tool]:
     """Turn a typed function into a :class:`Tool`.
 
     The docstring is the description (required), the JSON Schema comes from the signature,
     arguments arrive as keyword parameters, and a parameter named ``context`` receives the
-    :class:`ToolContext`.
+    :class:`ToolContext`. ``preview`` is called like the tool (the same keyword arguments,
+    and ``context`` when the tool takes it) and returns the lines shown to the person who
+    approves the call, as :meth:`Tool.preview` does.
     """
 
     def decorate(function: Callable[..., ToolResult]) -> Tool:
@@ -103,9 +124,12 @@ def tool(
         if not description:
             raise TypeError(f"tool function {function.__qualname__} needs a docstring")
         parameters, takes_context = _schema_from_signature(function)
+        if preview is not None and not callable(preview):
+            raise TypeError(f"the preview of tool {function.__qualname__} is not callable")
         return _FunctionTool(
             function,
             takes_context,
+            preview,
             name=function.__name__ if name is None else name,
             description=description,
             group=group,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -259,9 +260,21 @@ def main(home: Path) -> int:
     print(textwrap.indent(_nrllm(home, "repurpose", "jobs", "show", "1").rstrip(), "    "))
     server.shutdown()
 
-    print(f"\nEverything above is stored in {home}; `nrllm --config {home / 'nrllm.toml'} runs`")
-    print("lists the runs, and `nrllm --config ... serve` opens the inspector.")
+    print(closing_hint(home))
     return 0
+
+
+def closing_hint(home: Path) -> str:
+    """Where the demo's runs are, and the commands that list them and open the inspector:
+    with the demo's ``NRLLM_HOME``, or they would look at an empty store elsewhere."""
+    command = (Path(sys.executable).with_name("nrllm"), "--config", home / "nrllm.toml")
+    base = f"NRLLM_HOME={shlex.quote(str(home))} " + shlex.join(str(p) for p in command)
+    return (
+        f"\nEverything above is stored in {home}. To list the runs:\n"
+        f"  {base} runs\n"
+        f"and to open them in the inspector:\n"
+        f"  {base} serve"
+    )
 
 
 def _brief(payload: Any) -> str:

@@ -55,6 +55,24 @@ def nrllm_tool_data_class(tool: Tool) -> DataClass | None:
     """
 
 
+@_spec
+def nrllm_settings_class(plugin_name: str) -> type[Any] | None:
+    """Declare the attrs class of this plugin's settings section, ``[plugin_name]``.
+
+    Core asks each implementation on its own, passing the name the plugin is registered under
+    (its entry-point name), which is the name of its section. Core structures and checks the
+    section with that class when the configuration loads, so a bad value is refused there,
+    naming the file and the key, and the plugin's tools receive the instance as
+    ``ToolContext.settings`` (the class's defaults when the file has no section). Checks
+    beyond the field types belong in the class's attrs validators and converters; a validator
+    names its field in the message (``"allow_hosts: no ranges"``).
+
+    :param plugin_name: the plugin's registration name, which is its section's name.
+    :returns: a frozen attrs class whose fields are the section's keys, or ``None`` for a
+        plugin whose tools receive the section as a read-only mapping.
+    """
+
+
 # -- Execution ---------------------------------------------------------------------------------
 
 
@@ -132,9 +150,9 @@ def nrllm_settings(settings: Any) -> None:
     """Receive this plugin's own configuration section, before each run segment's first record.
 
     Each implementation is called on its own with the section named like the plugin (its
-    entry-point name): a read-only mapping (``{}`` when the file has none), never another
-    plugin's section. A sink uses it to learn its switches. Must not raise: a failure is
-    logged as ``nrllm.sink.failed``.
+    entry-point name): an instance of its ``nrllm_settings_class`` class, else a read-only
+    mapping (``{}`` when the file has none), never another plugin's section. A sink uses it to
+    learn its switches. Must not raise: a failure is logged as ``nrllm.sink.failed``.
 
     :param settings: the ``[<plugin name>]`` section.
     """

@@ -34,7 +34,7 @@ def test_plugins_json(run):
     builtin = records["builtin"]
     assert builtin["distribution"] == "nrllm-builtin"
     assert builtin["version"] == "0.1.0"
-    assert builtin["hooks"] == ["nrllm_register_tools"]
+    assert builtin["hooks"] == ["nrllm_register_tools", "nrllm_settings_class"]
     assert "get_system_status" in builtin["tools"]
     assert builtin["error"] is None
     assert records["repurpose"]["distribution"] == "nrllm-repurpose"

@@ -53,7 +53,13 @@ def test_every_public_name_is_in_api_md(name: str) -> None:
     assert re.search(heading, text, re.MULTILINE), f"docs/reference/api.md has no entry for {name}"
 
 
-EXAMPLE_FILES = ["pyproject.toml", "nrllm_hello/__init__.py", "tests/test_hello.py"]
+EXAMPLE_FILES = [
+    "pyproject.toml",
+    "nrllm.toml",
+    "notebook.json",
+    "nrllm_hello/__init__.py",
+    "tests/test_hello.py",
+]
 
 
 def quoted_files() -> dict[str, str]:

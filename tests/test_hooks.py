@@ -57,6 +57,7 @@ def test_every_hook_has_a_test():
         "nrllm_register_providers",
         "nrllm_register_tools",
         "nrllm_settings",
+        "nrllm_settings_class",
         "nrllm_tool_data_class",
         "nrllm_trace",
         "nrllm_trace_context",
@@ -80,6 +81,24 @@ def test_hook_nrllm_register_tools(context):
     assert registered is not None
     assert registered.tool is echo
     assert invoke(pm, "echo", {"text": "hi"}, context=context).content == "hi"
+
+
+def test_hook_nrllm_settings_class():
+    import attrs
+
+    @attrs.frozen
+    class EchoSettings:
+        prefix: str = ""
+
+    class Plugin(EchoTools):
+        @hookimpl
+        def nrllm_settings_class(self, plugin_name: str) -> type[EchoSettings]:
+            assert plugin_name == "echoes"
+            return EchoSettings
+
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Plugin(), name="echoes")
+    assert pm.settings_classes() == {"echoes": EchoSettings}
 
 
 def test_hook_nrllm_tool_data_class():

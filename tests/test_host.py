@@ -188,6 +188,12 @@ def make_host(tmp_path: Path, home: Path, recording: Recording) -> Iterator[Call
         host.store.close()
 
 
+def tool_messages(nrllm: Any) -> list[tuple[str | None, str]]:
+    """The tool messages of the last request the nrllm fixture's model received."""
+    messages, _ = nrllm.requests[-1]
+    return [(m.tool_call_id, m.content) for m in messages if m.role.value == "tool"]
+
+
 def write_turn(*names: str) -> dict[str, Any]:
     return {"tool_calls": [call(n, text=f"{n} arg") for n in names], "content": "working"}
 
@@ -195,15 +201,16 @@ def write_turn(*names: str) -> dict[str, Any]:
 # -- suspension ----------------------------------------------------------------------------------
 
 
-def test_a_turn_with_a_write_suspends_before_any_of_its_calls_runs(make_host):
+def test_a_turn_with_a_write_suspends_before_any_of_its_calls_runs(nrllm):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
     flagged = Counting("send_mail", requires_approval=True)
-    host = make_host(
-        [write_turn("read_notes", "write_note", "send_mail", "read_notes")], read, write, flagged
-    )
+    nrllm.load(Tools(read, write, flagged))
+    host = nrllm.host
 
-    outcome = host.run("go")
+    turn = write_turn("read_notes", "write_note", "send_mail", "read_notes")
+
+    outcome = nrllm.run("go", script=[turn])
 
     assert outcome.status == "awaiting_approval"
     assert outcome.termination_reason == "awaiting_approval"
@@ -221,17 +228,18 @@ def test_a_turn_with_a_write_suspends_before_any_of_its_calls_runs(make_host):
     assert host.store.suspension(outcome.run_id).turn_digest == outcome.turn_digest
 
 
-def test_an_idempotent_write_and_a_declared_approval_each_suspend(make_host):
-    for tool in (
+def test_an_idempotent_write_and_a_declared_approval_each_suspend(nrllm):
+    tools = (
         Counting("put_note", effect=Effect.IDEMPOTENT_WRITE),
         Counting("ask_first", requires_approval=True),
-    ):
-        host = make_host([write_turn(tool.name)], tool)
-        assert host.run("go").status == "awaiting_approval"
+    )
+    nrllm.load(Tools(*tools))
+    for tool in tools:
+        assert nrllm.run("go", script=[write_turn(tool.name)]).status == "awaiting_approval"
         assert tool.calls == []
 
 
-def test_previews_are_shown_and_bounded(make_host):
+def test_previews_are_shown_and_bounded(nrllm):
     long_lines = [f"line  {i}\n\twith   spaces" for i in range(25)]
     tools = [
         Counting("many", effect=Effect.IDEMPOTENT_WRITE, previewer=lambda a: long_lines),
@@ -239,9 +247,10 @@ def test_previews_are_shown_and_bounded(make_host):
         Counting("plain", requires_approval=True),
         Counting("echo", requires_approval=True, previewer=lambda a: [f"will write {a['text']}"]),
     ]
-    host = make_host([write_turn("many", "wide", "plain", "echo")], *tools)
+    nrllm.load(Tools(*tools))
+    turn = write_turn("many", "wide", "plain", "echo")
 
-    previews = {p.name: p.preview for p in host.run("go").pending}
+    previews = {p.name: p.preview for p in nrllm.run("go", script=[turn]).pending}
 
     # At most 20 lines in all, the last one saying how many were left out.
     assert len(previews["many"]) == PREVIEW_MAX_LINES
@@ -269,11 +278,10 @@ def _raise(arguments: dict[str, Any]) -> list[str]:
     ],
     ids=["raises", "empty", "not-a-list", "not-strings"],
 )
-def test_a_failing_preview_shows_a_fixed_message(make_host, previewer, expected):
-    tool = Counting("risky", effect=Effect.NON_IDEMPOTENT_WRITE, previewer=previewer)
-    host = make_host([write_turn("risky")], tool)
+def test_a_failing_preview_shows_a_fixed_message(nrllm, previewer, expected):
+    nrllm.load(Tools(Counting("risky", effect=Effect.NON_IDEMPOTENT_WRITE, previewer=previewer)))
 
-    (pending,) = host.run("go").pending
+    (pending,) = nrllm.run("go", script=[write_turn("risky")]).pending
 
     assert pending.preview == (expected,)
     assert pending.preview_failed is True
@@ -283,7 +291,7 @@ def test_a_failing_preview_shows_a_fixed_message(make_host, previewer, expected)
 # -- decisions -----------------------------------------------------------------------------------
 
 
-def test_approval_resumes_the_run_to_completion(make_host, recording):
+def test_approval_resumes_the_run_to_completion(nrllm):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
     usage = {"prompt_tokens": 7, "completion_tokens": 2}
@@ -291,11 +299,11 @@ def test_approval_resumes_the_run_to_completion(make_host, recording):
         {**write_turn("read_notes", "write_note"), "usage": usage},
         {"content": "saved", "usage": usage},
     ]
-    host = make_host(turns, read, write)
-    suspended = host.run("go")
+    nrllm.load(Tools(read, write))
+    suspended = nrllm.run("go", script=turns)
     assert suspended.usage == Usage(prompt_tokens=7, completion_tokens=2)
 
-    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    done = nrllm.approve(suspended)
 
     assert (done.status, done.termination_reason, done.final_content) == (
         "completed",
@@ -305,29 +313,25 @@ def test_approval_resumes_the_run_to_completion(make_host, recording):
     assert (len(read.calls), len(write.calls)) == (1, 1)
     assert write.calls == [{"text": "write_note arg"}]
     assert done.usage == Usage(prompt_tokens=14, completion_tokens=4)
-    assert recording.tool_messages() == [
+    assert tool_messages(nrllm) == [
         ("call_0_0", "read_notes done"),
         ("call_0_1", "write_note done"),
     ]
-    assert [r.status for r in host.runs()] == ["completed"]
-    assert host.store.suspension(suspended.run_id) is None
+    assert [r.status for r in nrllm.host.runs()] == ["completed"]
+    assert nrllm.host.store.suspension(suspended.run_id) is None
 
 
-def test_denial_tells_the_model_and_executes_nothing(make_host, recording):
+def test_denial_tells_the_model_and_executes_nothing(nrllm):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host(
-        [write_turn("write_note", "read_notes"), {"content": "understood"}], read, write
-    )
-    suspended = host.run("go")
+    nrllm.load(Tools(read, write))
+    turns = [write_turn("write_note", "read_notes"), {"content": "understood"}]
 
-    done = host.approve(
-        suspended.run_id, approve=False, approver="bob", turn_digest=suspended.turn_digest
-    )
+    done = nrllm.deny(nrllm.run("go", script=turns))
 
     assert (done.status, done.final_content) == ("completed", "understood")
     assert (read.calls, write.calls) == ([], [])
-    assert recording.tool_messages() == [
+    assert tool_messages(nrllm) == [
         ("call_0_0", 'Error: tool "write_note" was denied by the operator.'),
         ("call_0_1", 'Error: tool "read_notes" was denied by the operator.'),
     ]

@@ -159,6 +159,11 @@ class Recording:
         registry.register("crashing", crashing)
 
 
+def offered_per_request(nrllm: Any) -> list[list[str]]:
+    """The names of the tools offered with each request the nrllm fixture's model received."""
+    return [[spec.name for spec in tools] for _, tools in nrllm.requests]
+
+
 def write_script(folder: Path, turns: list[dict[str, Any]]) -> Path:
     path = folder / f"script-{uuid.uuid4().hex[:8]}.json"
     path.write_text(json.dumps({"turns": turns}), encoding="utf-8")
@@ -228,18 +233,18 @@ def test_a_larger_limit_is_clamped_to_twenty_with_a_warning():
     ]
 
 
-def test_the_default_run_has_five_rounds_then_one_tool_less_synthesis(make_host, recording):
+def test_the_default_run_has_five_rounds_then_one_tool_less_synthesis(nrllm):
     lookup = Counting("lookup")
     turns = [{**calls("lookup"), "content": f"answer {i}"} for i in range(10)]
-    host = make_host(turns, lookup)
+    nrllm.load(Tools(lookup))
 
-    outcome = host.run("go")
+    outcome = nrllm.run("go", script=turns)
 
     assert outcome.status == "completed"
     assert outcome.termination_reason == TerminationReason.MAX_ITERATIONS
     assert outcome.final_content == "answer 5"
     assert len(lookup.calls) == 5
-    assert [c.tools for c in recording.calls] == [["lookup"]] * 5 + [[]]
+    assert offered_per_request(nrllm) == [["lookup"]] * 5 + [[]]
 
 
 def test_max_rounds_fifty_runs_twenty_rounds_and_warns(make_host, recording):
@@ -287,36 +292,32 @@ def test_each_round_records_its_request_before_the_provider_call_then_the_answer
     assert [(s.sequence, s.kind, s.round) for s in stored.steps] == steps
 
 
-def test_an_answer_without_tool_calls_completes_the_run(make_host, recording):
+def test_an_answer_without_tool_calls_completes_the_run(nrllm):
     lookup = Counting("lookup")
-    host = make_host([{"content": "hello"}], lookup)
+    nrllm.load(Tools(lookup))
 
-    outcome = host.run("hi")
+    outcome = nrllm.run("hi", script=[{"content": "hello"}])
 
     assert (outcome.status, outcome.termination_reason) == ("completed", "completed")
     assert outcome.final_content == "hello"
     assert outcome.error is None
     assert lookup.calls == []
-    assert len(recording.calls) == 1
-    assert recording.calls[0].tools == ["lookup"]
+    assert offered_per_request(nrllm) == [["lookup"]]
 
 
 @pytest.mark.parametrize("disabled", [False, True], ids=["none-registered", "all-disabled"])
-def test_no_tools_offered_is_one_plain_completion_with_an_empty_tools_sequence(
-    make_host, recording, disabled
-):
+def test_no_tools_offered_is_one_plain_completion_with_an_empty_tools_sequence(nrllm, disabled):
     lookup = Counting("lookup")
     turn = {**calls("lookup"), "content": "plain answer"}
     if disabled:
-        host = make_host([turn], lookup, extra={"tools": {"disabled": ["lookup"]}})
-    else:
-        host = make_host([turn])
+        nrllm.load(Tools(lookup))
+        nrllm.config = {"tools": {"disabled": ["lookup"]}}
 
-    outcome = host.run("hi")
+    outcome = nrllm.run("hi", script=[turn])
 
     assert (outcome.status, outcome.termination_reason) == ("completed", "completed")
     assert outcome.final_content == "plain answer"
-    assert [c.tools for c in recording.calls] == [[]]
+    assert offered_per_request(nrllm) == [[]]
     assert lookup.calls == []
 
 
@@ -369,18 +370,18 @@ def test_a_run_that_finishes_in_time_is_not_truncated(tmp_path):
     assert result.iterations == 2
 
 
-def test_usage_sums_every_model_call(make_host):
+def test_usage_sums_every_model_call(nrllm):
     turns = [
         {**calls("lookup"), "usage": {"prompt_tokens": 10, "completion_tokens": 1}},
         {**calls("lookup"), "usage": {"prompt_tokens": 20, "completion_tokens": 2}},
         {"content": "done", "usage": {"prompt_tokens": 30, "completion_tokens": 3}},
     ]
-    host = make_host(turns, Counting("lookup"))
+    nrllm.load(Tools(Counting("lookup")))
 
-    outcome = host.run("go")
+    outcome = nrllm.run("go", script=turns)
 
     assert outcome.usage == Usage(prompt_tokens=60, completion_tokens=6)
-    (info,) = host.runs()
+    (info,) = nrllm.host.runs()
     assert (info.prompt_tokens, info.completion_tokens) == (60, 6)
 
 
@@ -427,11 +428,11 @@ def test_a_provider_that_crashes_fails_the_run_without_its_text(make_host):
     assert (info.status, info.termination_reason) == ("failed", "provider_failed")
 
 
-def test_a_script_that_runs_out_fails_the_run_saying_so(make_host):
+def test_a_script_that_runs_out_fails_the_run_saying_so(nrllm):
     lookup = Counting("lookup")
-    host = make_host([calls("lookup")], lookup)
+    nrllm.load(Tools(lookup))
 
-    outcome = host.run("go")
+    outcome = nrllm.run("go", script=[calls("lookup")])
 
     assert (outcome.status, outcome.termination_reason) == ("failed", "provider_failed")
     assert outcome.error is not None

@@ -235,7 +235,9 @@ def test_a_name_registered_by_two_plugins_is_withheld_from_both(
     assert catalog.get("shared") is None
     assert catalog.clashes == {"shared": ("first", "second")}
     wire = invoke(pm, "shared", {}, context=context)
-    assert wire.content == 'Error: unknown tool "shared"'
+    assert (
+        wire.content == 'Error: tool "shared" is withheld: registered by both "first" and "second"'
+    )
     # Everything else keeps working, including the clashing plugins' other tools.
     assert invoke_content(pm, "only_first", context) == "only_first"
     assert invoke_content(pm, "tool_a", context) == "tool_a"

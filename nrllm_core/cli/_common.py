@@ -19,14 +19,18 @@ class BadInput(click.ClickException):
 
 
 def host_config(ctx: click.Context) -> HostConfig:
-    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``, checked
-    against the provider kinds the installed plugins register."""
+    """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``, with
+    each plugin's section checked by its settings class, and checked against the provider
+    kinds the installed plugins register."""
     from nrllm_core.cli._main import _plugin_manager
 
+    pm = _plugin_manager()
     try:
         return load_config(
             (ctx.find_root().obj or {}).get("config_path"),
-            provider_kinds=_plugin_manager().provider_registry().kinds,
+            plugin_sections=[name for name, _ in pm.list_name_plugin()],
+            settings_classes=pm.settings_classes(),
+            provider_kinds=pm.provider_registry().kinds,
         )
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None

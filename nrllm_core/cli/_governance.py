@@ -39,6 +39,7 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     catalog = _main._plugin_manager().catalog()
     report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
+    rows.extend(_withheld_row(name) for name in sorted(catalog.clashes))
     if as_json:
         echo_json(
             {
@@ -87,6 +88,21 @@ def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
         "offered": decision.offered,
         "reason": None if decision.reason is None else decision.reason.value,
         "observed": None if decision.observed is None else decision.observed.value,
+    }
+
+
+def _withheld_row(name: str) -> dict[str, Any]:
+    """A name two plugins registered: neither tool is offered (``nrllm plugins`` says whose)."""
+    return {
+        "name": name,
+        "group": "-",
+        "data_class": "-",
+        "data_class_source": "-",
+        "effect": "-",
+        "requires_approval": False,
+        "offered": False,
+        "reason": "withheld",
+        "observed": None,
     }
 
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from nrllm_core.cli._terminal import printable
 from nrllm_core.log import use_logger
+
+
+def _reported_by_the_command(_: object, __: str, event: MutableMapping[str, Any]) -> Any:
+    """A plugin that failed to load is reported by the command, once, in one line; its
+    traceback is for ``nrllm plugins``, not for every command's stderr."""
+    if event.get("event") == "nrllm.plugin.load_failed":
+        import structlog
+
+        raise structlog.DropEvent
+    return event
 
 
 def configure_for_cli() -> None:
@@ -27,6 +37,7 @@ def configure_for_cli() -> None:
         structlog.wrap_logger(
             structlog.PrintLogger(sys.stderr),
             processors=[
+                _reported_by_the_command,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso"),
                 _printable(

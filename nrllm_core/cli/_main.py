@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -32,12 +33,28 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 def main() -> None:
     """Console-script entry point: plugins may add commands before the command line is read."""
     configure_for_cli()
-    _plugin_manager().register_commands(cli)
+    make_plugin_manager().register_commands(cli)
     cli()
 
 
 def _plugin_manager() -> PluginManager:
-    return make_plugin_manager()
+    """The command's plugin manager, made when the command first needs it (never for
+    ``--help``); each plugin that failed to load is reported then, in one line."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    if isinstance(obj, dict) and "pm" in obj:
+        made: PluginManager = obj["pm"]
+        return made
+    pm = make_plugin_manager()
+    # ``nrllm plugins`` shows the load errors in full itself.
+    errors = {} if ctx is not None and ctx.command is plugins else pm.load_errors
+    for name, error in sorted(errors.items()):
+        echo(
+            f'plugin "{name}" failed to load: {error} (nrllm plugins shows the traceback)', err=True
+        )
+    if isinstance(obj, dict):
+        obj["pm"] = pm
+    return pm
 
 
 @cli.command()
@@ -57,6 +74,7 @@ def plugins(as_json: bool) -> None:
                     "tools": list(r.tools),
                     "error": r.error,
                     "withheld": [{"tool": t, "plugins": list(p)} for t, p in r.withheld],
+                    "traceback": r.traceback,
                 }
                 for r in records
             ]
@@ -67,6 +85,8 @@ def plugins(as_json: bool) -> None:
         echo(f"{r.name} ({where})")
         if r.error:
             echo(f"  error: {r.error}")
+        if r.traceback:
+            echo(_indent(r.traceback.rstrip(), 4), multiline=True)
         if r.hooks:
             echo(f"  hooks: {', '.join(r.hooks)}")
         if r.tools:
@@ -76,8 +96,15 @@ def plugins(as_json: bool) -> None:
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
+    import json
+
     try:
         value = _json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(
+            f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            param_hint="--args",
+        ) from None
     except ValueError:
         raise click.BadParameter("not valid JSON", param_hint="--args") from None
     if not isinstance(value, dict):
@@ -102,6 +129,10 @@ def invoke(
 
     arguments = _parse_arguments(raw_args)
     host = open_host(ctx)
+    suggestion = _closest(tool_name, host.pm.catalog().tools)
+    if suggestion:
+        # On stderr: stdout is the call's report, which says the tool is unknown.
+        echo(suggestion, err=True)
     capture = SinkRecorder()
     host.pm.register(capture, name="nrllm.cli.capture")
     try:
@@ -128,6 +159,19 @@ def invoke(
         echo(_indent(to_json(artifact["data"]), 4))
     echo("audit: the persisted copy")
     echo(_indent(to_json(report["audit"]["payload"])))
+
+
+def _closest(name: str, known: Iterable[str]) -> str | None:
+    """``did you mean "..."?`` for a name that is not known but close to some that are."""
+    import difflib
+
+    names = list(known)
+    if name in names:
+        return None
+    close = difflib.get_close_matches(name, names, n=3)
+    if not close:
+        return None
+    return "did you mean " + " or ".join(f'"{n}"' for n in close) + "?"
 
 
 def _indent(text: str, width: int = 2) -> str:

@@ -45,7 +45,7 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("nrllm", appauthor=False))
 
 
-def engine_for(url: str | None, data_dir: Path | None) -> Engine:
+def engine_for(url: str | None, data_dir: str | os.PathLike[str] | None) -> Engine:
     """An engine for ``url``; ``None`` is the embedded SQLite file under ``data_dir``.
 
     The embedded database's folder is created 0700, and the database file is made 0600 before
@@ -53,7 +53,7 @@ def engine_for(url: str | None, data_dir: Path | None) -> Engine:
     mode, and ones left by an older nrllm are brought to 0600 here.
     """
     if url is None:
-        directory = private_dir(data_dir if data_dir is not None else default_data_dir())
+        directory = private_dir(Path(data_dir) if data_dir is not None else default_data_dir())
         database = directory / DB_FILENAME
         private_file(database)
         for suffix in ("-wal", "-shm"):

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Final, Self, final
 
 from sqlalchemy import (
@@ -184,7 +183,7 @@ class Store:
         cls,
         url: str | None,
         *,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         lease_seconds: int = 60,
         clock: Callable[[], datetime] = _utcnow,
         environ: Mapping[str, str] | None = None,
@@ -215,7 +214,7 @@ class Store:
         cls,
         url: str | None,
         *,
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         lease_seconds: int = 60,
         clock: Callable[[], datetime] = _utcnow,
         environ: Mapping[str, str] | None = None,

@@ -8,9 +8,16 @@ from nrllm_builtin._logs import FetchLogs
 from nrllm_builtin._plugins import ListPlugins
 from nrllm_builtin._probe import ProbeUrl
 from nrllm_builtin._records import GetTableSchema, ListTables, ReadRecords, SearchRecords
+from nrllm_builtin._settings import BuiltinSettings
 from nrllm_builtin._system import get_system_status
 from nrllm_builtin._writes import CreateRecordDraft, UpdateRecord
 from nrllm_core import ToolRegistry, hookimpl
+
+
+@hookimpl
+def nrllm_settings_class(plugin_name: str) -> type[BuiltinSettings]:
+    """``[builtin]`` is checked by core when the configuration loads."""
+    return BuiltinSettings
 
 
 @hookimpl

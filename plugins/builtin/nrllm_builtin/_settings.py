@@ -1,4 +1,4 @@
-"""The ``[builtin]`` section of the host configuration, checked: a bad value names its key."""
+"""The ``[builtin]`` section of the host configuration: its settings class, which core checks."""
 
 from __future__ import annotations
 
@@ -8,98 +8,68 @@ from typing import Any, Final, final
 
 import attrs
 
-from nrllm_core import ToolContext, ToolResult
+from nrllm_core import ConfigError, ToolContext, ToolResult, load_config
 from nrllm_core.log import logger
 
 __all__ = ["SECTION", "BuiltinSettings", "SettingsError", "load_settings", "settings_or_error"]
 
 SECTION: Final = "builtin"
 
-_LISTS: Final = (
-    "read_tables",
-    "deny_tables",
-    "deny_columns",
-    "allow_columns",
-    "write_tables",
-    "source_roots",
-    "env_allow",
-    "probe_allow_hosts",
-)
-_STRINGS: Final = ("records_url", "log_file")
-_KNOWN: Final = frozenset(_LISTS + _STRINGS)
+# The section's own errors are configuration errors: the message names the key.
+SettingsError = ConfigError
 
 
-class SettingsError(ValueError):
-    """The ``[builtin]`` section cannot be used; the message names the key."""
+def _filled(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Names, URLs and paths are non-empty: an empty one would mean everything or nothing."""
+    items = value if isinstance(value, tuple) else (value,)
+    if any(item is not None and not str(item).strip() for item in items):
+        raise ValueError(f"{attribute.name}: expected non-empty strings")
+
+
+def _table_columns(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    if any(not table or not column for table, _, column in (e.partition(".") for e in value)):
+        raise ValueError(f"{attribute.name}: expected table.column entries")
 
 
 @final
 @attrs.frozen(kw_only=True)
 class BuiltinSettings:
-    """The checked ``[builtin]`` section."""
+    """The checked ``[builtin]`` section (core structures it through ``nrllm_settings_class``)."""
 
     # None: the bundled sample database in the nrllm data folder.
-    records_url: str | None = None
+    records_url: str | None = attrs.field(default=None, validator=_filled)
     # None: every table that is not denied.
-    read_tables: tuple[str, ...] | None = None
-    deny_tables: tuple[str, ...] = ()
-    deny_columns: tuple[str, ...] = ()
+    read_tables: tuple[str, ...] | None = attrs.field(default=None, validator=_filled)
+    deny_tables: tuple[str, ...] = attrs.field(default=(), validator=_filled)
+    deny_columns: tuple[str, ...] = attrs.field(default=(), validator=_filled)
     # ``table.column`` entries: a table named here shows only its listed columns.
-    allow_columns: tuple[str, ...] = ()
-    write_tables: tuple[str, ...] = ()
+    allow_columns: tuple[str, ...] = attrs.field(default=(), validator=[_filled, _table_columns])
+    write_tables: tuple[str, ...] = attrs.field(default=(), validator=_filled)
     source_roots: tuple[Path, ...] = ()
     log_file: Path | None = None
-    env_allow: tuple[str, ...] = ()
+    env_allow: tuple[str, ...] = attrs.field(default=(), validator=_filled)
     # Hosts the SSRF guard lets through although they are private: for tests only.
-    probe_allow_hosts: tuple[str, ...] = ()
+    probe_allow_hosts: tuple[str, ...] = attrs.field(default=(), validator=_filled)
 
 
-def load_settings(raw: object) -> BuiltinSettings:
-    """Check a raw ``[builtin]`` table; raise :class:`SettingsError` naming each bad key."""
-    if not isinstance(raw, Mapping):
-        raise SettingsError(f"[{SECTION}]: expected a table")
-    errors = [
-        f"[{SECTION}] {key}: unknown key; accepted: {', '.join(sorted(_KNOWN))}"
-        for key in sorted(str(k) for k in raw)
-        if key not in _KNOWN
-    ]
-    values: dict[str, Any] = {}
-    for key in _STRINGS:
-        if key in raw:
-            value = raw[key]
-            if type(value) is not str or not value.strip():
-                errors.append(f"[{SECTION}] {key}: expected a non-empty string")
-            else:
-                values[key] = value
-    for key in _LISTS:
-        if key in raw:
-            value = raw[key]
-            if not isinstance(value, list | tuple) or not all(
-                type(item) is str and item.strip() for item in value
-            ):
-                errors.append(f"[{SECTION}] {key}: expected an array of non-empty strings")
-            else:
-                values[key] = tuple(value)
-    if any(not table or not column for table, _, column in _partitions(values)):
-        errors.append(f"[{SECTION}] allow_columns: expected table.column entries")
-    if errors:
-        raise SettingsError("; ".join(errors))
-    if "source_roots" in values:
-        values["source_roots"] = tuple(Path(p) for p in values["source_roots"])
-    if "log_file" in values:
-        values["log_file"] = Path(values["log_file"])
-    return BuiltinSettings(**values)
-
-
-def _partitions(values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    return [entry.partition(".") for entry in values.get("allow_columns", ())]
+def load_settings(raw: Mapping[str, Any]) -> BuiltinSettings:
+    """A raw ``[builtin]`` table checked as the configuration checks it, or :class:`ConfigError`
+    naming each bad key."""
+    config = load_config(data={SECTION: raw}, settings_classes={SECTION: BuiltinSettings})
+    settings: BuiltinSettings = config.plugin_settings[SECTION]
+    return settings
 
 
 def settings_or_error(context: ToolContext, tool: str) -> BuiltinSettings | ToolResult:
-    """The call's settings, or the error result a tool answers with when they are unusable."""
+    """The call's settings, or the error result a tool answers with when they are unusable.
+
+    Through a host they arrive checked; a context built by hand may hold the raw table.
+    """
+    if isinstance(context.settings, BuiltinSettings):
+        return context.settings
     try:
-        return load_settings(context.settings.get(SECTION, {}))
-    except SettingsError as exc:
+        return load_settings(context.settings)
+    except ConfigError as exc:
         # The message names keys and expected shapes, never a configured value.
         logger().error("nrllm.builtin.settings_invalid", tool=tool, problem=str(exc))
         return ToolResult.error(f"Error: the host's [builtin] settings are invalid: {exc}")

@@ -43,7 +43,9 @@ Call = Callable[..., Answer]
 def call_tool(name: str, arguments: dict[str, Any], settings: dict[str, Any]) -> Answer:
     """One call through the invoke seam (schema check, bounds, sinks) as a direct call."""
     sinks = Sinks()
-    pm = make_plugin_manager(plugins=[nrllm_builtin, sinks], load_entry_points=False)
+    pm = make_plugin_manager(plugins=[sinks], load_entry_points=False)
+    # Registered under its entry-point name, which names its settings section.
+    pm.register(nrllm_builtin, name="builtin")
     context = ToolContext(
         run_id="run-1",
         call_id="call-1",

@@ -112,4 +112,4 @@ def test_allow_columns_entries_are_table_dot_column(entry):
     with pytest.raises(SettingsError) as caught:
         load_settings({"allow_columns": [entry]})
 
-    assert str(caught.value) == "[builtin] allow_columns: expected table.column entries"
+    assert str(caught.value) == "builtin.allow_columns: expected table.column entries"

@@ -6,13 +6,10 @@ import pytest
 
 import nrllm_builtin
 from nrllm_core import (
-    Actor,
     DataClass,
     DenialReason,
     Effect,
     TrustZone,
-    decide,
-    load_config,
     make_plugin_manager,
 )
 
@@ -49,14 +46,11 @@ def test_every_tool_is_registered_and_honestly_classified(catalog):
 
 
 @pytest.mark.parametrize("zone", list(TrustZone))
-def test_the_gate_offers_each_tool_only_in_zones_its_class_allows(catalog, zone):
-    config = load_config(
-        data={
-            "providers": {"p": {"kind": "scripted", "trust_zone": zone.value}},
-            "tools": {"enabled": ["get_env"]},
-        }
-    )
-    report = decide(catalog, config, provider="p", skill=None, actor=Actor(id="t"))
+def test_the_gate_offers_each_tool_only_in_zones_its_class_allows(nrllm, zone):
+    nrllm.load_installed("builtin")
+    nrllm.config = {"tools": {"enabled": ["get_env"]}}
+
+    report = nrllm.offered(zone)
 
     for decision in report.decisions:
         allowed = EXPECTED[decision.tool][1] <= zone.ceiling
@@ -64,9 +58,8 @@ def test_the_gate_offers_each_tool_only_in_zones_its_class_allows(catalog, zone)
         assert decision.reason == (None if allowed else DenialReason.TRUST_ZONE)
 
 
-def test_get_env_is_off_until_the_host_enables_it(catalog):
-    config = load_config(data={"providers": {"p": {"kind": "scripted", "trust_zone": "local"}}})
-    report = decide(catalog, config, provider="p", skill=None, actor=Actor(id="t"))
+def test_get_env_is_off_until_the_host_enables_it(nrllm):
+    nrllm.load_installed("builtin")
 
-    refused = {d.tool: d.reason for d in report.decisions if not d.offered}
+    refused = {d.tool: d.reason for d in nrllm.offered(TrustZone.LOCAL).decisions if not d.offered}
     assert refused == {"get_env": DenialReason.TOOL_DISABLED}

@@ -84,9 +84,9 @@ def test_settings_are_checked_with_the_key_named():
     with pytest.raises(SettingsError) as caught:
         load_settings({"deny_tables": "users", "records_url": 3, "colour": "blue"})
     message = str(caught.value)
-    assert "[builtin] colour: unknown key" in message
-    assert "[builtin] deny_tables: expected an array of non-empty strings" in message
-    assert "[builtin] records_url: expected a non-empty string" in message
+    assert "builtin.colour: unknown key" in message
+    assert "builtin.deny_tables: expected an array of strings, got a string" in message
+    assert "builtin.records_url: expected a string, got an integer" in message
     assert load_settings({}) == BuiltinSettings()
 
 
@@ -96,7 +96,7 @@ def test_bad_settings_make_every_tool_answer_with_an_error(call):
     assert answer.is_error
     assert answer.content == (
         "Error: the host's [builtin] settings are invalid: "
-        "[builtin] write_tables: expected an array of non-empty strings"
+        "builtin.write_tables: expected an array of strings, got a string"
     )
 
 

@@ -144,7 +144,7 @@ def test_read_records_checks_bounds_itself_when_called_directly(sqlite_records):
         run_id="r",
         call_id="c",
         actor=Actor(id="t"),
-        settings={"builtin": sqlite_records.settings()},
+        settings=sqlite_records.settings(),
     )
     tool = ReadRecords()
     too_many = tool.execute({"table": "pages", "limit": 500}, context)

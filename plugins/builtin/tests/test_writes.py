@@ -13,7 +13,7 @@ def context_for(records, **extra):
         run_id="r",
         call_id="c",
         actor=Actor(id="t"),
-        settings={"builtin": records.settings(**extra)},
+        settings=records.settings(**extra),
     )
 
 

@@ -13,15 +13,20 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nrllm_core import hookimpl
-from nrllm_otel._sink import OtelSink
+from nrllm_otel._sink import OtelSettings, OtelSink
 
 if TYPE_CHECKING:
     from nrllm_core import AuditRecord
 
-__all__ = ["OtelSink"]
+__all__ = ["OtelSettings", "OtelSink"]
 
 # The entry point's sink: it reads the global providers, the first time a run starts.
 _SINK = OtelSink()
+
+
+@hookimpl
+def nrllm_settings_class() -> type[OtelSettings]:
+    return OtelSettings
 
 
 @hookimpl

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from nrllm_core import AuditRecord
 
-__all__ = ["OtelSink"]
+__all__ = ["OtelSettings", "OtelSink"]
 
 _SCOPE: Final = "nrllm_otel"
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
@@ -44,6 +44,14 @@ class _Segment:
     server_port: int | None
     # The last request's redacted (or verbatim) messages, for the next ``chat`` span.
     input_messages: Any = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class OtelSettings:
+    """``[otel]``: ``enabled = false`` starts no span and records no metric."""
+
+    enabled: bool = True
 
 
 @final
@@ -71,6 +79,10 @@ class OtelSink:
         self._suspended: dict[str, trace.SpanContext] = {}
 
     # -- hooks -------------------------------------------------------------------------------
+
+    @hookimpl
+    def nrllm_settings_class(self) -> type[OtelSettings]:
+        return OtelSettings
 
     @hookimpl
     def nrllm_settings(self, settings: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from nrllm_core import Effect
@@ -235,3 +236,10 @@ def test_the_entry_point_module_never_sets_a_global_provider(tmp_path):
     # The API's own proxies: nothing was configured, so the spans went to the no-op tracer.
     assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
     assert type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
+
+
+def test_an_enabled_that_is_not_a_boolean_is_refused_when_the_configuration_loads(make_host):
+    from nrllm_core import ConfigError
+
+    with pytest.raises(ConfigError, match=r"otel\.enabled"):
+        make_host([final()], otel_section={"enabled": "no"}).run("Go")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from nrllm_core import ToolRegistry, hookimpl
 from nrllm_repurpose._formats import list_repurpose_formats
+from nrllm_repurpose._settings import RepurposeSettings
 from nrllm_repurpose._start import StartRepurposeJob
 
 if TYPE_CHECKING:
@@ -25,6 +26,12 @@ def nrllm_register_tools(registry: ToolRegistry) -> None:
     """Register the repurpose tools."""
     registry.register(list_repurpose_formats)
     registry.register(StartRepurposeJob())
+
+
+@hookimpl
+def nrllm_settings_class(plugin_name: str) -> type[RepurposeSettings]:
+    """``[repurpose]`` is checked by core when the configuration loads."""
+    return RepurposeSettings
 
 
 @hookimpl

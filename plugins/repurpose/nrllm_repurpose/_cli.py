@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from nrllm_core import ConfigError, HostConfig, load_config
-from nrllm_core.cli import BadInput, echo, echo_json
+from nrllm_core import HostConfig, load_config
+from nrllm_core.cli import BadInput, echo, echo_json, host_config
 from nrllm_repurpose._records import ArtifactInfo, JobInfo
 from nrllm_repurpose._settings import SettingsError
 from nrllm_repurpose._start import display_url
@@ -16,20 +16,12 @@ from nrllm_repurpose._start import display_url
 __all__ = ["repurpose"]
 
 
-def _config(ctx: click.Context) -> HostConfig:
-    root = ctx.find_root().obj or {}
-    try:
-        return load_config(root.get("config_path"))
-    except ConfigError as exc:
-        raise BadInput(f"invalid configuration: {exc}") from None
-
-
 def _open(ctx: click.Context) -> tuple[HostConfig, Any]:
     from nrllm_core.store import default_data_dir
     from nrllm_repurpose._store import JobStore
     from nrllm_repurpose._worker import settings_for
 
-    config = _config(ctx)
+    config = host_config(ctx)
     try:
         settings = settings_for(config)
     except SettingsError as exc:

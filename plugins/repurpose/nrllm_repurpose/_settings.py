@@ -1,21 +1,56 @@
-"""The ``[repurpose]`` section of ``nrllm.toml``, checked key by key."""
+"""The ``[repurpose]`` section of ``nrllm.toml``: its settings class, which core checks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, final
 
 import attrs
 
-from nrllm_core import DataClass
+from nrllm_core import ConfigError, DataClass, load_config
 
 __all__ = ["SECTION", "RepurposeSettings", "SettingsError", "load_settings"]
 
 SECTION: Final = "repurpose"
 
+# The section's own errors are configuration errors: the message names the key.
+SettingsError = ConfigError
 
-class SettingsError(ValueError):
-    """The section cannot be used; the message names the key and what it accepts."""
+
+def _stripped(value: str | None) -> str | None:
+    return None if value is None else value.strip()
+
+
+def _strip_all(hosts: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(host.strip() for host in hosts)
+
+
+def _filled(_: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and not value:
+        raise ValueError(f"{attribute.name}: expected a non-empty string")
+
+
+def _exact_hosts(_: object, attribute: attrs.Attribute[Any], hosts: tuple[str, ...]) -> None:
+    if any(not host.strip() for host in hosts):
+        raise ValueError(f"{attribute.name}: expected an array of host names")
+    # Exact names only: a range or a wildcard would open a whole network.
+    if any(c in host for host in hosts for c in "*/"):
+        raise ValueError(
+            f"{attribute.name}: exact host names or IP addresses only, no ranges or wildcards"
+        )
+
+
+def _at_least(least: int) -> Callable[[object, attrs.Attribute[Any], int], None]:
+    def check(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value < least:
+            raise ValueError(f"{attribute.name}: expected an integer of {least} or more")
+
+    return check
+
+
+def _positive(_: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name}: expected a number greater than 0")
 
 
 @final
@@ -24,75 +59,32 @@ class RepurposeSettings:
     """What the tool and the worker read from ``[repurpose]``."""
 
     # The ``[providers]`` section that generates the formats.
-    provider: str | None = None
+    provider: str | None = attrs.field(default=None, converter=_stripped, validator=_filled)
     # What the fetched source is, for the provider's trust zone to permit or refuse.
     source_data_class: DataClass = DataClass.EDITOR_CONTENT
     # Hosts whose addresses are not checked before a fetch: unsafe outside tests.
-    allow_hosts: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = attrs.field(
+        default=(), converter=_strip_all, validator=_exact_hosts
+    )
     # The jobs database; ``None`` is the embedded ``nrllm.db`` the audit uses by default.
-    store_url: str | None = None
+    store_url: str | None = attrs.field(default=None, converter=_stripped, validator=_filled)
     # Where artifact files go; ``None`` is ``repurpose`` in the nrllm data folder.
-    output_dir: str | None = None
+    output_dir: str | None = attrs.field(default=None, converter=_stripped, validator=_filled)
     # A speech synthesizer registered through ``nrllm_repurpose_generators``.
-    speech_provider: str | None = None
-    lease_seconds: int = 300
-    poll_seconds: float = 2.0
-    # Bounds on the child process that parses a fetched page or PDF.
-    parse_cpu_seconds: int = 20
-    parse_memory_mib: int = 512
+    speech_provider: str | None = attrs.field(default=None, converter=_stripped, validator=_filled)
+    lease_seconds: int = attrs.field(default=300, validator=_at_least(1))
+    poll_seconds: float = attrs.field(default=2.0, validator=_positive)
+    # Bounds on the child process that parses a fetched page or PDF. Below 128 MiB the
+    # parser's interpreter and its imports alone would not fit, and every job would fail.
+    parse_cpu_seconds: int = attrs.field(default=20, validator=_at_least(1))
+    parse_memory_mib: int = attrs.field(default=512, validator=_at_least(128))
 
 
-_STRINGS: Final = ("provider", "store_url", "output_dir", "speech_provider")
-# Integer keys and their smallest value. Below 128 MiB the parser's interpreter and its
-# imports alone would not fit, and every job would fail.
-_INTEGERS: Final = {"lease_seconds": 1, "parse_cpu_seconds": 1, "parse_memory_mib": 128}
-
-
-def load_settings(raw: object) -> RepurposeSettings:
-    """Check ``raw`` (the section as read, or ``{}``) and build the settings."""
-    if not isinstance(raw, Mapping):
-        raise SettingsError(f"{SECTION}: expected a table")
-    accepted = {a.name for a in attrs.fields(RepurposeSettings)}
-    unknown = sorted(str(key) for key in raw if key not in accepted)
-    if unknown:
-        raise SettingsError(
-            f"{SECTION}.{unknown[0]}: unknown key; accepted: {', '.join(sorted(accepted))}"
-        )
-    values: dict[str, Any] = {}
-    for key in _STRINGS:
-        if key in raw:
-            value = raw[key]
-            if not isinstance(value, str) or not value.strip():
-                raise SettingsError(f"{SECTION}.{key}: expected a non-empty string")
-            values[key] = value.strip()
-    if "source_data_class" in raw:
-        value = raw["source_data_class"]
-        classes = {member.value: member for member in DataClass}
-        if value not in classes:
-            raise SettingsError(
-                f"{SECTION}.source_data_class: {value!r} is not accepted; accepted values: "
-                + ", ".join(classes)
-            )
-        values["source_data_class"] = classes[value]
-    if "allow_hosts" in raw:
-        hosts = raw["allow_hosts"]
-        if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
-            raise SettingsError(f"{SECTION}.allow_hosts: expected an array of host names")
-        # Exact names only: a range or a wildcard would open a whole network.
-        if any(c in h for h in hosts for c in "*/"):
-            raise SettingsError(
-                f"{SECTION}.allow_hosts: exact host names or IP addresses only, no ranges"
-            )
-        values["allow_hosts"] = tuple(h.strip() for h in hosts)
-    for key, least in _INTEGERS.items():
-        if key in raw:
-            number = raw[key]
-            if type(number) is not int or number < least:
-                raise SettingsError(f"{SECTION}.{key}: expected an integer of {least} or more")
-            values[key] = number
-    if "poll_seconds" in raw:
-        poll = raw["poll_seconds"]
-        if type(poll) not in (int, float) or poll <= 0:
-            raise SettingsError(f"{SECTION}.poll_seconds: expected a number greater than 0")
-        values["poll_seconds"] = float(poll)
-    return RepurposeSettings(**values)
+def load_settings(raw: Mapping[str, Any] | RepurposeSettings) -> RepurposeSettings:
+    """``raw`` (the section as read, ``{}``, or already checked) checked as the configuration
+    checks it, or :class:`ConfigError` naming each bad key."""
+    if isinstance(raw, RepurposeSettings):
+        return raw
+    config = load_config(data={SECTION: raw}, settings_classes={SECTION: RepurposeSettings})
+    settings: RepurposeSettings = config.plugin_settings[SECTION]
+    return settings

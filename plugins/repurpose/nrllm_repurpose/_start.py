@@ -160,10 +160,10 @@ class StartRepurposeJob(Tool):
         request = check_request(arguments)
         if isinstance(request, str):
             return ToolResult.error(request)
-        from nrllm_repurpose._settings import SECTION, SettingsError, load_settings
+        from nrllm_repurpose._settings import SettingsError, load_settings
 
         try:
-            settings = load_settings(context.settings.get(SECTION, {}))
+            settings = load_settings(context.settings)
         except SettingsError as exc:
             logger().error("nrllm.repurpose.settings_invalid", problem=str(exc))
             return ToolResult.error(MISCONFIGURED)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -62,7 +63,7 @@ class JobStore:
         cls,
         url: str | None,
         *,
-        data_dir: Path | None,
+        data_dir: str | os.PathLike[str] | None,
         clock: Callable[[], datetime] = _utcnow,
     ) -> JobStore:
         """Connect as the audit store does (``None``: the embedded ``nrllm.db`` in

@@ -146,19 +146,19 @@ def test_the_defaults_are_twenty_seconds_and_512_mib():
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "least"),
+    ("key", "value", "problem"),
     [
-        ("parse_cpu_seconds", 0, 1),
-        ("parse_cpu_seconds", 2.5, 1),
-        ("parse_cpu_seconds", True, 1),
-        ("parse_memory_mib", 64, 128),
-        ("parse_memory_mib", "512", 128),
+        ("parse_cpu_seconds", 0, "expected an integer of 1 or more"),
+        ("parse_cpu_seconds", 2.5, "expected an integer, got a number"),
+        ("parse_cpu_seconds", True, "expected an integer, got a boolean"),
+        ("parse_memory_mib", 64, "expected an integer of 128 or more"),
+        ("parse_memory_mib", "512", "expected an integer, got a string"),
     ],
 )
-def test_the_limits_are_checked(key, value, least):
+def test_the_limits_are_checked(key, value, problem):
     with pytest.raises(SettingsError) as refused:
         load_settings({key: value})
-    assert str(refused.value) == f"repurpose.{key}: expected an integer of {least} or more"
+    assert str(refused.value) == f"repurpose.{key}: {problem}"
 
 
 def test_a_child_that_blocks_is_stopped_by_the_wall_clock(monkeypatch):

@@ -183,3 +183,11 @@ def test_the_commands_refuse_a_jobs_database_other_than_the_audits(home, tmp_pat
     result = CliRunner().invoke(commands(), ["repurpose", "jobs"], obj={"config_path": str(config)})
     assert result.exit_code == 2  # bad input, as for every nrllm command
     assert "repurpose.store_url: must be the same as [store] url" in result.output
+
+
+def test_the_commands_refuse_a_configuration_core_refuses(home, tmp_path):
+    config = tmp_path / "nrllm.toml"
+    config.write_text('[providers.odd]\nkind = "weird"\n', encoding="utf-8")
+    result = CliRunner().invoke(commands(), ["repurpose", "jobs"], obj={"config_path": str(config)})
+    assert result.exit_code == 2
+    assert 'providers.odd.kind: unknown kind "weird"' in result.output

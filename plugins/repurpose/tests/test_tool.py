@@ -42,7 +42,7 @@ def call(arguments: dict[str, Any], actor: Actor = EDITOR, settings: Any = None)
         run_id="run-1",
         call_id="call-1",
         actor=actor,
-        settings={"repurpose": {} if settings is None else settings},
+        settings={} if settings is None else settings,
     )
     return StartRepurposeJob().execute(arguments, context)
 

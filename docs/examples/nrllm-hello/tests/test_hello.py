@@ -1,50 +1,23 @@
-"""The example plugin, registered from its source folder without installing it."""
+"""The example plugin, loaded from its source folder by the nrllm fixture."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-import nrllm_core
-from nrllm_core import DataClass, ToolContext, WirePayload
-from nrllm_core.testing import SinkRecorder
+from nrllm_core import DataClass, TrustZone
 
-PACKAGE = Path(__file__).resolve().parent.parent / "nrllm_hello" / "__init__.py"
+PLUGIN = Path(__file__).resolve().parent.parent / "nrllm_hello"
 
 
-def load_plugin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nrllm_hello", PACKAGE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_word_count_is_registered_with_its_classification(nrllm) -> None:
+    nrllm.load(PLUGIN)
 
-
-@pytest.fixture
-def sinks() -> SinkRecorder:
-    """Keeps what each sink received."""
-    return SinkRecorder()
-
-
-@pytest.fixture
-def pm(sinks: SinkRecorder) -> nrllm_core.PluginManager:
-    return nrllm_core.make_plugin_manager(plugins=[load_plugin(), sinks], load_entry_points=False)
-
-
-def context() -> ToolContext:
-    return ToolContext(run_id="run-1", call_id="call-1", actor=nrllm_core.Actor(id="author"))
-
-
-def test_word_count_is_registered_with_its_classification(pm: nrllm_core.PluginManager) -> None:
-    registered = pm.catalog().get("word_count")
+    registered = nrllm.pm.catalog().get("word_count")
     assert registered is not None
-    assert registered.group == "content"
+    assert registered.plugin == "hello"
     assert registered.data_class is DataClass.EDITOR_CONTENT
-    assert registered.data_class_source == "declared"
     assert registered.parameters == {
         "type": "object",
         "properties": {"text": {"type": "string"}},
@@ -53,70 +26,79 @@ def test_word_count_is_registered_with_its_classification(pm: nrllm_core.PluginM
     }
 
 
-def test_wire_gets_the_summary_and_no_artifact(
-    pm: nrllm_core.PluginManager, sinks: SinkRecorder
-) -> None:
-    returned = nrllm_core.invoke(
-        pm, "word_count", {"text": "the cat saw the other cat. The end!"}, context=context()
-    )
+def test_the_wire_gets_the_summary_and_the_trace_the_table(nrllm) -> None:
+    nrllm.load(PLUGIN)
 
-    expected = WirePayload(
-        call_id="call-1",
-        tool_name="word_count",
-        content="8 words, 5 distinct. Most frequent: the (3), cat (2), saw (1), other (1), end (1)",
-        is_error=False,
-    )
-    assert returned == expected
-    assert sinks.wire == [expected]
+    call = nrllm.invoke("word_count", text="b a b")
 
-
-def test_trace_and_audit_get_the_table(pm: nrllm_core.PluginManager, sinks: SinkRecorder) -> None:
-    nrllm_core.invoke(pm, "word_count", {"text": "b a b"}, context=context())
-
-    table = {
-        "type": "table",
-        "label": "Most frequent words",
-        "data": {"columns": ["word", "count"], "rows": [["b", "2"], ["a", "1"]]},
-    }
-    [event] = sinks.trace
-    assert event.run_id == "run-1"
-    assert event.step.fields["tool_arguments"] == {"text": "b a b"}
-    assert event.step.fields["tool_result"] == "3 words, 2 distinct. Most frequent: b (2), a (1)"
-    assert [a.to_dict() for a in event.step.tool_artifacts] == [table]
-    [record] = sinks.audit
-    assert record.sequence == event.sequence
+    assert call.content == "3 words, 2 distinct. Most frequent: b (2), a (1)"
+    [table] = call.artifacts
+    assert table.data == {"columns": ["word", "count"], "rows": [["b", "2"], ["a", "1"]]}
     # The audit copy is privacy-filtered (metadata by default): counts, not the table.
-    assert record.payload["tool_artifact_types"] == ["table"]
+    assert call.audit.payload["tool_artifact_types"] == ["table"]
+    assert "tool_artifacts" not in call.audit.payload
 
 
-def test_a_text_without_words_is_an_error_without_artifacts(
-    pm: nrllm_core.PluginManager, sinks: SinkRecorder
-) -> None:
-    wire = nrllm_core.invoke(pm, "word_count", {"text": " ... !"}, context=context())
+def test_a_text_without_words_is_an_error_without_artifacts(nrllm) -> None:
+    nrllm.load(PLUGIN)
 
-    assert wire.is_error
-    assert wire.content == "Error: the text has no words."
-    assert sinks.trace[0].step.tool_artifacts == ()
-    assert "tool_artifacts" not in sinks.audit[0].payload
+    call = nrllm.invoke("word_count", text=" ... !")
 
-
-def test_the_table_lists_only_the_most_frequent_words(
-    pm: nrllm_core.PluginManager, sinks: SinkRecorder
-) -> None:
-    text = " ".join(f"w{i} " * (i + 1) for i in range(30))
-
-    nrllm_core.invoke(pm, "word_count", {"text": text}, context=context())
-
-    [artifact] = sinks.trace[0].step.tool_artifacts
-    rows = artifact.data["rows"]
-    assert [row[0] for row in rows] == [f"w{i}" for i in range(29, 19, -1)]
+    assert call.is_error
+    assert call.content == "Error: the text has no words."
+    assert call.artifacts == ()
 
 
-def test_arguments_outside_the_schema_never_reach_the_tool(
-    pm: nrllm_core.PluginManager, sinks: SinkRecorder
-) -> None:
-    wire = nrllm_core.invoke(pm, "word_count", {"text": 42}, context=context())
+def test_arguments_outside_the_schema_never_reach_the_tool(nrllm) -> None:
+    nrllm.load(PLUGIN)
 
-    assert wire.is_error
-    assert wire.content.startswith('Error: invalid arguments for tool "word_count"')
-    assert sinks.trace[0].step.tool_artifacts == ()
+    call = nrllm.invoke("word_count", text=42)
+
+    assert call.is_error
+    assert call.content.startswith('Error: invalid arguments for tool "word_count"')
+
+
+def test_save_note_waits_for_approval_and_then_writes(nrllm, tmp_path: Path) -> None:
+    nrllm.load(PLUGIN, settings={"notes_dir": str(tmp_path)})
+    script = [
+        {"tool_calls": [{"name": "save_note", "arguments": {"title": "Tea", "text": "Oolong"}}]},
+        {"content": "Saved."},
+    ]
+
+    waiting = nrllm.run("Note that I like oolong.", script=script, zone=TrustZone.LOCAL)
+
+    assert waiting.status == "awaiting_approval"
+    [pending] = waiting.pending
+    assert pending.preview == (f"Write {tmp_path / 'tea.txt'}", "1 words")
+    assert not (tmp_path / "tea.txt").exists()
+    done = nrllm.approve(waiting)
+    assert done.final_content == "Saved."
+    assert (tmp_path / "tea.txt").read_text(encoding="utf-8") == "Oolong\n"
+
+
+def test_a_denied_note_is_not_written(nrllm, tmp_path: Path) -> None:
+    nrllm.load(PLUGIN, settings={"notes_dir": str(tmp_path)})
+    call = {"name": "save_note", "arguments": {"title": "Tea", "text": "Oolong"}}
+
+    waiting = nrllm.run("Note it.", script=[{"tool_calls": [call]}, {"content": "No."}])
+    nrllm.deny(waiting)
+
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.nrllm_settings({"max_note_words": 3})
+def test_the_settings_section_limits_a_note(nrllm) -> None:
+    nrllm.load(PLUGIN)
+
+    call = nrllm.invoke("save_note", title="Long", text="one two three four")
+
+    assert call.content == "Error: a note has at most 3 words."
+
+
+def test_both_tools_are_offered_to_an_external_model(nrllm) -> None:
+    nrllm.load(PLUGIN)
+
+    report = nrllm.offered(TrustZone.EXTERNAL_GLOBAL)
+
+    # editorContent is within an external model's ceiling; the write still needs approval.
+    assert set(report.offered_names) == {"save_note", "word_count"}
