@@ -228,13 +228,8 @@ class OtelSink:
             **chat_content(segment.level, segment.input_messages, payload),
         }
         segment.input_messages = None
-        span = self._tracer_for().start_span(
-            f"chat {segment.model or segment.provider or 'model'}",
-            context=trace.set_span_in_context(segment.span),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=start,
-        )
+        name = f"chat {segment.model or segment.provider or 'model'}"
+        span = self._child(segment, name, SpanKind.CLIENT, attributes, start)
         span.end(end_time=end)
         self._instruments_for().chat(
             shared,
@@ -262,19 +257,30 @@ class OtelSink:
             }
         )
         attributes.update(tool_content(segment.level, payload))
-        span = self._tracer_for().start_span(
-            f"execute_tool {name}",
-            context=trace.set_span_in_context(segment.span),
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=start,
-        )
+        span = self._child(segment, f"execute_tool {name}", SpanKind.INTERNAL, attributes, start)
         for event_name, event_attributes in tool_artifact_events(segment.level, payload):
             span.add_event(event_name, event_attributes, end)
         if payload.get("tool_is_error") is True:
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=end)
         self._instruments_for().tool_call(name, outcome, data_class)
+
+    def _child(
+        self,
+        segment: _Segment,
+        name: str,
+        kind: SpanKind,
+        attributes: Mapping[str, Any],
+        start: int,
+    ) -> Span:
+        """A span under the segment's ``invoke_agent`` span, started at the step's start."""
+        return self._tracer_for().start_span(
+            name,
+            context=trace.set_span_in_context(segment.span),
+            kind=kind,
+            attributes=attributes,
+            start_time=start,
+        )
 
     def _end(
         self, run_id: str, segment: _Segment, status: str | None, reason: str | None, now: int
