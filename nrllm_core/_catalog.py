@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final, final
 
@@ -11,7 +12,10 @@ from nrllm_core._schema import argument_error, compile_schema
 from nrllm_core._tool import NAME_PATTERN, Tool
 from nrllm_core._values import DataClass, Effect
 
-__all__ = ["GROUP_DEFAULTS", "RegisteredTool", "ToolCatalog", "ToolRegistry"]
+__all__ = ["GROUP_DEFAULTS", "RegisteredTool", "ToolCatalog", "ToolRegistry", "WithheldTool"]
+
+# A withholding reason is a short word, shown as ``no: REASON``: never text from a tool's source.
+_REASON: Final = re.compile(r"[a-z][A-Za-z0-9]{0,31}")
 
 GROUP_DEFAULTS: Final[Mapping[str, DataClass]] = {
     "content": DataClass.EDITOR_CONTENT,
@@ -59,19 +63,34 @@ class RegisteredTool:
 class ToolRegistry:
     """Handed to ``nrllm_register_tools``: collects one plugin's tools."""
 
-    __slots__ = ("_tools",)
+    __slots__ = ("_tools", "_withheld")
 
     def __init__(self) -> None:
         self._tools: list[Tool] = []
+        self._withheld: list[tuple[str, str]] = []
 
     def register(self, tool: Tool) -> None:
         """Register a :class:`~nrllm_core.Tool`; a malformed one raises at once."""
         _validate(tool)
         self._tools.append(tool)
 
+    def withhold(self, name: str, reason: str) -> None:
+        """Name a tool this plugin knows of but does not offer, with a one-word ``reason``
+        (``unpinned``, say): listed by ``nrllm tools`` as ``no: REASON``, never offered or run.
+        The name still counts for clashes, so no other plugin's tool takes its place."""
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise ValueError(f"tool name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$")
+        if not isinstance(reason, str) or not _REASON.fullmatch(reason):
+            raise ValueError(f"withholding reason {reason!r} must match ^[a-z][A-Za-z0-9]{{0,31}}$")
+        self._withheld.append((name, reason))
+
     @property
     def tools(self) -> tuple[Tool, ...]:
         return tuple(self._tools)
+
+    @property
+    def withheld(self) -> tuple[tuple[str, str], ...]:
+        return tuple(self._withheld)
 
 
 def _validate(tool: object) -> None:
@@ -139,12 +158,23 @@ def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> Regist
 
 @final
 @attrs.frozen(kw_only=True)
+class WithheldTool:
+    """A tool its plugin withholds (``ToolRegistry.withhold``), and the plugin's reason."""
+
+    name: str
+    plugin: str
+    reason: str
+
+
+@final
+@attrs.frozen(kw_only=True)
 class ToolCatalog:
     """Every usable tool by name, plus what was withheld and why."""
 
     tools: Mapping[str, RegisteredTool]
     clashes: Mapping[str, tuple[str, ...]]
     errors: Mapping[str, str]
+    withheld: Mapping[str, WithheldTool] = attrs.field(factory=dict)
 
     def get(self, name: str) -> RegisteredTool | None:
         return self.tools.get(name)

@@ -99,14 +99,16 @@ def decide(
     skill: str | None,
     actor: Actor,
     requested: Iterable[str] = (),
+    zone: TrustZone | None = None,
 ) -> GateReport:
     """Decide every registered tool, or only the ``requested`` names when there are any.
 
     ``provider=None`` means ``[defaults] provider``, and without one the strictest zone. A
     provider name that is not configured also counts as the strictest zone. A skill that is
-    unknown or disabled allows no tool.
+    unknown or disabled allows no tool. ``zone`` decides for a zone no provider stands for
+    (an MCP client's), with no provider.
     """
-    run = _prepare(config, provider=provider, skill=skill, actor=actor)
+    run = _prepare(config, provider=provider, skill=skill, actor=actor, zone=zone)
     names = list(dict.fromkeys(requested)) or sorted(catalog.tools)
     decisions = tuple(_decide_one(catalog.get(name), name, run) for name in names)
     for decision in decisions:
@@ -136,8 +138,17 @@ def decide(
     )
 
 
-def _prepare(config: HostConfig, *, provider: str | None, skill: str | None, actor: Actor) -> _Run:
+def _prepare(
+    config: HostConfig,
+    *,
+    provider: str | None,
+    skill: str | None,
+    actor: Actor,
+    zone: TrustZone | None = None,
+) -> _Run:
     chosen = provider if provider is not None else config.defaults.provider
+    if zone is not None:
+        chosen = None
     allowed: frozenset[str] | None = None
     if skill is not None:
         settings = config.skills.get(skill)
@@ -147,7 +158,7 @@ def _prepare(config: HostConfig, *, provider: str | None, skill: str | None, act
     return _Run(
         config=config,
         provider=chosen,
-        zone=config.zone_for(chosen),
+        zone=config.zone_for(chosen) if zone is None else zone,
         skill=skill,
         allowed=allowed,
         actor=actor,
@@ -212,6 +223,7 @@ def live_gate(
     provider: str | None,
     skill: str | None,
     actor: Actor,
+    zone: TrustZone | None = None,
 ) -> Callable[[RegisteredTool], bool]:
     """A gate for the invoke seam that re-reads the configuration at every call.
 
@@ -232,6 +244,7 @@ def live_gate(
             skill=skill,
             actor=actor,
             requested=[tool.name],
+            zone=zone,
         )
         return report.permits(tool)
 

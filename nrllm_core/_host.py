@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
+import secrets
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -15,27 +16,30 @@ from urllib.parse import urlsplit
 import attrs
 
 from nrllm_core import _json
+from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig, config_loader
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
-from nrllm_core._invoke import invoke, new_call_id, new_run_id
+from nrllm_core._invoke import invoke, new_call_id, new_run_id, refuse
 from nrllm_core._loop import (
     LoopOutcome,
     PendingCall,
     SuspendedRunState,
     TerminationReason,
     clamp_rounds,
+    preview_lines,
     resume_loop,
     run_loop,
+    turn_digest,
 )
 from nrllm_core._manager import PluginManager, make_plugin_manager
-from nrllm_core._messages import ChatMessage, ProviderError, Usage
+from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, Usage
 from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._privacy import audit_view_for
 from nrllm_core._providers import Provider, build_provider
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
 from nrllm_core._tool import ToolContext
-from nrllm_core._values import Actor
+from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
@@ -288,13 +292,20 @@ class Host:
         arguments: Mapping[str, Any],
         *,
         provider: str | None = None,
+        zone: TrustZone | None = None,
+        skill: str | None = None,
+        kind: str = "invoke",
+        approve: Callable[[PendingCall, str], str | None] | None = None,
         actor: Actor | None = None,
         on_event: Callable[[TraceEvent], None] | None = None,
     ) -> WirePayload:
         """One direct call through the seam, recorded as a one-call run of kind ``invoke``.
 
-        Without ``provider`` the person at the keyboard calls the tool directly and it counts
-        as offered; with one, that provider's gate decides.
+        Without ``provider`` or ``zone`` the person at the keyboard calls the tool directly and
+        it counts as offered; with one, that provider's (or zone's) gate decides, narrowed to
+        ``skill``. ``kind`` names the run's kind (``mcp`` for ``nrllm mcp serve``). With
+        ``approve``, a tool that needs approval runs only if ``approve(call, turn_digest)``
+        answers who approved it; ``None`` denies it. The decision is recorded before the call.
         """
         from nrllm_core.store import RunKind, RunStatus
 
@@ -302,48 +313,114 @@ class Host:
         actor = actor or config.actor()
         if provider is not None:
             self._provider_name(config, provider)
-        zone = None if provider is None else config.zone_for(provider).value
+        gated = provider is not None or zone is not None
+        if zone is None and provider is not None:
+            zone = config.zone_for(provider)
         run_id = new_run_id()
         self.store.start_run(
-            run_id, kind=RunKind.INVOKE, provider=provider, zone=zone, actor=actor.id
+            run_id,
+            kind=RunKind(kind),
+            provider=provider,
+            zone=None if zone is None else zone.value,
+            skill=skill,
+            actor=actor.id,
         )
         recorder = self._recorder(config, run_id, on_event=on_event)
         recorder.record(_start_step(config, RunKind.INVOKE.value, zone, provider=provider))
         permits = None
-        if provider is not None:
+        if gated:
             # The gate's decision for this tool is part of the audit, as it is for a run.
             report = decide(
                 self.pm.catalog(),
                 config,
                 provider=provider,
-                skill=None,
+                skill=skill,
                 actor=actor,
                 requested=[tool_name],
+                zone=zone,
             )
             recorder.record(gate_step(report))
             self.store.record_decisions(run_id, _decision_records(report))
-            permits = live_gate(self.pm, self._load, provider=provider, skill=None, actor=actor)
+            permits = live_gate(
+                self.pm, self._load, provider=provider, skill=skill, actor=actor, zone=zone
+            )
         context = self._context_for(run_id, actor, config)(new_call_id())
+        registered = self.pm.catalog().get(tool_name)
         with self.store.leased(run_id):
             try:
-                wire = invoke(
-                    self.pm,
-                    tool_name,
-                    arguments,
-                    context=context,
-                    offered=permits,
-                    recorder=recorder,
-                )
+                if (
+                    approve is not None
+                    and registered is not None
+                    and registered.requires_approval
+                    and (permits is None or permits(registered))
+                ):
+                    wire = self._approved_call(
+                        registered, arguments, context, recorder, approve, permits
+                    )
+                else:
+                    wire = invoke(
+                        self.pm,
+                        tool_name,
+                        arguments,
+                        context=context,
+                        offered=permits,
+                        recorder=recorder,
+                    )
             except Exception:
                 self._crashed(recorder)
                 raise
-        registered = self.pm.catalog().get(tool_name)
         if recorder.audit_failures and registered is not None and registered.effect.is_write:
             # The write ran but its record did not: the run says so (fail closed).
             self._finish(recorder, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE)
         else:
             self._finish(recorder, RunStatus.COMPLETED, TerminationReason.COMPLETED)
         return wire
+
+    def _approved_call(
+        self,
+        registered: RegisteredTool,
+        arguments: Mapping[str, Any],
+        context: ToolContext,
+        recorder: RunRecorder,
+        approve: Callable[[PendingCall, str], str | None],
+        permits: Callable[[RegisteredTool], bool] | None,
+    ) -> WirePayload:
+        """Ask ``approve`` about one call, record the answer, then run or refuse the call (the
+        live gate decides again: the person may have taken a while)."""
+        call = ToolCall(id=context.call_id, name=registered.name, arguments=dict(arguments))
+        lines, failed = preview_lines(registered, call, context)
+        pending = PendingCall(
+            call_id=call.id,
+            name=call.name,
+            arguments=dict(arguments),
+            requires_approval=True,
+            preview=lines,
+            preview_failed=failed,
+        )
+        digest = turn_digest(context.run_id, secrets.token_hex(16), [pending])
+        approver = approve(pending, digest)
+        audited = recorder.record(
+            RunStep(
+                kind=StepKind.APPROVAL,
+                round=0,
+                duration_ms=0.0,
+                fields={
+                    "decision": "denied" if approver is None else "approved",
+                    "approver": approver,
+                    "turn_digest": digest,
+                },
+            )
+        )
+        if approver is None or not audited:
+            content = f'Error: tool "{call.name}" was denied by the operator.'
+            if approver is not None:
+                content = "Error: the approval could not be written to the audit; nothing ran."
+            return refuse(
+                self.pm, call.name, arguments, content, context=context, recorder=recorder
+            )
+        return invoke(
+            self.pm, call.name, arguments, context=context, offered=permits, recorder=recorder
+        )
 
     def approve(
         self,

@@ -45,6 +45,7 @@ __all__ = [
     "ToolInvocation",
     "ToolLoopResult",
     "clamp_rounds",
+    "preview_lines",
     "resume_loop",
     "run_loop",
     "turn_digest",
@@ -448,7 +449,7 @@ def _approval_scan(
         # tool's code does not run for either.
         registered = catalog.get(call.name) if call.name in offered else None
         if refusal is None:
-            lines, failed = _preview(registered, call, seg.context_for(call.id))
+            lines, failed = preview_lines(registered, call, seg.context_for(call.id))
         else:
             lines, failed = (refusal,), False
         pending.append(
@@ -478,9 +479,10 @@ def _approval_scan(
     )
 
 
-def _preview(
+def preview_lines(
     registered: RegisteredTool | None, call: ToolCall, context: ToolContext
 ) -> tuple[tuple[str, ...], bool]:
+    """The lines a person sees for ``call`` (bounded), and whether the tool's preview failed."""
     if registered is None:
         return (), False
     try:

@@ -13,7 +13,7 @@ import attrs
 import pluggy
 
 from nrllm_core import _defaults, hookspecs
-from nrllm_core._catalog import ToolCatalog, ToolRegistry, snapshot
+from nrllm_core._catalog import ToolCatalog, ToolRegistry, WithheldTool, snapshot
 from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core._tool import Tool, ToolContext
@@ -93,7 +93,8 @@ class PluginManager(pluggy.PluginManager):
         return self._catalog
 
     def _build_catalog(self) -> ToolCatalog:
-        owners: dict[str, list[tuple[str, Tool]]] = {}
+        # A claim is a tool, or the reason its plugin withholds that name.
+        owners: dict[str, list[tuple[str, Tool | str]]] = {}
         errors: dict[str, str] = {}
         for impl in self.hook.nrllm_register_tools.get_hookimpls():
             plugin_name = impl.plugin_name
@@ -109,16 +110,22 @@ class PluginManager(pluggy.PluginManager):
                 continue
             for tool in registry.tools:
                 owners.setdefault(tool.name, []).append((plugin_name, tool))
+            for name, reason in registry.withheld:
+                owners.setdefault(name, []).append((plugin_name, reason))
         tools = {}
+        withheld: dict[str, WithheldTool] = {}
         clashes: dict[str, tuple[str, ...]] = {}
         for name, claims in owners.items():
             if len(claims) > 1:
                 clashes[name] = tuple(plugin for plugin, _ in claims)
                 logger().error("nrllm.tool.name_clash", tool=name, plugins=clashes[name])
                 continue
-            plugin_name, tool = claims[0]
-            tools[name] = snapshot(tool, plugin_name, self.tool_data_class(tool))
-        return ToolCatalog(tools=tools, clashes=clashes, errors=errors)
+            plugin_name, claim = claims[0]
+            if isinstance(claim, str):
+                withheld[name] = WithheldTool(name=name, plugin=plugin_name, reason=claim)
+                continue
+            tools[name] = snapshot(claim, plugin_name, self.tool_data_class(claim))
+        return ToolCatalog(tools=tools, clashes=clashes, errors=errors, withheld=withheld)
 
     # -- providers ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nrllm_core
+import nrllm_mcp
 import nrllm_repurpose
 from nrllm_core import (
     DataClass,
@@ -323,10 +324,11 @@ CLI_MODULES = [
         p for p in Path(nrllm_core.cli.__file__).parent.glob("*.py") if p.name != "_terminal.py"
     ),
     Path(nrllm_repurpose.__file__).parent / "_cli.py",
+    Path(nrllm_mcp.__file__).parent / "_cli.py",
 ]
 
 
-@pytest.mark.parametrize("module", CLI_MODULES, ids=lambda path: path.name)
+@pytest.mark.parametrize("module", CLI_MODULES, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_commands_print_only_through_the_sanitiser(module: Path) -> None:
     tree = ast.parse(module.read_text(encoding="utf-8"))
     direct = [

@@ -248,8 +248,9 @@ def test_config_check_names_the_file_the_key_and_the_accepted_values(tmp_path):
     )
     assert "publicContent" in result.stderr
     config, result = check(tmp_path, "[builtin]\ncolour = 1\n")
-    assert f"{config}: builtin.colour: unknown key; accepted: allow_columns, deny_columns" in (
-        result.stderr
+    assert (
+        f"{config}: builtin.colour: unknown key; accepted: allow_columns, deny_columns"
+        in result.stderr
     )
 
 

@@ -39,7 +39,8 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     catalog = _main._plugin_manager().catalog()
     report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
-    rows.extend(_withheld_row(name) for name in sorted(catalog.clashes))
+    rows.extend(_withheld_row(name, "withheld") for name in sorted(catalog.clashes))
+    rows.extend(_withheld_row(w.name, w.reason) for _, w in sorted(catalog.withheld.items()))
     if as_json:
         echo_json(
             {
@@ -91,8 +92,9 @@ def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
     }
 
 
-def _withheld_row(name: str) -> dict[str, Any]:
-    """A name two plugins registered: neither tool is offered (``nrllm plugins`` says whose)."""
+def _withheld_row(name: str, reason: str) -> dict[str, Any]:
+    """A name no run is offered: one two plugins registered (``nrllm plugins`` says whose), or
+    one its plugin withholds (``ToolRegistry.withhold``), with the plugin's reason."""
     return {
         "name": name,
         "group": "-",
@@ -101,7 +103,7 @@ def _withheld_row(name: str) -> dict[str, Any]:
         "effect": "-",
         "requires_approval": False,
         "offered": False,
-        "reason": "withheld",
+        "reason": reason,
         "observed": None,
     }
 

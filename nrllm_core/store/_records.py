@@ -22,10 +22,12 @@ __all__ = [
 
 
 class RunKind(enum.StrEnum):
-    """A model-driven run, or one direct ``nrllm invoke`` call recorded as a run."""
+    """A model-driven run, one direct ``nrllm invoke`` call, or one call an MCP client made
+    through ``nrllm mcp serve``, each recorded as a run."""
 
     RUN = "run"
     INVOKE = "invoke"
+    MCP = "mcp"
 
 
 class RunStatus(enum.StrEnum):

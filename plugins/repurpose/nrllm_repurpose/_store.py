@@ -90,26 +90,14 @@ class JobStore:
     # -- schema ------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        from alembic import command
-        from alembic.config import Config
-        from alembic.runtime.migration import MigrationContext
-        from alembic.script import ScriptDirectory
+        from nrllm_core.store import upgrade_plugin_schema
 
-        config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
-        heads = frozenset(ScriptDirectory.from_config(config).get_heads())
-        with self._engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
-            if frozenset(context.get_current_heads()) == heads:
-                return
-        with self._engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
-                # Workers starting together on a new database migrate one after the other.
-                connection.execute(
-                    sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
-                )
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        upgrade_plugin_schema(
+            self._engine,
+            migrations=_MIGRATIONS,
+            version_table=VERSION_TABLE,
+            lock_key=_MIGRATION_LOCK,
+        )
 
     # -- the tool's side -----------------------------------------------------------------------
 

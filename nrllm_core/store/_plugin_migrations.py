@@ -1,0 +1,58 @@
+"""A plugin's own tables in the audit's database: its Alembic history next to the audit's.
+
+Each plugin keeps its scripts in its package and its revisions in a version table of its own,
+so the two histories never meet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+__all__ = ["run_plugin_migrations", "upgrade_plugin_schema"]
+
+
+def upgrade_plugin_schema(
+    engine: Engine, *, migrations: Path, version_table: str, lock_key: int
+) -> None:
+    """Bring the plugin's tables to the head of ``migrations`` (its Alembic folder), unless
+    they are there already. On PostgreSQL, processes migrating one new database together take
+    turns on the advisory lock ``lock_key`` (any constant of the plugin's own)."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations))
+    heads = frozenset(ScriptDirectory.from_config(config).get_heads())
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"version_table": version_table})
+        if frozenset(context.get_current_heads()) == heads:
+            return
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+def run_plugin_migrations(metadata: Any, version_table: str) -> None:
+    """The whole of a plugin's ``migrations/env.py``: run on the connection
+    :func:`upgrade_plugin_schema` hands over, never offline."""
+    from alembic import context
+
+    connection = context.config.attributes.get("connection")
+    if connection is None or context.is_offline_mode():
+        raise RuntimeError("run the plugin's migrations through upgrade_plugin_schema()")
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=version_table,
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()

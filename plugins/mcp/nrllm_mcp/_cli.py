@@ -1,0 +1,300 @@
+"""``nrllm mcp``: the servers and their state, the pins and their approval, and ``serve``."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Any
+
+import click
+
+from nrllm_core import HostConfig, TrustZone
+from nrllm_core.cli import BadInput, echo, echo_json
+from nrllm_mcp._settings import SECTION, McpSettings, SettingsError, load_settings
+
+__all__ = ["mcp"]
+
+
+def _config(ctx: click.Context) -> tuple[HostConfig, McpSettings]:
+    from nrllm_core import ConfigError
+    from nrllm_mcp._config import current_config
+
+    try:
+        config = current_config()
+        return config, load_settings(config.plugin_settings.get(SECTION, {}))
+    except (ConfigError, SettingsError) as exc:
+        raise BadInput(f"invalid configuration: {exc}") from None
+
+
+def _pins(ctx: click.Context, config: HostConfig) -> Any:
+    from nrllm_core.store import default_data_dir
+    from nrllm_mcp._client import close_all
+    from nrllm_mcp._pins import PinStore
+
+    store = PinStore.open(config.store.url, data_dir=default_data_dir())
+    ctx.call_on_close(store.close)
+    ctx.call_on_close(close_all)
+    return store
+
+
+def _server(settings: McpSettings, name: str) -> Any:
+    server = settings.servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(settings.servers)) or "none"
+        raise BadInput(f'no MCP server named "{name}" is configured (configured: {known})')
+    return server
+
+
+@click.group()
+def mcp() -> None:
+    """MCP servers' tools under governance, and governed tools for MCP clients."""
+
+
+@mcp.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def servers(ctx: click.Context, as_json: bool) -> None:
+    """Each configured server: its transport, its state and its tools."""
+    from nrllm_mcp._client import survey
+    from nrllm_mcp._definition import nrllm_name
+
+    config, settings = _config(ctx)
+    store = _pins(ctx, config)
+    rows = []
+    for server in settings.servers.values():
+        row: dict[str, Any] = {"name": server.name, "transport": server.transport}
+        if not server.enabled:
+            rows.append({**row, "state": "disabled", "reason": None, "tools": []})
+            continue
+        found = survey(server, os.environ, lambda: store, pin_first_use=False)
+        tools = [
+            {
+                "tool": d.name,
+                "name": nrllm_name(server.tool_prefix, d.name),
+                "pin": "pinsUnreadable" if found.states is None else found.states[d.name],
+            }
+            for d in found.definitions
+        ]
+        state = "failed" if found.failure is not None else "connected"
+        rows.append({**row, "state": state, "reason": found.failure, "tools": tools})
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        echo("no MCP servers configured ([mcp.servers.NAME] in nrllm.toml)")
+    for row in rows:
+        reason = f": {row['reason']}" if row["reason"] else ""
+        echo(f"{row['name']} ({row['transport']}): {row['state']}{reason}")
+        for tool in row["tools"]:
+            echo(
+                f"  {tool['name'] or '(no usable name)'}  {tool['pin']}  (server's {tool['tool']})"
+            )
+
+
+@mcp.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def pins(ctx: click.Context, as_json: bool) -> None:
+    """The pinned tool definitions, with the original descriptions."""
+    if ctx.invoked_subcommand is not None:
+        return
+    config, _ = _config(ctx)
+    rows = [
+        {
+            "server": p.server,
+            "tool": p.tool,
+            "digest": p.digest,
+            "pinned_at": p.pinned_at,
+            "pinned_by": p.pinned_by,
+            "description": p.definition.description,
+        }
+        for p in _pins(ctx, config).pins()
+    ]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        echo("no MCP tool is pinned")
+    for row in rows:
+        echo(
+            f"{row['server']} {row['tool']}  sha256:{row['digest'][:16]}  {row['pinned_at']}"
+            f"  by {row['pinned_by']}"
+        )
+        echo(f"  {row['description']}")
+
+
+@pins.command()
+@click.argument("server_name")
+@click.argument("tool_name", required=False)
+@click.option("--yes", is_flag=True, help="Approve without asking (the diff is still shown).")
+@click.pass_context
+def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bool) -> None:
+    """Pin the server's changed and new tools (or only TOOL) as it lists them now."""
+    from nrllm_mcp._client import survey
+
+    config, settings = _config(ctx)
+    server = _server(settings, server_name)
+    store = _pins(ctx, config)
+    found = survey(server, os.environ, lambda: store, pin_first_use=False)
+    if found.failure is not None:
+        raise click.ClickException(f'MCP server "{server.name}" cannot be read: {found.failure}')
+    if found.states is None:
+        raise click.ClickException("the pin store cannot be read; nothing was approved")
+    pending = [
+        d
+        for d in found.definitions
+        if found.states[d.name] != "pinned" and (tool_name is None or d.name == tool_name)
+    ]
+    if tool_name is not None and tool_name not in found.states:
+        raise BadInput(f'MCP server "{server.name}" lists no tool "{tool_name}"')
+    if not pending:
+        echo("nothing to approve: every listed tool matches its pin")
+        return
+    pinned = {p.tool: p.definition for p in store.pins(server.name)}
+    for definition in pending:
+        before = pinned.get(definition.name)
+        label = f"{server.name} {definition.name}"
+        echo(f"{'changed' if before else 'new'}: {label}")
+        diff = difflib.unified_diff(
+            [] if before is None else before.pretty(),
+            definition.pretty(),
+            fromfile="pinned",
+            tofile="listed now",
+            lineterm="",
+        )
+        for line in diff:
+            echo(line)
+    if not yes and not click.confirm("Pin these definitions?", default=False):
+        raise click.ClickException("nothing was approved")
+    store.pin(server.name, pending, by=config.actor().id)
+    echo(f"pinned {len(pending)} tool(s) of {server.name}")
+
+
+@mcp.command()
+@click.option(
+    "--zone",
+    type=click.Choice([zone.value for zone in TrustZone]),
+    default=None,
+    help="Serve the tools this zone is offered (default: externalGlobal).",
+)
+@click.option("--provider", default=None, help="Serve the tools this provider's gate offers.")
+@click.option("--skill", default=None, help="Narrow to this skill's tools.")
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+@click.option("--host", "bind", default="127.0.0.1", show_default=True, help="HTTP: address.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--token-env",
+    default=None,
+    help="HTTP: the environment variable holding the bearer token (default: a new one).",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    zone: str | None,
+    provider: str | None,
+    skill: str | None,
+    transport: str,
+    bind: str,
+    port: int,
+    token_env: str | None,
+) -> None:
+    """Serve the tools the gate offers one zone (or provider) to MCP clients."""
+    from nrllm_core import Host
+    from nrllm_mcp._serve import Served
+
+    if zone is not None and provider is not None:
+        raise BadInput("name a zone or a provider, not both")
+    config, _ = _config(ctx)
+    if provider is not None and provider not in config.providers:
+        raise BadInput(f'no provider named "{provider}" is configured')
+    if skill is not None and skill not in config.skills:
+        raise BadInput(f'no skill named "{skill}" is configured')
+    token = None
+    if transport == "http":
+        token = _token(bind, token_env)
+    served = Served(
+        provider=provider,
+        zone=None if provider is not None else TrustZone(zone or TrustZone.EXTERNAL_GLOBAL),
+        skill=skill,
+    )
+    host = Host.from_config((ctx.find_root().obj or {}).get("config_path"))
+    ctx.call_on_close(host.store.close)
+    from nrllm_mcp._client import close_all
+
+    ctx.call_on_close(close_all)
+    if token is None:
+        _serve_stdio(host, served)
+    else:
+        _serve_http(host, served, bind=bind, port=port, token=token, shown=token_env is None)
+
+
+def _token(bind: str, token_env: str | None) -> str:
+    import ipaddress
+    import secrets
+
+    try:
+        loopback = ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        # A name may resolve anywhere; only a loopback address literal counts as local.
+        loopback = False
+    if token_env is None:
+        if not loopback:
+            raise BadInput(f"--host {bind} is reachable from other machines; it needs --token-env")
+        return secrets.token_urlsafe(32)
+    token = os.environ.get(token_env, "")
+    if len(token) < 16:
+        raise BadInput(f"--token-env {token_env}: the variable must hold at least 16 characters")
+    return token
+
+
+def _serve_stdio(host: Any, served: Any) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from nrllm_mcp._serve import build_server
+
+    server = build_server(host, served)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def _serve_http(host: Any, served: Any, *, bind: str, port: int, token: str, shown: bool) -> None:
+    import socket
+
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from nrllm_mcp._serve import bearer_guard, build_server
+
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((bind, port))
+    except OSError as exc:
+        listener.close()
+        raise BadInput(f"cannot listen on {bind}:{port} ({exc.strerror})") from None
+    bound = listener.getsockname()[1]
+    name = f"[{bind}]" if family == socket.AF_INET6 else bind
+    # DNS-rebinding protection: only this address as Host, and no page of another origin.
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:{bound}"],
+        allowed_origins=[f"http://{name}:{bound}"],
+    )
+    app = build_server(host, served).streamable_http_app(transport_security=security, host=bind)
+    echo(f"nrllm MCP endpoint: http://{name}:{bound}/mcp")
+    if shown:
+        echo(f"bearer token: {token}")
+    else:
+        echo("bearer token: the value of --token-env")
+    server = uvicorn.Server(
+        uvicorn.Config(bearer_guard(app, token=token), log_level="warning", access_log=False)
+    )
+    server.run(sockets=[listener])

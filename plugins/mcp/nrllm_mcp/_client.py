@@ -1,0 +1,218 @@
+"""MCP servers' tools as nrllm tools: classified by the operator, pinned, called on the
+plugin's loop with a timeout, and re-connected once after a failure."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any, Final, final
+
+import attrs
+
+from nrllm_core import DataClass, Effect, HostConfig, Tool, ToolContext, ToolRegistry, ToolResult
+from nrllm_core.log import logger
+from nrllm_mcp._connection import Connection, ConnectionFailed
+from nrllm_mcp._definition import Definition, clean_description, nrllm_name
+from nrllm_mcp._results import to_tool_result
+from nrllm_mcp._settings import SECTION, ServerSettings, load_settings
+
+__all__ = ["McpTool", "Survey", "close_all", "connection_for", "register_servers", "survey"]
+
+# Why a server's tool is withheld, as ``nrllm tools`` shows it (``no: REASON``).
+UNREADABLE: Final = "pinsUnreadable"
+BAD_SCHEMA: Final = "invalidSchema"
+FIRST_USE: Final = "(first use)"
+
+_lock = threading.Lock()
+_connections: dict[str, Connection] = {}
+
+
+def connection_for(server: ServerSettings, environ: Mapping[str, str]) -> Connection:
+    """The process's connection to ``server``; a changed configuration gets a new one."""
+    with _lock:
+        known = _connections.get(server.name)
+        if known is not None and known.settings == server:
+            return known
+        fresh = Connection(server, environ)
+        _connections[server.name] = fresh
+    if known is not None:
+        known.close()
+    return fresh
+
+
+def close_all() -> None:
+    """Close every connection (a command that is done, a test's teardown)."""
+    with _lock:
+        connections = list(_connections.values())
+        _connections.clear()
+    for connection in connections:
+        connection.close()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Survey:
+    """One server's listed tools and their pin states, or why they cannot be had."""
+
+    server: ServerSettings
+    definitions: tuple[Definition, ...] = ()
+    # Tool name to ``pinned``/``changed``/``unpinned``; ``None`` when the pins could not be read.
+    states: Mapping[str, str] | None = None
+    failure: str | None = None
+
+
+def survey(
+    server: ServerSettings, environ: Mapping[str, str], pins: Any, *, pin_first_use: bool
+) -> Survey:
+    """Connect (or re-list), and compare every tool with its pin. On a server's first listing
+    every tool is pinned as found (trust on first use), when ``pin_first_use``."""
+    from nrllm_mcp._pins import pin_states
+
+    connection = connection_for(server, environ)
+    try:
+        listed = connection.reopen()
+        if listed is None:
+            try:
+                listed = connection.list_tools()
+            except Exception:
+                # A session that broke since it was opened: opened again, once.
+                listed = connection.open()
+    except Exception as exc:
+        connection.close()
+        reason = str(exc) if isinstance(exc, ConnectionFailed) else "the server did not answer"
+        return Survey(server=server, failure=reason)
+    definitions = tuple(Definition.from_mcp(t) for t in listed)
+    try:
+        pinned = pins().pins(server.name)
+        if not pinned and pin_first_use:
+            pins().pin(server.name, definitions, by=FIRST_USE)
+            pinned = pins().pins(server.name)
+        states = {name: state.value for name, state in pin_states(definitions, pinned).items()}
+    except Exception:
+        logger().error("nrllm.mcp.pins_unreadable", server=server.name, exc_info=True)
+        return Survey(server=server, definitions=definitions)
+    return Survey(server=server, definitions=definitions, states=states)
+
+
+def register_servers(
+    registry: ToolRegistry, config: HostConfig, environ: Mapping[str, str]
+) -> None:
+    """Register every enabled server's pinned tools and withhold the rest."""
+    from nrllm_core.store import default_data_dir
+    from nrllm_mcp._pins import PinStore
+
+    settings = load_settings(config.plugin_settings.get(SECTION, {}))
+    opened: list[PinStore] = []
+
+    def pins() -> PinStore:
+        if not opened:
+            opened.append(PinStore.open(config.store.url, data_dir=default_data_dir()))
+        return opened[0]
+
+    try:
+        for server in settings.servers.values():
+            if server.enabled:
+                found = survey(server, environ, pins, pin_first_use=True)
+                _register(registry, found, connection_for(server, environ))
+    finally:
+        for store in opened:
+            store.close()
+
+
+def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> None:
+    server = found.server
+    if found.failure is not None:
+        logger().warning("nrllm.mcp.server_failed", server=server.name, reason=found.failure)
+        return
+    for definition in found.definitions:
+        name = nrllm_name(server.tool_prefix, definition.name)
+        if name is None:
+            logger().warning("nrllm.mcp.tool_unnamed", server=server.name)
+            continue
+        state = UNREADABLE if found.states is None else found.states[definition.name]
+        if state != "pinned":
+            registry.withhold(name, state)
+            continue
+        try:
+            registry.register(McpTool(name=name, definition=definition, connection=connection))
+        except (TypeError, ValueError):
+            registry.withhold(name, BAD_SCHEMA)
+
+
+def effect_for(server: ServerSettings, definition: Definition) -> Effect:
+    """Read-only only when the operator says so and the server's own hints do not object:
+    the hints may make a tool stricter, never looser."""
+    hints = definition.annotations
+    objects = hints.get("readOnlyHint") is False or hints.get("destructiveHint") is True
+    if definition.name in server.read_only_tools and not objects:
+        return Effect.READ_ONLY
+    return Effect.NON_IDEMPOTENT_WRITE
+
+
+class McpTool(Tool):
+    """One pinned tool of one server."""
+
+    def __init__(self, *, name: str, definition: Definition, connection: Connection) -> None:
+        server = connection.settings
+        self.name = name
+        self.description = clean_description(definition.description) or (
+            f"The tool {clean_description(definition.name)} of the MCP server {server.name}."
+        )
+        self.group = server.group
+        self.parameters = dict(definition.input_schema)
+        self.data_class: DataClass | None = server.data_class
+        self.effect = effect_for(server, definition)
+        self.definition = definition
+        self._connection = connection
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        return call(self._connection, self.definition, arguments, self.name)
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
+        server = self._connection.settings
+        shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        return [
+            f"MCP server {server.name}, tool {clean_description(self.definition.name)}",
+            f"arguments: {shown}",
+        ]
+
+
+def call(
+    connection: Connection, definition: Definition, arguments: dict[str, Any], name: str
+) -> ToolResult:
+    """Call the tool; a failure closes the session and the next call opens it again, once,
+    and refuses to run a tool whose definition no longer matches its pin."""
+    server = connection.settings.name
+    try:
+        listed = connection.reopen()
+    except ConnectionFailed:
+        return ToolResult.error(f'Error: MCP server "{server}" cannot be reached.')
+    if listed is not None:
+        now = {t.name: Definition.from_mcp(t).digest for t in listed}
+        if now.get(definition.name) != definition.digest:
+            logger().error("nrllm.mcp.tool_changed", server=server, tool=name)
+            return ToolResult.error(
+                f'Error: tool "{name}" changed on the MCP server; it is withheld until '
+                "its pin is approved."
+            )
+    try:
+        result = connection.call(definition.name, arguments)
+    except TimeoutError:
+        connection.close(wait=False)
+        logger().warning("nrllm.mcp.call_timeout", server=server, tool=name)
+        return ToolResult.error(
+            f'Error: MCP server "{server}" did not answer in time; the connection is '
+            "re-opened on the next call."
+        )
+    except Exception:
+        connection.close()
+        logger().warning("nrllm.mcp.call_failed", server=server, tool=name, exc_info=True)
+        return ToolResult.error(
+            f'Error: MCP server "{server}" failed; the connection is re-opened on the next call.'
+        )
+    from mcp.types import CallToolResult
+
+    if not isinstance(result, CallToolResult):
+        return ToolResult.error(f'Error: MCP server "{server}" answered malformed.')
+    return to_tool_result(result, name)

@@ -1,0 +1,209 @@
+"""One MCP server's session, held open by a task on the plugin's loop.
+
+The transport and the session are async context managers that must be entered and left by
+the same task: one task holds them until it is told to stop, and calls use the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final, final
+
+from nrllm_mcp import _runner
+from nrllm_mcp._settings import ServerSettings
+
+__all__ = ["Connection", "ConnectionFailed"]
+
+# How long a closing session may take to stop its child or its HTTP session.
+_CLOSE_SECONDS: Final = 10.0
+# Starting a server (an interpreter and the SDK, say) can take longer than a call should:
+# opening waits at least this long, however short the call timeout.
+_OPEN_SECONDS: Final = 30.0
+
+
+class ConnectionFailed(Exception):
+    """The server could not be reached; the message is fixed text, safe to show."""
+
+
+@final
+class Connection:
+    """A session with one server: opened on demand, closed once it failed."""
+
+    def __init__(self, settings: ServerSettings, environ: Mapping[str, str]) -> None:
+        self.settings = settings
+        self._environ = environ
+        # Tools run on any thread: opening and closing take turns.
+        self._lock = threading.RLock()
+        self._session: Any = None
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- synchronous, for the tools and the commands --------------------------------------------
+
+    def open(self) -> list[Any]:
+        """Open the session and list the server's tools (every page)."""
+        with self._lock:
+            self.close()
+            try:
+                return _runner.run(self._open(), max(self.settings.timeout_seconds, _OPEN_SECONDS))
+            except ConnectionFailed:
+                self.close()
+                raise
+            except Exception as exc:
+                self.close()
+                raise ConnectionFailed(_reason(exc)) from None
+
+    def reopen(self) -> list[Any] | None:
+        """Open the session if it is closed and return the fresh listing; ``None`` when it
+        was open (another thread may just have opened it)."""
+        with self._lock:
+            return None if self._session is not None else self.open()
+
+    def list_tools(self) -> list[Any]:
+        return _runner.run(self._list(), self.settings.timeout_seconds)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The server's ``CallToolResult``; raises on a timeout or a broken session."""
+        timeout = self.settings.timeout_seconds
+        session = self._session
+        if session is None:
+            raise ConnectionFailed("the session is closed")
+        # The limit is this wait's alone: an SDK read timeout of the same length would race it
+        # and fail the call as something other than a timeout.
+        return _runner.run(session.call_tool(name, arguments), timeout)
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the holding task; with ``wait``, wait (bounded) for the transport to shut
+        down. A hung server's caller does not wait: its session stops in the background."""
+        with self._lock:
+            task, stop = self._task, self._stop
+            self._session = self._task = self._stop = None
+        if task is None or stop is None:
+            return
+        if not wait:
+            asyncio.run_coroutine_threadsafe(_stop(task, stop), _runner.loop())
+            return
+        with contextlib.suppress(Exception):
+            _runner.run(_stop(task, stop), _CLOSE_SECONDS)
+
+    # -- on the loop --------------------------------------------------------------------------
+
+    async def _open(self) -> list[Any]:
+        ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(ready, self._stop))
+        self._session = await ready
+        return await self._list()
+
+    async def _list(self) -> list[Any]:
+        tools: list[Any] = []
+        cursor = None
+        for _ in range(100):
+            from mcp.types import PaginatedRequestParams
+
+            params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+            page = await self._session.list_tools(params=params)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tools
+        raise ConnectionFailed("the server's tool list did not end")
+
+    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
+        from mcp import ClientSession
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport(stack))
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read,
+                        write,
+                        read_timeout_seconds=max(self.settings.timeout_seconds, _OPEN_SECONDS),
+                    )
+                )
+                await session.initialize()
+                ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(ConnectionFailed(_reason(exc)))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            if not ready.done():
+                ready.set_exception(ConnectionFailed("the connection closed"))
+
+    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        settings = self.settings
+        if settings.command is not None:
+            from mcp.client.stdio import stdio_client
+
+            errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+            return stdio_client(self._child(settings), errlog=errlog)
+        import httpx2
+
+        headers = {}
+        for header, variable in settings.headers_env.items():
+            value = self._environ.get(variable)
+            if value is None:
+                raise ConnectionFailed(f"header {header}: ${variable} is not set")
+            headers[header] = value
+        client = httpx2.AsyncClient(
+            headers=headers, timeout=httpx2.Timeout(settings.timeout_seconds)
+        )
+        return _with_client(client, settings.url or "")
+
+    def _child(self, settings: ServerSettings) -> Any:
+        """The child runs under ``env -i``: only the listed variables and PATH, nothing of the
+        host's (the SDK would pass HOME, USER and SHELL along)."""
+        from mcp.client.stdio import StdioServerParameters
+
+        env_program = shutil.which("env", path=os.defpath)
+        if env_program is None:
+            raise ConnectionFailed("no env program to start the server with a clean environment")
+        variables = {"PATH": self._environ.get("PATH", os.defpath), **settings.env}
+        return StdioServerParameters(
+            command=env_program,
+            args=[
+                "-i",
+                "--",
+                *(f"{k}={v}" for k, v in variables.items()),
+                settings.command or "",
+                *settings.args,
+            ],
+        )
+
+
+@contextlib.asynccontextmanager
+async def _with_client(client: Any, url: str) -> AsyncIterator[Any]:
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+async def _stop(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    stop.set()
+    try:
+        await asyncio.wait_for(task, _CLOSE_SECONDS)
+    except BaseException:
+        task.cancel()
+
+
+def _reason(exc: BaseException) -> str:
+    """What a failure is, without its text (which can quote a URL's token or a header)."""
+    if isinstance(exc, ConnectionFailed):
+        return str(exc)
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _reason(exc.exceptions[0])
+    if isinstance(exc, TimeoutError):
+        return "the server did not answer in time"
+    if isinstance(exc, OSError):
+        return f"the server could not be started or reached ({type(exc).__name__})"
+    return f"the connection failed ({type(exc).__name__})"

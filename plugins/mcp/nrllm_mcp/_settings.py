@@ -1,0 +1,147 @@
+"""The ``[mcp]`` section of ``nrllm.toml``: the MCP servers whose tools nrllm governs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final, final
+
+import attrs
+
+from nrllm_core import DataClass
+
+__all__ = ["SECTION", "McpSettings", "ServerSettings", "SettingsError", "load_settings"]
+
+SECTION: Final = "mcp"
+_SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class SettingsError(ValueError):
+    """The section cannot be used; the message names the key and what it accepts."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ServerSettings:
+    """``[mcp.servers.NAME]``: one server, reached over stdio (``command``) or HTTP (``url``)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    # The child's whole environment, with PATH: nothing else of the host's reaches it.
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    url: str | None = None
+    # Header name to the environment variable holding its value: values never sit in the file.
+    headers_env: Mapping[str, str] = attrs.field(factory=dict)
+    timeout_seconds: float = 30.0
+    enabled: bool = True
+    data_class: DataClass = DataClass.SECRET_ADJACENT
+    group: str = "mcp"
+    read_only_tools: tuple[str, ...] = ()
+    prefix: str = ""
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"{self.prefix or self.name}__"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class McpSettings:
+    servers: Mapping[str, ServerSettings] = attrs.field(factory=dict)
+
+
+_SERVER_KEYS: Final = frozenset(a.name for a in attrs.fields(ServerSettings)) - {"name"}
+
+
+def load_settings(raw: object) -> McpSettings:
+    """Check ``raw`` (the section as read, or ``{}``) and build the settings."""
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{SECTION}: expected a table")
+    unknown = sorted(str(key) for key in raw if key != "servers")
+    if unknown:
+        raise SettingsError(f"{SECTION}.{unknown[0]}: unknown key; accepted: servers")
+    servers = raw.get("servers", {})
+    if not isinstance(servers, Mapping):
+        raise SettingsError(f"{SECTION}.servers: expected a table of servers")
+    return McpSettings(servers={name: _server(name, value) for name, value in servers.items()})
+
+
+def _server(name: object, raw: object) -> ServerSettings:
+    where = f"{SECTION}.servers.{name}"
+    if not isinstance(name, str) or not _SERVER_NAME.fullmatch(name):
+        raise SettingsError(f"{where}: a server name must match ^[A-Za-z0-9_-]{{1,32}}$")
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{where}: expected a table")
+    unknown = sorted(str(key) for key in raw if key not in _SERVER_KEYS)
+    if unknown:
+        raise SettingsError(
+            f"{where}.{unknown[0]}: unknown key; accepted: {', '.join(sorted(_SERVER_KEYS))}"
+        )
+    values: dict[str, Any] = {"name": name}
+    for key in ("command", "url", "group", "prefix"):
+        if key in raw:
+            values[key] = _string(raw[key], f"{where}.{key}")
+    if ("command" in values) == ("url" in values):
+        raise SettingsError(f"{where}: set exactly one of command (stdio) and url (HTTP)")
+    if "=" in values.get("command", ""):
+        # The child is started through ``env -i``, which reads NAME=VALUE words as variables.
+        raise SettingsError(f"{where}.command: must not contain '='")
+    url = values.get("url")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise SettingsError(f"{where}.url: expected an http:// or https:// URL")
+    if "prefix" in values and not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", values["prefix"]):
+        raise SettingsError(f"{where}.prefix: expected ^[A-Za-z0-9_-]{{1,32}}$")
+    for key in ("args", "read_only_tools"):
+        if key in raw:
+            items = raw[key]
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise SettingsError(f"{where}.{key}: expected an array of strings")
+            values[key] = tuple(items)
+    if "env" in raw:
+        values["env"] = _string_table(raw["env"], f"{where}.env")
+    if "headers_env" in raw:
+        headers = _string_table(raw["headers_env"], f"{where}.headers_env")
+        for header, variable in headers.items():
+            if not _ENV_NAME.fullmatch(variable):
+                raise SettingsError(
+                    f"{where}.headers_env.{header}: expected the name of an environment variable"
+                )
+        values["headers_env"] = headers
+    if "timeout_seconds" in raw:
+        timeout = raw["timeout_seconds"]
+        if type(timeout) not in (int, float) or not 0 < timeout <= 600:
+            raise SettingsError(f"{where}.timeout_seconds: expected a number in (0, 600]")
+        values["timeout_seconds"] = float(timeout)
+    if "enabled" in raw:
+        if type(raw["enabled"]) is not bool:
+            raise SettingsError(f"{where}.enabled: expected a boolean")
+        values["enabled"] = raw["enabled"]
+    if "data_class" in raw:
+        classes = {member.value: member for member in DataClass}
+        if raw["data_class"] not in classes:
+            raise SettingsError(
+                f"{where}.data_class: {raw['data_class']!r} is not accepted; accepted values: "
+                + ", ".join(classes)
+            )
+        values["data_class"] = classes[raw["data_class"]]
+    return ServerSettings(**values)
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SettingsError(f"{where}: expected a non-empty string")
+    return value
+
+
+def _string_table(value: object, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise SettingsError(f"{where}: expected a table of strings")
+    return dict(value)

@@ -1,0 +1,8 @@
+"""Alembic environment: the plugin's migrations, on the connection the pin store hands over."""
+
+from __future__ import annotations
+
+from nrllm_core.store import run_plugin_migrations
+from nrllm_mcp._schema import METADATA, VERSION_TABLE
+
+run_plugin_migrations(METADATA, VERSION_TABLE)

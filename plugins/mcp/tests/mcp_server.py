@@ -1,0 +1,117 @@
+"""A real MCP server written with the SDK, run by the tests over stdio or streamable HTTP.
+
+``python mcp_server.py STATE_DIR stdio`` or ``python mcp_server.py STATE_DIR http PORT``.
+What it lists is read from STATE_DIR on every ``tools/list``, so a test can change a
+description or add a tool between two connections.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+
+STATE = Path(sys.argv[1])
+IMAGE = b"\x89PNG\r\n\x1a\n" + b"\x07" * (48213 - 8)
+
+
+def _description() -> str:
+    path = STATE / "description"
+    return path.read_text(encoding="utf-8") if path.exists() else "Echo the text back."
+
+
+def _tools() -> list[types.Tool]:
+    text_schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }
+    empty = {"type": "object", "properties": {}}
+    tools = [
+        types.Tool(name="echo", description=_description(), input_schema=text_schema),
+        types.Tool(name="image", description="A picture.", input_schema=empty),
+        types.Tool(name="rows", description="Rows of a table.", input_schema=empty),
+        types.Tool(name="hang", description="Never answers.", input_schema=empty),
+        types.Tool(name="broken", description="Fails.", input_schema=empty),
+        types.Tool(name="environment", description="Its variables' names.", input_schema=empty),
+        types.Tool(
+            name="delete_all",
+            description="Deletes.",
+            input_schema=empty,
+            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
+        ),
+    ]
+    if (STATE / "collide").exists():
+        # Two names that are one after nrllm's reduction.
+        tools += [
+            types.Tool(name="echo.v2", description="One.", input_schema=empty),
+            types.Tool(name="echo_v2", description="Two.", input_schema=empty),
+        ]
+    if (STATE / "extra").exists():
+        tools.append(types.Tool(name="extra", description="Added later.", input_schema=empty))
+    return tools
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=_tools())
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    arguments = params.arguments or {}
+    calls = STATE / "calls"
+    with calls.open("a", encoding="utf-8") as log:
+        log.write(params.name + "\n")
+    if params.name == "echo":
+        return types.CallToolResult(content=[types.TextContent(text=arguments["text"])])
+    if params.name == "image":
+        data = base64.b64encode(IMAGE).decode("ascii")
+        return types.CallToolResult(
+            content=[
+                types.TextContent(text="here is the picture"),
+                types.ImageContent(data=data, mime_type="image/png"),
+            ]
+        )
+    if params.name == "rows":
+        return types.CallToolResult(
+            content=[types.TextContent(text="2 rows")],
+            structured_content={"result": [{"city": "Oslo", "n": 1}, {"city": "Bergen", "n": 2}]},
+        )
+    if params.name == "hang":
+        await anyio.sleep(3600)
+    if params.name == "environment":
+        return types.CallToolResult(content=[types.TextContent(text=",".join(sorted(os.environ)))])
+    return types.CallToolResult(content=[types.TextContent(text="it broke")], is_error=True)
+
+
+server = Server("nrllm-test", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _stdio() -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def main() -> None:
+    if sys.argv[2] == "stdio":
+        anyio.run(_stdio)
+        return
+    import uvicorn
+
+    app = server.streamable_http_app()
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""The SDK's own clients against ``nrllm mcp serve``: the gate's tools, content only,
+approvals through elicitation, and the HTTP transport's token and origin checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp.types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from nrllm_core.store import Store
+
+from .conftest import free_port, serve_command, wait_for_port
+from .served_plugin import ARTIFACT_MARK
+
+TIMEOUT = 60
+
+
+def run(coroutine_function, *args):
+    async def bounded():
+        with anyio.fail_after(TIMEOUT):
+            return await coroutine_function(*args)
+
+    return anyio.run(bounded)
+
+
+async def over_stdio(env, body, elicitation=None, options=()):
+    command, *arguments = serve_command(*options)
+    params = StdioServerParameters(command=command, args=arguments, env=env)
+    with open(Path(env["NRLLM_HOME"]) / "serve.log", "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, elicitation_callback=elicitation) as session,
+        ):
+            await session.initialize()
+            return await body(session)
+
+
+def answering(action):
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+    return elicit, asked
+
+
+def runs_of(env) -> list[Any]:
+    store = Store.open(None, data_dir=Path(env["NRLLM_HOME"]))
+    try:
+        return [(info, store.get_run(info.run_id)) for info in store.list_runs()]
+    finally:
+        store.close()
+
+
+def notes(env) -> list[str]:
+    path = Path(env["NRLLM_HOME"]) / "notes.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_exactly_the_tools_the_gate_offers_the_zone_are_listed(served):
+    async def body(session):
+        return await session.list_tools()
+
+    listed = run(over_stdio, served, body)
+    names = sorted(t.name for t in listed.tools)
+    assert names == ["weather", "write_note"]
+    note = next(t for t in listed.tools if t.name == "write_note")
+    assert note.annotations.destructive_hint is True
+    local = run(over_stdio, served, body, None, ("--zone", "local"))
+    assert "read_secret" in {t.name for t in local.tools}
+
+
+def test_a_call_sends_only_content_and_is_a_run_of_kind_mcp(served):
+    async def body(session):
+        return await session.call_tool("weather", {"city": "Oslo"})
+
+    result = run(over_stdio, served, body)
+    assert [(b.type, b.text) for b in result.content] == [("text", "Sunny in Oslo.")]
+    assert result.is_error is False
+    assert result.structured_content is None
+    assert ARTIFACT_MARK not in result.model_dump_json()
+    ((info, detail),) = runs_of(served)
+    assert (info.kind.value, info.zone, info.actor) == ("mcp", "externalGlobal", "alice")
+    assert [s.kind for s in detail.steps] == ["gate", "tool"]
+
+
+def test_a_refused_tool_is_an_error_and_runs_nothing(served):
+    async def body(session):
+        return await session.call_tool("read_secret", {})
+
+    result = run(over_stdio, served, body)
+    assert result.is_error is True
+    assert result.content[0].text == 'Error: tool "read_secret" not permitted'
+
+
+def test_an_approval_accepted_through_elicitation_runs_the_write(served):
+    elicit, asked = answering("accept")
+
+    async def body(session):
+        return await session.call_tool("write_note", {"text": "buy milk"})
+
+    result = run(over_stdio, served, body, elicit)
+    assert (result.content[0].text, result.is_error) == ("noted", False)
+    assert notes(served) == ["buy milk"]
+    (message,) = asked
+    assert 'tool "write_note"' in message
+    assert "turn digest: " in message
+    ((_, detail),) = runs_of(served)
+    approval = next(s for s in detail.steps if s.kind == "approval")
+    assert approval.payload["decision"] == "approved"
+    assert message.endswith(approval.payload["turn_digest"])
+
+
+def test_an_approval_declined_through_elicitation_runs_nothing(served):
+    elicit, asked = answering("decline")
+
+    async def body(session):
+        return await session.call_tool("write_note", {"text": "buy milk"})
+
+    result = run(over_stdio, served, body, elicit)
+    assert result.is_error is True
+    assert result.content[0].text == 'Error: tool "write_note" was denied by the operator.'
+    assert notes(served) == []
+    assert len(asked) == 1
+    ((_, detail),) = runs_of(served)
+    assert next(s for s in detail.steps if s.kind == "approval").payload["decision"] == "denied"
+
+
+def test_a_client_without_elicitation_cannot_approve(served):
+    async def body(session):
+        return await session.call_tool("write_note", {"text": "buy milk"})
+
+    result = run(over_stdio, served, body)
+    assert result.is_error is True
+    assert result.content[0].text == (
+        'Error: tool "write_note" needs an approval this client cannot give'
+    )
+    assert notes(served) == []
+
+
+@pytest.fixture
+def http_serve(served):
+    port = free_port()
+    process = subprocess.Popen(
+        serve_command("--transport", "http", "--port", str(port)),
+        env=served,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        endpoint = process.stdout.readline().strip()
+        token = process.stdout.readline().strip().removeprefix("bearer token: ")
+        wait_for_port(port, process)
+        yield endpoint.removeprefix("nrllm MCP endpoint: "), token
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def test_http_needs_the_bearer_token(http_serve):
+    url, token = http_serve
+    assert url.startswith("http://127.0.0.1:")
+    for offered in ({}, {"authorization": "Bearer wrong"}, {"authorization": token}):
+        answer = httpx2.post(url, json=INITIALIZE, headers={**ACCEPT, **offered}, timeout=10)
+        assert answer.status_code == 401
+    good = httpx2.post(
+        url, json=INITIALIZE, headers={**ACCEPT, "authorization": f"Bearer {token}"}, timeout=10
+    )
+    assert good.status_code == 200
+
+
+def test_http_refuses_a_foreign_origin(http_serve):
+    url, token = http_serve
+    answer = httpx2.post(
+        url,
+        json=INITIALIZE,
+        headers={**ACCEPT, "authorization": f"Bearer {token}", "origin": "http://evil.example"},
+        timeout=10,
+    )
+    assert answer.status_code == 403
+
+
+def test_the_sdks_streamable_http_client_calls_a_tool(http_serve):
+    url, token = http_serve
+
+    async def body():
+        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+        async with (
+            client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool("weather", {"city": "Rome"})
+
+    result = run(body)
+    assert [b.text for b in result.content] == ["Sunny in Rome."]
+
+
+def test_a_non_loopback_host_needs_token_env(served):
+    done = subprocess.run(
+        serve_command("--transport", "http", "--host", "0.0.0.0"),
+        env=served,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert "needs --token-env" in done.stderr
+
+
+def test_zone_and_provider_are_exclusive(served):
+    done = subprocess.run(
+        serve_command("--zone", "local", "--provider", "x"),
+        env=served,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert sys.executable  # the child ran with this interpreter
+
+
+def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
+    config = Path(served["NRLLM_CONFIG"])
+    (config.parent / "none.toml").write_text('[[turns]]\ncontent = "unused"\n')
+    config.write_text(
+        config.read_text()
+        + '[providers.desk]\nkind = "scripted"\nscript = "none.toml"\ntrust_zone = "local"\n'
+        + "four_eyes = true\n"
+    )
+    elicit, asked = answering("accept")
+
+    async def body(session):
+        return await session.call_tool("write_note", {"text": "buy milk"})
+
+    result = run(over_stdio, served, body, elicit, ("--provider", "desk"))
+    assert result.content[0].text == (
+        'Error: tool "write_note" needs an approval this client cannot give'
+    )
+    assert asked == []
+    assert notes(served) == []

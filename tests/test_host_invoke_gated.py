@@ -1,0 +1,120 @@
+"""Host.invoke for a zone no provider stands for, as a run of another kind, with an approval
+asked of a callback (what ``nrllm mcp serve`` builds on)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nrllm_core import (
+    DataClass,
+    Effect,
+    Host,
+    ToolRegistry,
+    ToolResult,
+    TrustZone,
+    hookimpl,
+    tool,
+)
+
+calls: list[str] = []
+
+
+@tool(group="content", name="write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
+def write_note(text: str) -> ToolResult:
+    """Write a note."""
+    calls.append(text)
+    return ToolResult.text(f"wrote {text}")
+
+
+@tool(group="content", name="read_secret", data_class=DataClass.SECRET_ADJACENT)
+def read_secret() -> ToolResult:
+    """Read a secret."""
+    return ToolResult.text("s3cret")
+
+
+class Tools:
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        registry.register(write_note)
+        registry.register(read_secret)
+
+
+@pytest.fixture
+def host(tmp_path):
+    calls.clear()
+    made = Host.from_config(
+        data={"actor": {"id": "alice"}},
+        plugins=[Tools()],
+        load_entry_points=False,
+        data_dir=tmp_path,
+    )
+    yield made
+    made.store.close()
+
+
+def test_a_zone_gates_the_call_and_the_run_has_the_kind_given(host):
+    refused = host.invoke("read_secret", {}, zone=TrustZone.EXTERNAL_GLOBAL, kind="mcp")
+    assert (refused.content, refused.is_error) == ('Error: tool "read_secret" not permitted', True)
+    allowed = host.invoke("read_secret", {}, zone=TrustZone.LOCAL, kind="mcp")
+    assert allowed.content == "s3cret"
+    runs = host.runs()
+    assert [r.kind.value for r in runs] == ["mcp", "mcp"]
+    assert {r.zone for r in runs} == {"externalGlobal", "local"}
+    detail = host.store.get_run(runs[-1].run_id)
+    assert detail is not None
+    assert detail.decisions[0].reason == "trustZone"
+
+
+def test_an_approval_is_asked_recorded_and_bound_to_the_call(host):
+    asked = []
+
+    def approve(pending, digest):
+        asked.append((pending.name, pending.arguments, digest))
+        return "bob"
+
+    wire = host.invoke(
+        "write_note", {"text": "hi"}, zone=TrustZone.LOCAL, kind="mcp", approve=approve
+    )
+    assert wire.content == "wrote hi"
+    assert calls == ["hi"]
+    ((name, arguments, digest),) = asked
+    assert (name, arguments, len(digest)) == ("write_note", {"text": "hi"}, 64)
+    (run,) = host.runs()
+    detail = host.store.get_run(run.run_id)
+    assert detail is not None
+    kinds = [s.kind for s in detail.steps]
+    assert kinds == ["gate", "approval", "tool"]
+    approval = detail.steps[1].payload
+    assert (approval["decision"], approval["approver"], approval["turn_digest"]) == (
+        "approved",
+        "bob",
+        digest,
+    )
+
+
+def test_a_denied_approval_runs_nothing(host):
+    wire = host.invoke(
+        "write_note", {"text": "hi"}, zone=TrustZone.LOCAL, kind="mcp", approve=lambda p, d: None
+    )
+    assert (wire.content, wire.is_error) == (
+        'Error: tool "write_note" was denied by the operator.',
+        True,
+    )
+    assert calls == []
+    (run,) = host.runs()
+    detail = host.store.get_run(run.run_id)
+    assert detail is not None
+    assert detail.steps[1].payload["decision"] == "denied"
+
+
+def test_a_tool_the_zone_refuses_is_not_even_asked_about(host):
+    asked = []
+    host.invoke(
+        "write_note",
+        {"text": "hi"},
+        zone=TrustZone.LOCAL,
+        skill="none",
+        approve=lambda p, d: asked.append(p) or "bob",
+    )
+    assert asked == []
+    assert calls == []
