@@ -326,7 +326,15 @@ class Host:
             actor=actor.id,
         )
         recorder = self._recorder(config, run_id, on_event=on_event)
-        recorder.record(_start_step(config, RunKind.INVOKE.value, zone, provider=provider))
+        recorder.record(
+            _start_step(
+                config,
+                RunKind(kind).value,
+                None if zone is None else zone.value,
+                provider=provider,
+                skill=skill,
+            )
+        )
         permits = None
         if gated:
             # The gate's decision for this tool is part of the audit, as it is for a run.
