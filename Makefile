@@ -9,10 +9,11 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 install: $(BIN)/python
-	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp
+	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp -e ./plugins/otel
 
 install-dev: $(BIN)/python
-	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp
+	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp \
+		-e "./plugins/otel[test]"
 
 demo: install
 	rm -rf .demo
@@ -25,7 +26,8 @@ test: install-dev
 	$(BIN)/python -m mypy
 
 bench: $(BIN)/python
-	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp
+	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp \
+		-e "./plugins/otel[test]"
 	$(BIN)/python benchmarks/bench_seam.py
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_run.py

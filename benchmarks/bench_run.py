@@ -5,6 +5,10 @@ final model turn, every step persisted at the ``metadata`` privacy level in the 
 store (one committed transaction per step, as in production). The figure is the median over
 repeats of the mean time per run. ``--profile`` prints where the time goes (cProfile).
 
+The same run is then measured with the nrllm-otel plugin on the OpenTelemetry SDK (every span
+through a processor to an exporter that drops it, metrics aggregated in memory), the two hosts
+taking turns repeat by repeat in this one process, and the difference printed.
+
     python benchmarks/bench_run.py [--profile]
 """
 
@@ -17,16 +21,24 @@ import pstats
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from nrllm_core import DataClass, ToolRegistry, ToolResult, hookimpl, tool
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+from nrllm_core import DataClass, ToolRegistry, ToolResult, hookimpl, make_plugin_manager, tool
 from nrllm_core._host import Host
+from nrllm_otel import OtelSink
 
 RUNS: Final = 200
 REPEATS: Final = 7
 WARMUP: Final = 20
 TARGET_MS: Final = 2.0
+OTEL_TARGET: Final = 0.15
 
 
 @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
@@ -41,13 +53,26 @@ class _Tools:
         registry.register(lookup)
 
 
-def build_host(folder: Path) -> Host:
+class _Dropped(SpanExporter):
+    """The no-op exporter: the SDK does all its work, the spans go nowhere."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def build_host(folder: Path, *, otel: bool = False) -> Host:
     script = folder / "script.json"
     turns = [
         {"tool_calls": [{"name": "lookup", "arguments": {"term": "pluggy"}}]},
         {"content": "pluggy: found"},
     ]
     script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    pm = make_plugin_manager(plugins=[_Tools()], load_entry_points=False)
+    if otel:
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(_Dropped()))
+        meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        pm.register(OtelSink(tracer_provider=tracer_provider, meter_provider=meters), name="otel")
     return Host.from_config(
         data={
             "providers": {"model": {"kind": "scripted", "script": str(script)}},
@@ -55,8 +80,7 @@ def build_host(folder: Path) -> Host:
             "actor": {"id": "bench"},
             "privacy": {"level": "metadata"},
         },
-        plugins=[_Tools()],
-        load_entry_points=False,
+        pm=pm,
         data_dir=folder / "home",
         environ={},
     )
@@ -77,6 +101,20 @@ def ms_per_run(host: Host) -> tuple[float, list[float]]:
         run_many(host, RUNS)
         means.append((time.perf_counter() - started) * 1000 / RUNS)
     return statistics.median(means), means
+
+
+def otel_overhead(plain: Host, traced: Host) -> tuple[float, float]:
+    """The median ms per run without and with the plugin, the hosts taking turns."""
+    run_many(plain, WARMUP)
+    run_many(traced, WARMUP)
+    without: list[float] = []
+    with_otel: list[float] = []
+    for _ in range(REPEATS):
+        for host, means in ((plain, without), (traced, with_otel)):
+            started = time.perf_counter()
+            run_many(host, RUNS)
+            means.append((time.perf_counter() - started) * 1000 / RUNS)
+    return statistics.median(without), statistics.median(with_otel)
 
 
 def main() -> None:
@@ -103,6 +141,18 @@ def main() -> None:
                 profiler.disable()
                 stats = pstats.Stats(profiler).sort_stats("cumulative")
                 stats.print_stats(40)
+            (Path(directory) / "otel").mkdir()
+            traced = build_host(Path(directory) / "otel", otel=True)
+            try:
+                without, with_otel = otel_overhead(host, traced)
+            finally:
+                traced.store.close()
+            overhead = with_otel / without - 1
+            met = "met" if overhead < OTEL_TARGET else "MISSED"
+            print("the same run with nrllm-otel (SDK, spans to a no-op exporter), side by side:")
+            print(f"  without the plugin: median {without:.3f} ms per run")
+            print(f"  with the plugin:    median {with_otel:.3f} ms per run")
+            print(f"  overhead: {overhead:+.1%} (target < {OTEL_TARGET:.0%}: {met})")
         finally:
             host.store.close()
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -234,27 +235,30 @@ class Host:
         self.store.start_run(
             run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
         )
+        recorder = self._recorder(config, run_id, on_event=on_event)
         with self.store.leased(run_id):
             try:
-                return self._first_segment(
-                    run_id, config, report, prompt, system, rounds, actor, on_event
+                recorder.record(
+                    _start_step(
+                        config, "run", report.zone.value, provider=provider_name, skill=skill
+                    )
                 )
+                return self._first_segment(recorder, config, report, prompt, system, rounds, actor)
             except Exception:
-                return self._crashed(run_id)
+                return self._crashed(recorder)
 
     def _first_segment(
         self,
-        run_id: str,
+        recorder: RunRecorder,
         config: HostConfig,
         report: GateReport,
         prompt: str,
         system: str | None,
         rounds: int,
         actor: Actor,
-        on_event: Callable[[TraceEvent], None] | None,
     ) -> RunOutcome:
         provider_name, skill = report.provider, report.skill
-        recorder = self._recorder(config, run_id, on_event=on_event)
+        run_id = recorder.run_id
         recorder.record(gate_step(report))
         self.store.record_decisions(run_id, _decision_records(report))
         messages = [ChatMessage.system(system)] if system else []
@@ -262,7 +266,7 @@ class Host:
         try:
             model = self._provider(config, provider_name)
         except ProviderError as exc:
-            return self._settle(run_id, _failed(run_id, str(exc)), actor)
+            return self._settle(recorder, _failed(run_id, str(exc)), actor)
         catalog = self.pm.catalog()
         outcome = run_loop(
             pm=self.pm,
@@ -280,7 +284,7 @@ class Host:
             max_rounds=rounds,
             limits=config.run,
         )
-        return self._settle(run_id, outcome, actor)
+        return self._settle(recorder, outcome, actor)
 
     def invoke(
         self,
@@ -322,6 +326,15 @@ class Host:
             actor=actor.id,
         )
         recorder = self._recorder(config, run_id, on_event=on_event)
+        recorder.record(
+            _start_step(
+                config,
+                RunKind(kind).value,
+                None if zone is None else zone.value,
+                provider=provider,
+                skill=skill,
+            )
+        )
         permits = None
         if gated:
             # The gate's decision for this tool is part of the audit, as it is for a run.
@@ -362,15 +375,13 @@ class Host:
                         recorder=recorder,
                     )
             except Exception:
-                self._crashed(run_id)
+                self._crashed(recorder)
                 raise
         if recorder.audit_failures and registered is not None and registered.effect.is_write:
             # The write ran but its record did not: the run says so (fail closed).
-            self.store.finish_run(
-                run_id, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE.value
-            )
+            self._finish(recorder, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE)
         else:
-            self.store.finish_run(run_id, RunStatus.COMPLETED, TerminationReason.COMPLETED.value)
+            self._finish(recorder, RunStatus.COMPLETED, TerminationReason.COMPLETED)
         return wire
 
     def _approved_call(
@@ -472,27 +483,35 @@ class Host:
             raise ApprovalRefused(str(exc), RefusalReason(exc.reason)) from None
         # The claimed state itself, not checked for its turn again: the claim decided that.
         state = self._open_turn(run_id, turn_digest, sealed).state
+        recorder = self._recorder(
+            config, run_id, first_sequence=self.store.last_sequence(run_id) + 1, on_event=on_event
+        )
         with self.store.leased(run_id):
             try:
-                return self._resume_segment(
-                    run_id, config, state, approve, approver, turn_digest, on_event
+                recorder.record(
+                    _start_step(
+                        config,
+                        "run",
+                        config.zone_for(state.provider).value,
+                        provider=state.provider,
+                        skill=state.skill,
+                        trace_context=suspension.trace_context,
+                    )
                 )
+                return self._resume_segment(recorder, config, state, approve, approver, turn_digest)
             except Exception:
-                return self._crashed(run_id)
+                return self._crashed(recorder)
 
     def _resume_segment(
         self,
-        run_id: str,
+        recorder: RunRecorder,
         config: HostConfig,
         state: SuspendedRunState,
         approve: bool,
         approver: str,
         turn_digest: str,
-        on_event: Callable[[TraceEvent], None] | None,
     ) -> RunOutcome:
-        recorder = self._recorder(
-            config, run_id, first_sequence=self.store.last_sequence(run_id) + 1, on_event=on_event
-        )
+        run_id = recorder.run_id
         audited = recorder.record(
             RunStep(
                 kind=StepKind.APPROVAL,
@@ -502,6 +521,7 @@ class Host:
                     "decision": "approved" if approve else "denied",
                     "approver": approver,
                     "turn_digest": turn_digest,
+                    "decided_at": self._clock().isoformat(),
                 },
             )
         )
@@ -510,11 +530,13 @@ class Host:
             outcome = _failed(
                 run_id, "the approval could not be written to the audit; nothing was executed"
             )
-            return self._settle(run_id, outcome, actor, reason=TerminationReason.AUDIT_UNAVAILABLE)
+            return self._settle(
+                recorder, outcome, actor, reason=TerminationReason.AUDIT_UNAVAILABLE
+            )
         try:
             model = self._provider(config, state.provider)
         except ProviderError as exc:
-            return self._settle(run_id, _failed(run_id, str(exc)), actor)
+            return self._settle(recorder, _failed(run_id, str(exc)), actor)
         report = self.gate(provider=state.provider, skill=state.skill, actor=actor)
         catalog = self.pm.catalog()
         outcome = resume_loop(
@@ -530,7 +552,7 @@ class Host:
             context_for=self._context_for(run_id, actor, config),
             limits=config.run,
         )
-        return self._settle(run_id, outcome, actor)
+        return self._settle(recorder, outcome, actor)
 
     def pending(self, run_id: str) -> RunOutcome | None:
         """The suspended turn of ``run_id`` (its calls, previews and digest), or ``None``.
@@ -625,6 +647,8 @@ class Host:
         first_sequence: int = 1,
         on_event: Callable[[TraceEvent], None] | None = None,
     ) -> RunRecorder:
+        # Each plugin learns its own section as it stands for this segment.
+        self.pm.deliver_settings(config.plugin_settings)
         return RunRecorder(
             self.pm,
             run_id,
@@ -646,15 +670,16 @@ class Host:
         skill = config.skills.get(state.skill or "")
         return bool((provider and provider.four_eyes) or (skill and skill.four_eyes))
 
-    def _crashed(self, run_id: str) -> RunOutcome:
+    def _crashed(self, recorder: RunRecorder) -> RunOutcome:
         """An unexpected failure inside a run: logged in full, settled as failed, and reported
         without its text (which can quote prompts, arguments or keys)."""
         from nrllm_core.store import RunStatus
 
+        run_id = recorder.run_id
         kind = type(sys.exc_info()[1]).__name__
         logger().error("nrllm.run.crashed", run_id=run_id, exc_info=True)
         try:
-            self.store.finish_run(run_id, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR.value)
+            self._finish(recorder, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR)
         except Exception:
             logger().error("nrllm.run.settle_failed", run_id=run_id, exc_info=True)
         return RunOutcome(
@@ -665,9 +690,21 @@ class Host:
             error=f"the run failed unexpectedly ({kind}); the log has the details",
         )
 
+    def _finish(self, recorder: RunRecorder, status: Any, reason: TerminationReason) -> None:
+        """The segment's ``finish`` record, then the run settled: ``status`` and ``reason``."""
+        recorder.record(
+            RunStep(
+                kind=StepKind.FINISH,
+                round=0,
+                duration_ms=0.0,
+                fields={"status": status.value, "termination_reason": reason.value},
+            )
+        )
+        self.store.finish_run(recorder.run_id, status, reason.value)
+
     def _settle(
         self,
-        run_id: str,
+        recorder: RunRecorder,
         outcome: LoopOutcome,
         actor: Actor,
         *,
@@ -675,12 +712,15 @@ class Host:
     ) -> RunOutcome:
         from nrllm_core.store import RunStatus
 
+        run_id = recorder.run_id
         result = outcome.result
         termination = reason or result.termination_reason
         if outcome.suspended is not None:
             state = outcome.suspended
             digest = state.digest
             try:
+                recorder.record(_suspension_step(state))
+                trace_context = self.pm.trace_context(run_id)
                 turn = _SealedTurn(
                     state=state,
                     last_sequence=self.store.last_sequence(run_id),
@@ -688,13 +728,13 @@ class Host:
                 )
                 key = load_state_key(self._data_dir, dict(self._environ))
                 sealed = seal(key, _binding(run_id, digest), _turn_to_json(turn))
-                self.store.suspend_run(run_id, sealed=sealed, turn_digest=digest)
+                self.store.suspend_run(
+                    run_id, sealed=sealed, turn_digest=digest, trace_context=trace_context
+                )
             except Exception:
                 # No promise of a resume that cannot happen: the run fails instead.
                 logger().error("nrllm.run.suspend_failed", run_id=run_id, exc_info=True)
-                self.store.finish_run(
-                    run_id, RunStatus.FAILED, TerminationReason.SUSPEND_FAILED.value
-                )
+                self._finish(recorder, RunStatus.FAILED, TerminationReason.SUSPEND_FAILED)
                 return RunOutcome(
                     run_id=run_id,
                     status="failed",
@@ -713,9 +753,7 @@ class Host:
                 usage=result.usage,
             )
         failed = outcome.error is not None
-        self.store.finish_run(
-            run_id, RunStatus.FAILED if failed else RunStatus.COMPLETED, termination.value
-        )
+        self._finish(recorder, RunStatus.FAILED if failed else RunStatus.COMPLETED, termination)
         return RunOutcome(
             run_id=run_id,
             status="failed" if failed else "completed",
@@ -740,6 +778,67 @@ def _failed(run_id: str, error: str) -> LoopOutcome:
             termination_reason=TerminationReason.PROVIDER_FAILED,
         ),
         error=error,
+    )
+
+
+def _start_step(
+    config: HostConfig,
+    kind: str,
+    zone: str | None,
+    *,
+    provider: str | None,
+    skill: str | None = None,
+    trace_context: Mapping[str, str] | None = None,
+) -> RunStep:
+    """A segment's first record: what the run is, where its model is, and (when it resumes a
+    suspended turn) the trace context stored with that turn. No content."""
+    settings = config.providers.get(provider or "")
+    address = urlsplit(settings.base_url) if settings and settings.base_url else None
+    try:
+        port = None if address is None else address.port
+    except ValueError:
+        port = None
+    return RunStep(
+        kind=StepKind.START,
+        round=0,
+        duration_ms=0.0,
+        fields={
+            "run_kind": kind,
+            "provider": provider,
+            "provider_kind": settings.kind if settings else None,
+            "zone": zone,
+            "skill": skill,
+            "model": settings.model if settings else None,
+            "server_address": None if address is None else address.hostname,
+            "server_port": port,
+            # What the segment's records keep of content, for a sink that forwards them.
+            "privacy_level": config.privacy.level.value,
+            "trace_context": None if trace_context is None else dict(trace_context),
+        },
+    )
+
+
+def _suspension_step(state: SuspendedRunState) -> RunStep:
+    """The turn that waits: its calls by id and name (model-chosen, so masked and bounded like
+    any audited name) and the digest an approval must name. No arguments, no previews."""
+    from nrllm_core._privacy import CALL_ID_MAX_CHARS
+    from nrllm_core.redact import redact
+
+    return RunStep(
+        kind=StepKind.SUSPENSION,
+        round=state.iterations,
+        duration_ms=0.0,
+        fields={
+            "turn_digest": state.digest,
+            "pending_calls": [
+                {
+                    "id": p.call_id[:CALL_ID_MAX_CHARS],
+                    "name": redact(p.name),
+                    "requires_approval": p.requires_approval,
+                }
+                for p in state.pending
+            ],
+        },
     )
 
 

@@ -22,6 +22,11 @@ from nrllm_core.log import logger
 
 __all__ = ["invoke", "own_context", "refuse"]
 
+# A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
+_OK: Final = "ok"
+_ERROR: Final = "error"
+_REFUSED: Final = "refused"
+
 
 def invoke(
     pm: PluginManager,
@@ -44,9 +49,17 @@ def invoke(
     """
     catalog = pm.catalog()
     started = time.perf_counter()
-    result = _execute(catalog, pm, tool_name, arguments, context, offered)
+    result, outcome = _execute(catalog, pm, tool_name, arguments, context, offered)
     return _deliver(
-        pm, result, tool_name, arguments, context, recorder, round, time.perf_counter() - started
+        pm,
+        result,
+        outcome,
+        tool_name,
+        arguments,
+        context,
+        recorder,
+        round,
+        time.perf_counter() - started,
     )
 
 
@@ -63,13 +76,22 @@ def refuse(
     """Answer a call that is not executed (a person denied it, or it is no longer permitted)
     through the same bounding and delivery as every executed call."""
     return _deliver(
-        pm, ToolResult.error(content), tool_name, arguments, context, recorder, round, 0.0
+        pm,
+        ToolResult.error(content),
+        _REFUSED,
+        tool_name,
+        arguments,
+        context,
+        recorder,
+        round,
+        0.0,
     )
 
 
 def _deliver(
     pm: PluginManager,
     result: ToolResult,
+    outcome: str,
     tool_name: str,
     arguments: object,
     context: ToolContext,
@@ -96,6 +118,7 @@ def _deliver(
         is_error=result.is_error,
     )
     pm.emit_wire(wire)
+    registered = pm.catalog().get(tool_name)
     step = RunStep(
         kind=StepKind.TOOL,
         round=round,
@@ -106,6 +129,9 @@ def _deliver(
             "tool_arguments": dict(arguments) if isinstance(arguments, Mapping) else None,
             "tool_result": result.content,
             "tool_is_error": result.is_error,
+            "tool_outcome": _ERROR if outcome == _OK and result.is_error else outcome,
+            "tool_data_class": None if registered is None else registered.data_class.value,
+            "tool_effect": None if registered is None else registered.effect.value,
         },
         tool_artifacts=result.artifacts,
     )
@@ -120,26 +146,25 @@ def _execute(
     arguments: object,
     context: ToolContext,
     offered: Callable[[RegisteredTool], bool] | None,
-) -> ToolResult:
+) -> tuple[ToolResult, str]:
+    """The call's result, and whether the tool ran (``ok``/``error``) or was refused."""
     registered = catalog.get(tool_name)
     if registered is None and tool_name in catalog.clashes:
         claims = [f'"{plugin}"' for plugin in catalog.clashes[tool_name]]
         owners = ("both " if len(claims) == 2 else "") + " and ".join(claims)
-        return ToolResult.error(f'Error: tool "{tool_name}" is withheld: registered by {owners}')
+        return _refused(f'Error: tool "{tool_name}" is withheld: registered by {owners}')
     if registered is None:
-        return ToolResult.error(f'Error: unknown tool "{tool_name}"')
+        return _refused(f'Error: unknown tool "{tool_name}"')
     if offered is not None and not offered(registered):
-        return ToolResult.error(f'Error: tool "{tool_name}" not permitted')
+        return _refused(f'Error: tool "{tool_name}" not permitted')
     if offered is None:
         # A direct call bypasses the zone and the skill, never the actor's rights.
         denied = rights_refusal(registered, context.actor)
         if denied is not None:
             logger().info("nrllm.gate.denied", tool=tool_name, reason=denied.value, direct=True)
-            return ToolResult.error(f'Error: tool "{tool_name}" not permitted ({denied.value})')
+            return _refused(f'Error: tool "{tool_name}" not permitted ({denied.value})')
     if not isinstance(arguments, Mapping):
-        return ToolResult.error(
-            f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object'
-        )
+        return _refused(f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object')
     # A plain dict: what JSON Schema calls an object, and a copy the tool cannot share.
     plain = dict(arguments)
     if not registered.checks_own_arguments:
@@ -154,14 +179,14 @@ def _execute(
             logger().warning("nrllm.tool.arguments_unvalidated", tool=tool_name, exc_info=True)
             problem = "$: could not be validated"
         if problem is not None:
-            return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
+            return _refused(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     # A tool sees its own plugin's section only, never another plugin's settings.
     try:
         raw = pm.execute_tool(registered.tool, plain, own_context(context, registered.plugin))
     except Exception:
         # The exception text can hold credentials: it goes to the log, never to the wire.
         logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)
-        return ToolResult.error(f'Error: tool "{tool_name}" failed.')
+        return ToolResult.error(f'Error: tool "{tool_name}" failed.'), _ERROR
     if not _well_formed(raw):
         logger().error(
             "nrllm.tool.no_tool_result",
@@ -169,8 +194,12 @@ def _execute(
             returned=type(raw).__name__,
             fix="return ToolResult.text(...) (or ToolResult.error(...)) from the tool",
         )
-        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.')
-    return raw
+        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.'), _ERROR
+    return raw, _OK
+
+
+def _refused(message: str) -> tuple[ToolResult, str]:
+    return ToolResult.error(message), _REFUSED
 
 
 def own_context(context: ToolContext, plugin: str) -> ToolContext:

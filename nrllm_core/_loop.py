@@ -375,6 +375,7 @@ def _ask(
                 "content": answer.content,
                 "thinking": answer.thinking,
                 "finish_reason": answer.finish_reason,
+                "response_id": answer.response_id,
                 "truncated": answer.stop is Stop.LENGTH,
                 **answer.usage.to_dict(),
                 "requested_tool_calls": [

@@ -17,6 +17,7 @@ from nrllm_core._catalog import ToolCatalog, ToolRegistry, WithheldTool, snapsho
 from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core._tool import Tool, ToolContext
+from nrllm_core._trace_context import checked_trace_context
 from nrllm_core._values import DataClass
 from nrllm_core.log import logger
 
@@ -234,6 +235,36 @@ class PluginManager(pluggy.PluginManager):
                     "nrllm.sink.failed", hook=hook.name, plugin=plugin_name, exc_info=True
                 )
         return delivered
+
+    def trace_context(self, run_id: str) -> dict[str, str] | None:
+        """The checked W3C trace context a plugin gives for a run being suspended, or ``None``."""
+        try:
+            answer = self.hook.nrllm_trace_context(run_id=run_id)
+        except Exception:
+            logger().error("nrllm.sink.failed", hook="nrllm_trace_context", exc_info=True)
+            return None
+        checked = checked_trace_context(answer)
+        if answer is not None and checked is None:
+            logger().warning("nrllm.trace_context.refused", run_id=run_id)
+        return checked
+
+    def deliver_settings(self, sections: Mapping[str, Any]) -> None:
+        """Hand each ``nrllm_settings`` implementation its own plugin's section only."""
+        for impl in self.hook.nrllm_settings.get_hookimpls():
+            section = sections.get(impl.plugin_name)
+            if section is None:
+                section = types.MappingProxyType({})
+            elif isinstance(section, Mapping):
+                section = types.MappingProxyType(dict(section))
+            try:
+                impl.function(**({"settings": section} if impl.argnames else {}))
+            except Exception:
+                logger().error(
+                    "nrllm.sink.failed",
+                    hook="nrllm_settings",
+                    plugin=impl.plugin_name,
+                    exc_info=True,
+                )
 
     # -- reporting ---------------------------------------------------------------------------
 

@@ -414,3 +414,5 @@ class ProviderAnswer:
     thinking: str | None = None
     stop: Stop = Stop.END
     replay: Replay | None = None
+    # The provider's id for this answer, when it gives one.
+    response_id: str | None = None

@@ -25,13 +25,18 @@ class WirePayload:
 
 
 class StepKind(enum.StrEnum):
-    """What a run step records."""
+    """What a run step records. ``start``, ``suspension`` and ``finish`` bound a run segment:
+    a run's first segment and every resumed one start with ``start``; each ends with
+    ``finish``, or with ``suspension`` when a turn waits for a person."""
 
+    START = "start"
     REQUEST = "request"
     LLM = "llm"
     TOOL = "tool"
     GATE = "gate"
     APPROVAL = "approval"
+    SUSPENSION = "suspension"
+    FINISH = "finish"
 
 
 @final

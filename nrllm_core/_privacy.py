@@ -140,9 +140,10 @@ def _bound_provider_strings(data: dict[str, Any]) -> None:
     reason = data.get("finish_reason")
     if reason is not None and not (isinstance(reason, str) and reason in FINISH_REASONS):
         data["finish_reason"] = OTHER_FINISH_REASON
-    call_id = data.get("tool_call_id")
-    if isinstance(call_id, str) and len(call_id) > CALL_ID_MAX_CHARS:
-        data["tool_call_id"] = call_id[:CALL_ID_MAX_CHARS]
+    for key in ("tool_call_id", "response_id"):
+        value = data.get(key)
+        if isinstance(value, str) and len(value) > CALL_ID_MAX_CHARS:
+            data[key] = value[:CALL_ID_MAX_CHARS]
 
 
 _VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {

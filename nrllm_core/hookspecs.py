@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import click
 
     from nrllm_core._catalog import ToolRegistry
@@ -125,6 +127,34 @@ def nrllm_audit(record: AuditRecord) -> None:
     ``audit_unavailable`` (fail closed).
 
     :param record: the run id and the step's payload as it may be stored.
+    """
+
+
+@_spec(firstresult=True)
+def nrllm_trace_context(run_id: str) -> Mapping[str, str] | None:
+    """The W3C trace context of a run whose turn is being suspended, to resume it in its trace.
+
+    Called after the run's ``suspension`` audit record. Core stores the answer next to the
+    sealed state (never inside it) and hands it back as ``trace_context`` in the ``start``
+    record of the resumed segment, in whatever process the approval happens. Only a valid
+    ``traceparent`` and a bounded ``tracestate`` are kept; anything else is dropped. Stops at
+    the first non-``None`` result. Must not raise.
+
+    :param run_id: the run being suspended.
+    :returns: ``{"traceparent": ..., "tracestate": ...}`` (``tracestate`` optional), or ``None``.
+    """
+
+
+@_spec
+def nrllm_settings(settings: Any) -> None:
+    """Receive this plugin's own configuration section, before each run segment's first record.
+
+    Each implementation is called on its own with the section named like the plugin (its
+    entry-point name): an instance of its ``nrllm_settings_class`` class, else a read-only
+    mapping (``{}`` when the file has none), never another plugin's section. A sink uses it to
+    learn its switches. Must not raise: a failure is logged as ``nrllm.sink.failed``.
+
+    :param settings: the ``[<plugin name>]`` section.
     """
 
 

@@ -181,7 +181,7 @@ def test_a_direct_call_of_an_admin_tool_by_a_non_admin_is_refused(host, admin_to
     assert wire.content == 'Error: tool "echo" not permitted (requiresAdmin)'
     assert admin_tool.calls == 0
     (info,) = host.runs()
-    tool_step = host.store.get_run(info.run_id).steps[-1]
+    tool_step = host.store.get_run(info.run_id).steps[-2]
     assert tool_step.payload["tool_is_error"] is True
 
 

@@ -56,9 +56,11 @@ def test_every_hook_has_a_test():
         "nrllm_register_commands",
         "nrllm_register_providers",
         "nrllm_register_tools",
+        "nrllm_settings",
         "nrllm_settings_class",
         "nrllm_tool_data_class",
         "nrllm_trace",
+        "nrllm_trace_context",
         "nrllm_wire",
     ]
     pm = make_plugin_manager(load_entry_points=False)
@@ -245,3 +247,51 @@ def test_hook_nrllm_register_commands():
     result = CliRunner().invoke(group, ["hello"])
     assert result.exit_code == 0
     assert result.stdout == "hello from a plugin\n"
+
+
+def test_hook_nrllm_trace_context():
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    class Plugin:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        @hookimpl
+        def nrllm_trace_context(self, run_id: str) -> object:
+            return self.answer
+
+    def asked(answer: object) -> object:
+        pm = make_plugin_manager(plugins=[Plugin(answer)], load_entry_points=False)
+        return pm.trace_context("run-1")
+
+    assert asked({"traceparent": parent, "tracestate": "a=1"}) == {
+        "traceparent": parent,
+        "tracestate": "a=1",
+    }
+    assert asked(None) is None
+    # Only a well-formed W3C context is kept: a plugin cannot park anything else next to a state.
+    assert asked({"traceparent": parent, "extra": "x"}) is None
+    assert asked({"traceparent": "00-" + "0" * 32 + "-b7ad6b7169203331-01"}) is None
+    assert asked({"traceparent": parent, "tracestate": "x" * 513}) is None
+    assert asked({"traceparent": parent, "tracestate": "a=\x1b[2J"}) is None
+
+
+def test_hook_nrllm_settings():
+    seen: dict[str, object] = {}
+
+    class Plugin:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @hookimpl
+        def nrllm_settings(self, settings: Any) -> None:
+            seen[self.name] = settings
+
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Plugin("otel"), name="otel")
+    pm.register(Plugin("other"), name="other")
+    pm.deliver_settings({"otel": {"enabled": False}, "secret": {"key": "k"}})
+    # Each plugin sees its own section only, read-only; no section is an empty one.
+    assert dict(seen["otel"]) == {"enabled": False}
+    assert dict(seen["other"]) == {}
+    assert not isinstance(seen["otel"], dict)

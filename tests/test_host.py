@@ -723,15 +723,19 @@ def test_a_run_suspended_here_is_approved_and_completed_by_another_process(
         assert info.status == "completed"
         steps = host.store.get_run(suspended.run_id).steps
         assert [s.kind for s in steps] == [
+            "start",
             "gate",
             "request",
             "llm",
+            "suspension",
+            "start",
             "approval",
             "tool",
             "request",
             "llm",
+            "finish",
         ]
-        assert [s.sequence for s in steps] == list(range(1, 8))
+        assert [s.sequence for s in steps] == list(range(1, 12))
     finally:
         host.store.close()
 
@@ -789,7 +793,7 @@ def test_twenty_runs_at_once_against_one_store_all_complete_gap_free(backend, tm
             steps = host.store.get_run(info.run_id).steps
             assert [s.sequence for s in steps] == list(range(1, len(steps) + 1))
             assert [s.kind for s in steps].count("approval") == 1
-            assert info.steps == len(steps) == 10
+            assert info.steps == len(steps) == 14
     finally:
         host.store.close()
 
@@ -826,7 +830,7 @@ def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path
     (info,) = host.runs()
     detail = host.store.get_run(info.run_id)
     assert detail is not None
-    assert [s.kind for s in detail.steps] == ["gate", "tool"]
+    assert [s.kind for s in detail.steps] == ["start", "gate", "tool", "finish"]
     assert [(d.tool, d.reason, d.zone) for d in detail.decisions] == [
         ("secrets", "trustZone", "externalGlobal")
     ]

@@ -83,8 +83,8 @@ def test_an_approval_is_asked_recorded_and_bound_to_the_call(host):
     detail = host.store.get_run(run.run_id)
     assert detail is not None
     kinds = [s.kind for s in detail.steps]
-    assert kinds == ["gate", "approval", "tool"]
-    approval = detail.steps[1].payload
+    assert kinds == ["start", "gate", "approval", "tool", "finish"]
+    approval = detail.steps[2].payload
     assert (approval["decision"], approval["approver"], approval["turn_digest"]) == (
         "approved",
         "bob",
@@ -104,7 +104,7 @@ def test_a_denied_approval_runs_nothing(host):
     (run,) = host.runs()
     detail = host.store.get_run(run.run_id)
     assert detail is not None
-    assert detail.steps[1].payload["decision"] == "denied"
+    assert detail.steps[2].payload["decision"] == "denied"
 
 
 def test_a_tool_the_zone_refuses_is_not_even_asked_about(host):

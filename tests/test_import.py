@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("structlog", "cattrs", "jsonschema", "click", "sqlalchemy", "httpx")
-PLUGINS = ("nrllm_builtin", "nrllm_repurpose", "nrllm_mcp")
+HEAVY = ("structlog", "cattrs", "jsonschema", "click", "sqlalchemy", "httpx", "opentelemetry")
+PLUGINS = ("nrllm_builtin", "nrllm_repurpose", "nrllm_mcp", "nrllm_otel")
 
 
 def run_python(code: str) -> str:

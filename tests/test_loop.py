@@ -279,12 +279,14 @@ def test_each_round_records_its_request_before_the_provider_call_then_the_answer
     ]
     steps = [(e.sequence, e.step.kind, e.step.round) for e in recording.events]
     assert steps == [
-        (1, StepKind.GATE, 0),
-        (2, StepKind.REQUEST, 1),
-        (3, StepKind.LLM, 1),
-        (4, StepKind.TOOL, 1),
-        (5, StepKind.REQUEST, 2),
-        (6, StepKind.LLM, 2),
+        (1, StepKind.START, 0),
+        (2, StepKind.GATE, 0),
+        (3, StepKind.REQUEST, 1),
+        (4, StepKind.LLM, 1),
+        (5, StepKind.TOOL, 1),
+        (6, StepKind.REQUEST, 2),
+        (7, StepKind.LLM, 2),
+        (8, StepKind.FINISH, 0),
     ]
     stored = host.store.get_run(outcome.run_id)
     assert [(s.sequence, s.kind, s.round) for s in stored.steps] == steps

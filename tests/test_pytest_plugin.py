@@ -201,7 +201,7 @@ def test_no_artifact_on_the_wire_fails_with_the_first_leak(nrllm, leaky):
         nrllm.assert_no_artifact_on_wire()
     assert str(failed.value) == (
         'an artifact of "lookup" (run '
-        f"{nrllm.sinks.trace[-1].run_id}, step 1) is on the wire: 'ada@example.org' in the "
+        f"{nrllm.sinks.trace[-1].run_id}, step 2) is on the wire: 'ada@example.org' in the "
         f'wire payload of call "{nrllm.sinks.wire[-1].call_id}"'
     )
 

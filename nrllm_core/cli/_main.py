@@ -9,6 +9,7 @@ import click
 
 from nrllm_core import _json
 from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core._payloads import StepKind
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._sink_recorder import SinkRecorder
 from nrllm_core.cli._logging import configure_for_cli
@@ -138,11 +139,12 @@ def invoke(
         host.invoke(tool_name, arguments, provider=provider)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    # With --provider the gate's decision is recorded first: show the tool call's own step.
+    # The call's run also records its start, its finish and, with --provider, the gate's
+    # decision: show the tool call's own step.
     report = {
         "wire": wire_dict(capture.wire[-1]),
-        "trace": trace_dict(capture.trace[-1]),
-        "audit": audit_dict(capture.audit[-1]),
+        "trace": trace_dict(next(e for e in capture.trace if e.step.kind is StepKind.TOOL)),
+        "audit": audit_dict(next(r for r in capture.audit if r.kind is StepKind.TOOL)),
     }
     if as_json:
         echo_json(report)

@@ -13,6 +13,7 @@ from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput
+from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo, echo_json
 
 
@@ -34,6 +35,7 @@ def open_host(ctx: click.Context) -> Host:
     help="Rounds before a text-only last request (5; 20 at most).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@otel_console_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -42,9 +44,12 @@ def run(
     skill: str | None,
     max_rounds: int | None,
     as_json: bool,
+    otel_console: bool,
 ) -> None:
     """Run PROMPT against a provider with the tools its zone allows."""
     host = open_host(ctx)
+    if otel_console:
+        start_otel_console(host.pm.has_plugin("otel"))
     try:
         outcome = host.run(prompt, provider=provider, skill=skill, max_rounds=max_rounds)
     except ValueError as exc:

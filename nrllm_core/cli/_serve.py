@@ -10,6 +10,7 @@ import click
 
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput
+from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo
 
 
@@ -25,8 +26,9 @@ def _loopback(host: str) -> bool:
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.option("--allow-remote", is_flag=True, help="Allow an address other machines can reach.")
+@otel_console_option
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
+def serve(ctx: click.Context, host: str, port: int, allow_remote: bool, otel_console: bool) -> None:
     """Serve the inspector: playground, live run stream, runs and the approvals inbox."""
     if not _loopback(host) and not allow_remote:
         raise BadInput(
@@ -37,7 +39,10 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool) -> None:
     from nrllm_core.cli._run import open_host
     from nrllm_core.inspector import create_app
 
-    app = create_app(open_host(ctx), token=(token := secrets.token_urlsafe(32)))
+    nrllm = open_host(ctx)
+    if otel_console:
+        start_otel_console(nrllm.pm.has_plugin("otel"))
+    app = create_app(nrllm, token=(token := secrets.token_urlsafe(32)))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -19,7 +19,13 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, http_settings, post_json, token_count
+from nrllm_core.providers._http import (
+    HttpSettings,
+    http_settings,
+    post_json,
+    response_id,
+    token_count,
+)
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["AnthropicProvider", "anthropic_factory"]
@@ -166,6 +172,7 @@ class AnthropicProvider:
             thinking="\n\n".join(thoughts) or None,
             stop=stop,
             replay=Replay(origin=self.origin, blocks=blocks) if verbatim else None,
+            response_id=response_id(data),
         )
 
     def _wire_messages(self, messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:

@@ -15,7 +15,13 @@ from nrllm_core._messages import ProviderError
 from nrllm_core.log import logger
 from nrllm_core.providers._settings import Settings
 
-__all__ = ["BACKOFF_CAP_SECONDS", "RETRY_AFTER_CAP_SECONDS", "HttpSettings", "post_json"]
+__all__ = [
+    "BACKOFF_CAP_SECONDS",
+    "RETRY_AFTER_CAP_SECONDS",
+    "HttpSettings",
+    "post_json",
+    "response_id",
+]
 
 BACKOFF_BASE_SECONDS: Final = 0.5
 BACKOFF_CAP_SECONDS: Final = 8.0
@@ -241,3 +247,9 @@ def token_count(usage: object, key: str) -> int:
     """A token count from a provider's usage object; anything but a count is 0."""
     value = usage.get(key) if isinstance(usage, dict) else None
     return value if type(value) is int and value >= 0 else 0
+
+
+def response_id(data: object) -> str | None:
+    """The answer's ``id`` (both APIs put it at the top level), when it is a string."""
+    value = data.get("id") if isinstance(data, Mapping) else None
+    return value if isinstance(value, str) and value else None

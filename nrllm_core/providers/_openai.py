@@ -19,7 +19,13 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core.providers._http import HttpSettings, http_settings, post_json, token_count
+from nrllm_core.providers._http import (
+    HttpSettings,
+    http_settings,
+    post_json,
+    response_id,
+    token_count,
+)
 from nrllm_core.providers._settings import Settings
 
 __all__ = ["OpenAIProvider", "openai_factory"]
@@ -156,6 +162,7 @@ class OpenAIProvider:
                 reasoning_tokens=token_count(completion_details, "reasoning_tokens"),
             ),
             finish_reason=finish,
+            response_id=response_id(data),
             thinking=thinking if isinstance(thinking, str) and thinking else None,
             stop=stop,
         )

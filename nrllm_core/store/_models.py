@@ -130,6 +130,8 @@ class SuspensionRow(Base):
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     decision: Mapped[str | None] = mapped_column(String(16))
     approver: Mapped[str | None] = mapped_column(String(255))
+    # JSON of the segment's W3C trace context: observability metadata, not part of the state.
+    trace_context: Mapped[str | None] = mapped_column(Text)
 
 
 class ConsumedApprovalRow(Base):

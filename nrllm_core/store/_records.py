@@ -146,3 +146,5 @@ class Suspension:
     sealed: bytes = attrs.field(repr=False)
     turn_digest: str
     suspended_at: datetime
+    # The W3C trace context of the suspended segment (``traceparent``, ``tracestate``), if any.
+    trace_context: Mapping[str, str] | None = None

@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 
 from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
+from nrllm_core._trace_context import checked_trace_context
 from nrllm_core.log import logger
 from nrllm_core.store._chain import (
     STEP_FIELDS,
@@ -441,8 +442,16 @@ class Store:
                 connection.execute(_BLANK_STATE, {"target": run_id})
         return result.rowcount == 1
 
-    def suspend_run(self, run_id: str, *, sealed: bytes, turn_digest: str) -> None:
-        """Park a running run on a turn that waits for a person, with its sealed state.
+    def suspend_run(
+        self,
+        run_id: str,
+        *,
+        sealed: bytes,
+        turn_digest: str,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> None:
+        """Park a running run on a turn that waits for a person, with its sealed state and,
+        next to it, the W3C ``trace_context`` its resumption continues.
 
         Raises unless the run was running: a state that is not stored is never promised.
         """
@@ -467,6 +476,9 @@ class Store:
                     "decided_at": None,
                     "decision": None,
                     "approver": None,
+                    "trace_context": None
+                    if trace_context is None
+                    else _json.dumps(dict(trace_context)).decode(),
                 },
             )
 
@@ -490,6 +502,9 @@ class Store:
             sealed=row.sealed,
             turn_digest=row.turn_digest,
             suspended_at=row.suspended_at,
+            trace_context=checked_trace_context(
+                None if row.trace_context is None else _json.loads(row.trace_context)
+            ),
         )
 
     def claim_suspension(

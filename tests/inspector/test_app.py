@@ -266,9 +266,19 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
     }
     assert all(e["event"] == "step" for e in steps)
     kinds = [e["step"]["kind"] for e in steps]
-    assert kinds == ["gate", "request", "llm", "tool", "tool", "request", "llm"]
-    assert [e["step"]["sequence"] for e in steps] == list(range(1, 8))
-    table_step, plain_step = steps[3]["step"], steps[4]["step"]
+    assert kinds == [
+        "start",
+        "gate",
+        "request",
+        "llm",
+        "tool",
+        "tool",
+        "request",
+        "llm",
+        "finish",
+    ]
+    assert [e["step"]["sequence"] for e in steps] == list(range(1, 10))
+    table_step, plain_step = steps[4]["step"], steps[5]["step"]
     assert table_step["tool_name"] == "table_tool"
     assert table_step["tool_artifacts"] == [
         {
@@ -300,12 +310,12 @@ def test_a_skill_narrows_the_offered_tools_in_the_context(client):
 def test_the_runs_page_is_the_filtered_audit_view(client):
     run_id = events(post(client, "/api/run", {"prompt": "Where?"}))[-1]["run_id"]
     runs = client.get("/api/runs").json()["runs"]
-    assert [(r["run_id"], r["status"], r["steps"]) for r in runs] == [(run_id, "completed", 7)]
+    assert [(r["run_id"], r["status"], r["steps"]) for r in runs] == [(run_id, "completed", 9)]
     detail = client.get(f"/api/runs/{run_id}").json()
     assert detail["privacy_level"] == "metadata"
     assert detail["run"]["run_id"] == run_id
-    tool_step = detail["steps"][3]
-    assert tool_step["sequence"] == 4
+    tool_step = detail["steps"][4]
+    assert tool_step["sequence"] == 5
     assert tool_step["tool_name"] == "table_tool"
     # The live stream showed these; the stored copy at "metadata" keeps only their shape.
     assert "tool_result" not in tool_step
@@ -318,7 +328,9 @@ def test_a_direct_tool_call_streams_its_one_step_and_the_wire(client):
     stream = events(
         post(client, "/api/invoke", {"tool": "table_tool", "arguments": {"city": "Rome"}})
     )
-    context, step, done = stream
+    context, *steps, done = stream
+    assert [e["step"]["kind"] for e in steps] == ["start", "tool", "finish"]
+    step = steps[1]
     assert context["direct"] is True
     assert context["offered"] == ["table_tool"]
     assert step["step"]["tool_arguments"] == {"city": "Rome"}
@@ -332,7 +344,7 @@ def test_a_direct_tool_call_streams_its_one_step_and_the_wire(client):
 def test_a_direct_call_is_the_token_holders_and_needs_no_approval(client):
     # As documented: the person at the page calls, so a tool that asks for approval runs.
     stream = events(post(client, "/api/invoke", {"tool": "send_mail", "arguments": {"to": "a@b"}}))
-    assert [e["event"] for e in stream] == ["context", "step", "done"]
+    assert [e["event"] for e in stream] == ["context", "step", "step", "step", "done"]
     assert stream[-1]["final_content"] == "sent to a@b"
     assert client.get("/api/approvals").json() == {"approvals": []}
 
@@ -447,10 +459,10 @@ def test_the_inbox_lists_the_suspended_run_and_approve_streams_the_rest(client):
     assert stream[0]["event"] == "context"
     assert stream[0]["provider"] == "mail"
     steps = [e["step"] for e in stream[1:-1]]
-    assert [s["kind"] for s in steps] == ["approval", "tool", "request", "llm"]
-    assert steps[0]["decision"] == "approved"
-    assert steps[0]["approver"] == "operator"
-    assert steps[1]["tool_result"] == "sent to ops@example.org"
+    assert [s["kind"] for s in steps] == ["start", "approval", "tool", "request", "llm", "finish"]
+    assert steps[1]["decision"] == "approved"
+    assert steps[1]["approver"] == "operator"
+    assert steps[2]["tool_result"] == "sent to ops@example.org"
     assert stream[-1]["event"] == "done"
     assert stream[-1]["final_content"] == "Mail sent."
     assert client.get("/api/approvals").json() == {"approvals": []}
@@ -466,7 +478,7 @@ def test_deny_resumes_without_running_the_call(client):
         )
     )
     steps = [e["step"] for e in stream if e["event"] == "step"]
-    assert steps[0]["decision"] == "denied"
+    assert steps[1]["decision"] == "denied"
     assert all(s.get("tool_result") != "sent to ops@example.org" for s in steps)
     assert stream[-1]["event"] == "done"
 

@@ -162,14 +162,14 @@ def test_steps_arrive_while_the_run_streams(page, release):
     # The tool blocks: the first steps are on the page while the run is still going.
     p.wait_for_selector(".step[data-kind=llm]")
     assert p.locator("#running").is_visible()
-    assert p.locator(".steps > li").count() == 3
+    assert p.locator(".steps > li").count() == 4  # start, gate, request, llm
     assert p.locator(".context dd").first.inner_text() == "slow"
     assert p.locator("[data-outcome]").count() == 0
     assert p.locator(".note.live").inner_text().startswith("Live view:")
     release.set()
     p.wait_for_selector("[data-outcome=done]")
     assert p.locator("#running").is_hidden()
-    assert p.locator(".steps > li").count() == 6
+    assert p.locator(".steps > li").count() == 8  # with the start and finish records
     assert p.locator("[data-outcome=done] pre").inner_text() == "Waited."
 
 
@@ -271,7 +271,7 @@ def test_approve_a_suspended_run_from_the_inbox(page, tmp_path):
     kinds = p.locator("#approval-output .step").evaluate_all(
         "nodes => nodes.map(n => n.dataset.kind)"
     )
-    assert kinds == ["approval", "tool", "request", "llm"]
+    assert kinds == ["start", "approval", "tool", "request", "llm", "finish"]
     p.wait_for_selector("text=No run is waiting for approval.")
 
 

@@ -59,6 +59,9 @@ function summary(step) {
   }
   if (step.kind === "approval") return `${asText(step.decision ?? "")} by ${asText(step.approver ?? "?")}`;
   if (step.kind === "gate") return `provider ${asText(step.provider ?? "none")}`;
+  if (step.kind === "start") return `${asText(step.run_kind ?? "run")} on ${asText(step.provider ?? "no provider")}`;
+  if (step.kind === "suspension") return `waits for a person (turn ${asText(step.turn_digest ?? "").slice(0, 12)})`;
+  if (step.kind === "finish") return `${asText(step.status ?? "")} (${asText(step.termination_reason ?? "")})`;
   if (step.content_redacted) return "content not kept";
   return "";
 }

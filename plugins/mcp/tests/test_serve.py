@@ -90,7 +90,7 @@ def test_a_call_sends_only_content_and_is_a_run_of_kind_mcp(served):
     assert ARTIFACT_MARK not in result.model_dump_json()
     ((info, detail),) = runs_of(served)
     assert (info.kind.value, info.zone, info.actor) == ("mcp", "externalGlobal", "alice")
-    assert [s.kind for s in detail.steps] == ["gate", "tool"]
+    assert [s.kind for s in detail.steps] == ["start", "gate", "tool", "finish"]
 
 
 def test_a_refused_tool_is_an_error_and_runs_nothing(served):

@@ -1,0 +1,215 @@
+"""What the audit records carry for a sink that sees only them: each segment's start, its
+suspension or finish, tool outcomes and classes, the response id; and the trace context a
+suspension keeps next to its sealed state (migration 0005)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import inspect as schema
+from sqlalchemy import text
+
+from nrllm_core import (
+    AuditRecord,
+    DataClass,
+    Effect,
+    Host,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    hookimpl,
+    make_plugin_manager,
+)
+from nrllm_core.store._database import _alembic_config, engine_for, run_upgrade
+
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class Write(Tool):
+    name = "write_note"
+    description = "Writes a note."
+    group = "content"
+    data_class = DataClass.EDITOR_CONTENT
+    effect = Effect.NON_IDEMPOTENT_WRITE
+    requires_approval = True
+    parameters = {"type": "object", "properties": {"text": {"type": "string"}}}  # noqa: RUF012
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        return ToolResult.text("written")
+
+
+class Plugin:
+    """Keeps every audit record; answers the trace context it is given."""
+
+    def __init__(self, trace_context: object = None) -> None:
+        self.records: list[AuditRecord] = []
+        self.trace_context = trace_context
+        self.sections: list[Any] = []
+
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        registry.register(Write())
+
+    @hookimpl
+    def nrllm_audit(self, record: AuditRecord) -> None:
+        self.records.append(record)
+
+    @hookimpl
+    def nrllm_trace_context(self, run_id: str) -> object:
+        return self.trace_context
+
+    @hookimpl
+    def nrllm_settings(self, settings: Any) -> None:
+        self.sections.append(settings)
+
+    def kinds(self) -> list[str]:
+        return [r.kind.value for r in self.records]
+
+    def payload(self, kind: str) -> dict[str, Any]:
+        (found,) = [r.payload for r in self.records if r.kind.value == kind]
+        return dict(found)
+
+
+def host_with(tmp_path: Path, plugin: Plugin, turns: list[dict[str, Any]]) -> Host:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(plugin, name="watcher")
+    return Host.from_config(
+        data={
+            "providers": {
+                "model": {
+                    "kind": "scripted",
+                    "script": str(script),
+                    "trust_zone": "local",
+                    "model": "tiny-1",
+                    "base_url": "https://api.example.org:9443/v1",
+                }
+            },
+            "defaults": {"provider": "model"},
+            "actor": {"id": "alice"},
+        },
+        pm=pm,
+        data_dir=tmp_path / "home",
+        environ={},
+    )
+
+
+WRITE_TURN = {
+    "content": "",
+    "tool_calls": [{"id": "c1", "name": "write_note", "arguments": {"text": "secret text"}}],
+}
+
+
+def test_a_run_starts_and_finishes_in_its_records_with_no_content(tmp_path):
+    plugin = Plugin()
+    host = host_with(tmp_path, plugin, [{"content": "hello"}])
+    outcome = host.run("Hi")
+    assert plugin.kinds() == ["start", "gate", "request", "llm", "finish"]
+    assert plugin.payload("start") == {
+        "kind": "start",
+        "round": 0,
+        "duration_ms": 0.0,
+        "run_kind": "run",
+        "provider": "model",
+        "provider_kind": "scripted",
+        "zone": "local",
+        "model": "tiny-1",
+        "server_address": "api.example.org",
+        "server_port": 9443,
+        "privacy_level": "metadata",
+        "content_redacted": True,
+    }
+    assert plugin.payload("finish")["status"] == outcome.status == "completed"
+    assert plugin.payload("finish")["termination_reason"] == "completed"
+    stored = host.store.get_run(outcome.run_id)
+    assert [s.kind for s in stored.steps] == plugin.kinds()
+    # Each plugin got its own (here: empty) section before the segment's first record.
+    assert [dict(s) for s in plugin.sections] == [{}]
+    host.store.close()
+
+
+def test_a_suspension_record_and_its_trace_context_next_to_the_sealed_state(tmp_path):
+    plugin = Plugin({"traceparent": PARENT})
+    host = host_with(tmp_path, plugin, [WRITE_TURN, {"content": "done"}])
+    suspended = host.run("Write")
+    assert plugin.kinds()[-1] == "suspension"
+    assert plugin.payload("suspension") == {
+        "kind": "suspension",
+        "round": 1,
+        "duration_ms": 0.0,
+        "turn_digest": suspended.turn_digest,
+        "pending_calls": [{"id": "c1", "name": "write_note", "requires_approval": True}],
+        "content_redacted": True,
+    }
+    assert "secret text" not in json.dumps(plugin.payload("suspension"))
+    suspension = host.store.suspension(suspended.run_id)
+    assert suspension.trace_context == {"traceparent": PARENT}
+    # Not inside the sealed state: the sealed bytes never hold the trace context.
+    assert PARENT.encode() not in suspension.sealed
+    plugin.records.clear()
+    host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    assert plugin.kinds()[:3] == ["start", "approval", "tool"]
+    assert plugin.payload("start")["trace_context"] == {"traceparent": PARENT}
+    approval = plugin.payload("approval")
+    assert approval["decision"] == "approved"
+    assert approval["decided_at"].endswith("+00:00")
+    tool = plugin.payload("tool")
+    assert tool["tool_outcome"] == "ok"
+    assert tool["tool_data_class"] == "editorContent"
+    assert tool["tool_effect"] == "non_idempotent_write"
+    host.store.close()
+
+
+def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp_path):
+    plugin = Plugin({"traceparent": "not a traceparent"})
+    host = host_with(tmp_path, plugin, [WRITE_TURN, {"content": "done"}])
+    suspended = host.run("Write")
+    assert host.store.suspension(suspended.run_id).trace_context is None
+    plugin.records.clear()
+    host.approve(suspended.run_id, approve=False, approver="bob", turn_digest=suspended.turn_digest)
+    assert "trace_context" not in plugin.payload("start")
+    assert plugin.payload("tool")["tool_outcome"] == "refused"
+    host.store.close()
+
+
+def test_the_response_id_is_bounded_below_redacted():
+    from nrllm_core import RunStep, StepKind
+    from nrllm_core._privacy import PrivacyLevel, privacy_view
+
+    step = RunStep(kind=StepKind.LLM, round=1, duration_ms=1.0, fields={"response_id": "r" * 500})
+    assert privacy_view(step, PrivacyLevel.METADATA)["response_id"] == "r" * 128
+    assert privacy_view(step, PrivacyLevel.FULL)["response_id"] == "r" * 500
+
+
+def test_a_trace_context_edited_in_the_database_reads_as_none(backend):
+    store = backend.open()
+    store.start_run("r1")
+    store.suspend_run("r1", sealed=b"x", turn_digest="d", trace_context={"traceparent": PARENT})
+    assert store.suspension("r1").trace_context == {"traceparent": PARENT}
+    with store._engine.begin() as connection:
+        connection.execute(text("UPDATE suspensions SET trace_context = '{\"evil\": 1}'"))
+    assert store.suspension("r1").trace_context is None
+    store.close()
+
+
+def test_migration_0005_adds_the_column_to_a_database_at_0004(tmp_path):
+    from alembic import command
+
+    engine = engine_for(None, tmp_path)
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection, {}), "0004")
+    assert "trace_context" not in {c["name"] for c in schema(engine).get_columns("suspensions")}
+    run_upgrade(engine, {})
+    assert "trace_context" in {c["name"] for c in schema(engine).get_columns("suspensions")}
+    engine.dispose()
+
+
+@pytest.mark.parametrize("answer", [{"traceparent": PARENT, "tracestate": "vendor=1"}])
+def test_the_manager_keeps_a_valid_tracestate(answer):
+    pm = make_plugin_manager(plugins=[Plugin(answer)], load_entry_points=False)
+    assert pm.trace_context("r") == answer
