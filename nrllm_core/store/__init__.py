@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from nrllm_core.store._chain import ChainBreak, ChainCheck, KeySource, Problem
 from nrllm_core.store._database import SchemaOutdatedError, default_data_dir, engine_for
-from nrllm_core.store._plugin_migrations import run_plugin_migrations, upgrade_plugin_schema
+from nrllm_core.store._plugin_migrations import (
+    open_plugin_engine,
+    run_plugin_migrations,
+    upgrade_plugin_schema,
+)
 from nrllm_core.store._records import (
     GateDecisionRecord,
     PurgeResult,
@@ -40,6 +44,7 @@ __all__ = [
     "Suspension",
     "default_data_dir",
     "engine_for",
+    "open_plugin_engine",
     "run_plugin_migrations",
     "upgrade_plugin_schema",
 ]

@@ -6,13 +6,14 @@ so the two histories never meet.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-__all__ = ["run_plugin_migrations", "upgrade_plugin_schema"]
+__all__ = ["open_plugin_engine", "run_plugin_migrations", "upgrade_plugin_schema"]
 
 
 def upgrade_plugin_schema(
@@ -38,6 +39,30 @@ def upgrade_plugin_schema(
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+def open_plugin_engine(
+    url: str | None,
+    data_dir: str | os.PathLike[str] | None,
+    *,
+    migrations: Path,
+    version_table: str,
+    lock_key: int,
+) -> Engine:
+    """An engine on the audit's database (``None``: the embedded ``nrllm.db`` in ``data_dir``),
+    as :func:`~nrllm_core.store.engine_for` connects, with the plugin's tables brought to the
+    head of ``migrations`` (see :func:`upgrade_plugin_schema`). Disposed again if that fails."""
+    from nrllm_core.store._database import engine_for
+
+    engine = engine_for(url, data_dir)
+    try:
+        upgrade_plugin_schema(
+            engine, migrations=migrations, version_table=version_table, lock_key=lock_key
+        )
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
 
 
 def run_plugin_migrations(metadata: Any, version_table: str) -> None:

@@ -57,15 +57,16 @@ class PinStore:
     def open(cls, url: str | None, *, data_dir: Path | None) -> PinStore:
         """Connect as the audit store does (``None``: the embedded ``nrllm.db`` in
         ``data_dir``) and bring the pin table to the shipped head on first use."""
-        from nrllm_core.store import engine_for
+        from nrllm_core.store import open_plugin_engine
 
-        store = cls(engine_for(url, data_dir))
-        try:
-            store._migrate()
-        except BaseException:
-            store.close()
-            raise
-        return store
+        engine = open_plugin_engine(
+            url,
+            data_dir,
+            migrations=_MIGRATIONS,
+            version_table=VERSION_TABLE,
+            lock_key=_MIGRATION_LOCK,
+        )
+        return cls(engine)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -75,16 +76,6 @@ class PinStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _migrate(self) -> None:
-        from nrllm_core.store import upgrade_plugin_schema
-
-        upgrade_plugin_schema(
-            self._engine,
-            migrations=_MIGRATIONS,
-            version_table=VERSION_TABLE,
-            lock_key=_MIGRATION_LOCK,
-        )
 
     def pins(self, server: str | None = None) -> list[Pin]:
         """Every pin, or one server's, by server then tool."""

@@ -68,15 +68,16 @@ class JobStore:
     ) -> JobStore:
         """Connect as the audit store does (``None``: the embedded ``nrllm.db`` in
         ``data_dir``) and bring the plugin's tables to the shipped head on first use."""
-        from nrllm_core.store import engine_for
+        from nrllm_core.store import open_plugin_engine
 
-        store = cls(engine_for(url, data_dir), clock=clock)
-        try:
-            store._migrate()
-        except BaseException:
-            store.close()
-            raise
-        return store
+        engine = open_plugin_engine(
+            url,
+            data_dir,
+            migrations=_MIGRATIONS,
+            version_table=VERSION_TABLE,
+            lock_key=_MIGRATION_LOCK,
+        )
+        return cls(engine, clock=clock)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -88,16 +89,6 @@ class JobStore:
         self.close()
 
     # -- schema ------------------------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        from nrllm_core.store import upgrade_plugin_schema
-
-        upgrade_plugin_schema(
-            self._engine,
-            migrations=_MIGRATIONS,
-            version_table=VERSION_TABLE,
-            lock_key=_MIGRATION_LOCK,
-        )
 
     # -- the tool's side -----------------------------------------------------------------------
 
