@@ -17,12 +17,16 @@ import anyio
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 
-STATE = Path(sys.argv[1])
 IMAGE = b"\x89PNG\r\n\x1a\n" + b"\x07" * (48213 - 8)
 
 
+def _state() -> Path:
+    # Read when a request arrives, not at import: the tests import IMAGE from this module.
+    return Path(sys.argv[1])
+
+
 def _description() -> str:
-    path = STATE / "description"
+    path = _state() / "description"
     return path.read_text(encoding="utf-8") if path.exists() else "Echo the text back."
 
 
@@ -47,13 +51,13 @@ def _tools() -> list[types.Tool]:
             annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
         ),
     ]
-    if (STATE / "collide").exists():
+    if (_state() / "collide").exists():
         # Two names that are one after nrllm's reduction.
         tools += [
             types.Tool(name="echo.v2", description="One.", input_schema=empty),
             types.Tool(name="echo_v2", description="Two.", input_schema=empty),
         ]
-    if (STATE / "extra").exists():
+    if (_state() / "extra").exists():
         tools.append(types.Tool(name="extra", description="Added later.", input_schema=empty))
     return tools
 
@@ -68,7 +72,7 @@ async def call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     arguments = params.arguments or {}
-    calls = STATE / "calls"
+    calls = _state() / "calls"
     with calls.open("a", encoding="utf-8") as log:
         log.write(params.name + "\n")
     if params.name == "echo":
