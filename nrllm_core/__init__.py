@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nrllm_core._async_host import AsyncHost
 from nrllm_core._bounds import (
     ARTIFACTS_MAX_BYTES,
     ARTIFACTS_MAX_DEPTH,
@@ -16,16 +17,21 @@ from nrllm_core._bounds import (
 )
 from nrllm_core._catalog import RegisteredTool, ToolRegistry
 from nrllm_core._config import ConfigError, HostConfig, load_config
+from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
 from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
 from nrllm_core._host import ApprovalRefused, Host, RefusalReason, RunOutcome
 from nrllm_core._invoke import invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import (
     ChatMessage,
+    Delta,
     ProviderAnswer,
     ProviderError,
     Replay,
     Stop,
+    StreamRestarted,
+    TextDelta,
+    ThinkingDelta,
     ToolCall,
     ToolSpec,
     Usage,
@@ -53,12 +59,15 @@ __all__ = [
     "Actor",
     "ApprovalRefused",
     "ArtifactType",
+    "AsyncHost",
     "AuditRecord",
     "ChatMessage",
     "ConfigError",
     "DataClass",
+    "Delta",
     "DenialReason",
     "Effect",
+    "Finished",
     "GateDecision",
     "GateReport",
     "Host",
@@ -77,9 +86,16 @@ __all__ = [
     "RunStep",
     "StepKind",
     "Stop",
+    "StreamEvent",
+    "StreamRestarted",
+    "Suspended",
+    "TextDelta",
+    "ThinkingDelta",
     "Tool",
+    "ToolAnswered",
     "ToolArtifact",
     "ToolCall",
+    "ToolCallStarted",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",

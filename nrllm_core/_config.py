@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -170,6 +171,12 @@ class RunConfig:
     max_tool_calls_per_turn: int = 32
     # Of each call's arguments, as canonical JSON.
     max_argument_bytes: int = 100_000
+    # Calls of one turn that run at once (1: one after another, in the model's order).
+    max_parallel_tools: int = 8
+    # A call still running after this long is answered as timed out; the others go on.
+    tool_timeout_seconds: float = 60.0
+    # Worker threads the async driver lends to sync tools.
+    tool_threads: int = 16
 
 
 APPROVAL_TTL_MIN_SECONDS: Final = 60
@@ -525,8 +532,12 @@ def _cross_checks(
         ("store.unfinished_retention_days", document.store.unfinished_retention_days),
         ("run.max_tool_calls_per_turn", document.run.max_tool_calls_per_turn),
         ("run.max_argument_bytes", document.run.max_argument_bytes),
+        ("run.max_parallel_tools", document.run.max_parallel_tools),
+        ("run.tool_timeout_seconds", document.run.tool_timeout_seconds),
+        ("run.tool_threads", document.run.tool_threads),
     ):
-        if number <= 0:
+        # Written so that NaN fails too; no bound is infinite.
+        if not 0 < number < math.inf:
             errors.append(f"{key}: must be greater than 0")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")

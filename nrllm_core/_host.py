@@ -2,33 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 from urllib.parse import urlsplit
 
 import attrs
 
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
-from nrllm_core._config import HostConfig, config_loader
+from nrllm_core._config import HostConfig, RunConfig, config_loader
+from nrllm_core._drive import Cancellation, Driver, Watchers, drive
+from nrllm_core._events import StreamEvent, stream_events
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
-from nrllm_core._invoke import invoke, new_call_id, new_run_id, refuse
+from nrllm_core._invoke import new_call_id, new_run_id, refuse
 from nrllm_core._loop import (
+    Effect,
     LoopOutcome,
     PendingCall,
     SuspendedRunState,
     TerminationReason,
     clamp_rounds,
+    first_segment,
     preview_lines,
-    resume_loop,
-    run_loop,
+    resumed_segment,
+    single_call,
     turn_digest,
 )
 from nrllm_core._manager import PluginManager, make_plugin_manager
@@ -48,6 +54,25 @@ if TYPE_CHECKING:
 __all__ = ["ApprovalRefused", "Host", "RefusalReason", "RunOutcome"]
 
 _AUDIT_PLUGIN: Final = "nrllm.audit"
+_NOBODY: Final = Watchers()
+T = TypeVar("T")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Drive:
+    """What a host flow asks of its runner: drive this loop core for this run."""
+
+    core: Generator[Effect, Any, Any]
+    recorder: RunRecorder
+    limits: RunConfig
+    # None for a core that never asks the model (one direct call).
+    provider: Provider | None = None
+
+
+# A run, an approval or a direct call as the host does it: its store work is plain code, and
+# it yields each loop core it needs driven (sync here, async in AsyncHost).
+Flow = Generator[Drive, Any, T]
 
 
 class RefusalReason(enum.StrEnum):
@@ -138,6 +163,8 @@ class Host:
         self._data_dir = data_dir
         self._environ = os.environ if environ is None else environ
         self._clock = clock
+        self._running: dict[str, Cancellation] = {}
+        self._running_lock = threading.Lock()
         if not pm.has_plugin(_AUDIT_PLUGIN):
             from nrllm_core.store import StoreAuditSink
 
@@ -220,6 +247,41 @@ class Host:
         ``on_event`` sees each step of this run, unfiltered, as it happens. An empty or
         whitespace-only prompt raises ``ValueError`` before anything is recorded or sent.
         """
+        flow = self._run_flow(prompt, provider, skill, max_rounds, actor, system, on_event)
+        return self._walk(flow, _NOBODY)
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        provider: str | None = None,
+        skill: str | None = None,
+        max_rounds: int | None = None,
+        actor: Actor | None = None,
+        system: str | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
+    ) -> Iterator[StreamEvent]:
+        """Run a prompt as :meth:`run` does, yielding what happens as it happens: the model's
+        text and thinking as they stream, each call as it starts, each answer that goes back
+        to the model (its wire payload only), and last the run's :class:`Suspended` or
+        :class:`Finished` event. The run goes on in a thread while the caller reads.
+        """
+        flow = self._run_flow(prompt, provider, skill, max_rounds, actor, system, on_event)
+        walker: Driver[Drive, RunOutcome] = Driver(flow)
+        # Begun here, not on the thread: a bad prompt or provider raises to the caller.
+        first = walker.next()
+        return stream_events(lambda watchers: self._walked(walker, first, watchers))
+
+    def _run_flow(
+        self,
+        prompt: str,
+        provider: str | None,
+        skill: str | None,
+        max_rounds: int | None,
+        actor: Actor | None,
+        system: str | None,
+        on_event: Callable[[TraceEvent], None] | None,
+    ) -> Flow[RunOutcome]:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty")
         config = self.config
@@ -243,7 +305,11 @@ class Host:
                         config, "run", report.zone.value, provider=provider_name, skill=skill
                     )
                 )
-                return self._first_segment(recorder, config, report, prompt, system, rounds, actor)
+                return (
+                    yield from self._first_segment(
+                        recorder, config, report, prompt, system, rounds, actor
+                    )
+                )
             except Exception:
                 return self._crashed(recorder)
 
@@ -256,7 +322,7 @@ class Host:
         system: str | None,
         rounds: int,
         actor: Actor,
-    ) -> RunOutcome:
+    ) -> Flow[RunOutcome]:
         provider_name, skill = report.provider, report.skill
         run_id = recorder.run_id
         recorder.record(gate_step(report))
@@ -268,9 +334,9 @@ class Host:
         except ProviderError as exc:
             return self._settle(recorder, _failed(run_id, str(exc)), actor)
         catalog = self.pm.catalog()
-        outcome = run_loop(
+        core = first_segment(
             pm=self.pm,
-            provider=model,
+            run_id=run_id,
             provider_name=provider_name,
             skill=skill,
             messages=messages,
@@ -278,12 +344,12 @@ class Host:
             permits=live_gate(
                 self.pm, self._load, provider=provider_name, skill=skill, actor=actor
             ),
-            recorder=recorder,
             context_for=self._context_for(run_id, actor, config),
             actor=actor,
             max_rounds=rounds,
             limits=config.run,
         )
+        outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
         return self._settle(recorder, outcome, actor)
 
     def invoke(
@@ -306,7 +372,26 @@ class Host:
         ``skill``. ``kind`` names the run's kind (``mcp`` for ``nrllm mcp serve``). With
         ``approve``, a tool that needs approval runs only if ``approve(call, turn_digest)``
         answers who approved it; ``None`` denies it. The decision is recorded before the call.
+        An ``async def`` tool runs on a private event loop thread; the call is answered as
+        timed out past ``[run] tool_timeout_seconds``.
         """
+        flow = self._invoke_flow(
+            tool_name, arguments, provider, zone, skill, kind, approve, actor, on_event
+        )
+        return self._walk(flow, _NOBODY)
+
+    def _invoke_flow(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        provider: str | None,
+        zone: TrustZone | None,
+        skill: str | None,
+        kind: str,
+        approve: Callable[[PendingCall, str], str | None] | None,
+        actor: Actor | None,
+        on_event: Callable[[TraceEvent], None] | None,
+    ) -> Flow[WirePayload]:
         from nrllm_core.store import RunKind, RunStatus
 
         config = self.config
@@ -362,18 +447,12 @@ class Host:
                     and registered.requires_approval
                     and (permits is None or permits(registered))
                 ):
-                    wire = self._approved_call(
+                    wire = yield from self._approved_call(
                         registered, arguments, context, recorder, approve, permits
                     )
                 else:
-                    wire = invoke(
-                        self.pm,
-                        tool_name,
-                        arguments,
-                        context=context,
-                        offered=permits,
-                        recorder=recorder,
-                    )
+                    core = single_call(self.pm, tool_name, arguments, context, permits)
+                    wire = yield Drive(core=core, recorder=recorder, limits=config.run)
             except Exception:
                 self._crashed(recorder)
                 raise
@@ -392,7 +471,7 @@ class Host:
         recorder: RunRecorder,
         approve: Callable[[PendingCall, str], str | None],
         permits: Callable[[RegisteredTool], bool] | None,
-    ) -> WirePayload:
+    ) -> Flow[WirePayload]:
         """Ask ``approve`` about one call, record the answer, then run or refuse the call (the
         live gate decides again: the person may have taken a while)."""
         call = ToolCall(id=context.call_id, name=registered.name, arguments=dict(arguments))
@@ -426,9 +505,9 @@ class Host:
             return refuse(
                 self.pm, call.name, arguments, content, context=context, recorder=recorder
             )
-        return invoke(
-            self.pm, call.name, arguments, context=context, offered=permits, recorder=recorder
-        )
+        core = single_call(self.pm, call.name, arguments, context, permits)
+        wire: WirePayload = yield Drive(core=core, recorder=recorder, limits=self.config.run)
+        return wire
 
     def approve(
         self,
@@ -445,6 +524,17 @@ class Host:
         state's nonce is consumed in the claim), never after the run moved on or the turn
         expired, and written to the audit before anything executes.
         """
+        flow = self._approve_flow(run_id, approve, approver, turn_digest, on_event)
+        return self._walk(flow, _NOBODY)
+
+    def _approve_flow(
+        self,
+        run_id: str,
+        approve: bool,
+        approver: str,
+        turn_digest: str | None,
+        on_event: Callable[[TraceEvent], None] | None,
+    ) -> Flow[RunOutcome]:
         config = self.config
         suspension = self.store.suspension(run_id)
         if suspension is None:
@@ -498,7 +588,11 @@ class Host:
                         trace_context=suspension.trace_context,
                     )
                 )
-                return self._resume_segment(recorder, config, state, approve, approver, turn_digest)
+                return (
+                    yield from self._resume_segment(
+                        recorder, config, state, approve, approver, turn_digest
+                    )
+                )
             except Exception:
                 return self._crashed(recorder)
 
@@ -510,7 +604,7 @@ class Host:
         approve: bool,
         approver: str,
         turn_digest: str,
-    ) -> RunOutcome:
+    ) -> Flow[RunOutcome]:
         run_id = recorder.run_id
         audited = recorder.record(
             RunStep(
@@ -539,19 +633,18 @@ class Host:
             return self._settle(recorder, _failed(run_id, str(exc)), actor)
         report = self.gate(provider=state.provider, skill=state.skill, actor=actor)
         catalog = self.pm.catalog()
-        outcome = resume_loop(
+        core = resumed_segment(
             pm=self.pm,
-            provider=model,
             state=state,
             approved=approve,
             offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
             permits=live_gate(
                 self.pm, self._load, provider=state.provider, skill=state.skill, actor=actor
             ),
-            recorder=recorder,
             context_for=self._context_for(run_id, actor, config),
             limits=config.run,
         )
+        outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
         return self._settle(recorder, outcome, actor)
 
     def pending(self, run_id: str) -> RunOutcome | None:
@@ -579,6 +672,56 @@ class Host:
         from nrllm_core.store import RunStatus
 
         return self.store.list_runs(None if status is None else RunStatus(status))
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run this host is driving now, from any thread: its pending calls never
+        start, the model is not asked again, and the run settles ``cancelled``. ``False``
+        when this host is driving no run of that id."""
+        with self._running_lock:
+            cancellation = self._running.get(run_id)
+        if cancellation is None:
+            return False
+        logger().info("nrllm.run.cancel_requested", run_id=run_id)
+        cancellation.cancel()
+        return True
+
+    # -- driving -----------------------------------------------------------------------------
+
+    def _walk(self, flow: Flow[T], watchers: Watchers) -> T:
+        walker: Driver[Drive, T] = Driver(flow)
+        return self._walked(walker, walker.next(), watchers)
+
+    def _walked(self, walker: Driver[Drive, T], effect: Drive | None, watchers: Watchers) -> T:
+        """Go on with a flow whose next effect is ``effect``, to its end."""
+        while effect is not None:
+            try:
+                with self._cancellable(effect.recorder.run_id) as cancellation:
+                    walker.answer(
+                        drive(
+                            effect.core,
+                            pm=self.pm,
+                            provider=effect.provider,
+                            record=functools.partial(_record, effect.recorder),
+                            limits=effect.limits,
+                            cancellation=cancellation,
+                            watchers=watchers,
+                        )
+                    )
+            except Exception as exc:
+                walker.fail(exc)
+            effect = walker.next()
+        return walker.result()
+
+    @contextlib.contextmanager
+    def _cancellable(self, run_id: str) -> Iterator[Cancellation]:
+        cancellation = Cancellation()
+        with self._running_lock:
+            self._running[run_id] = cancellation
+        try:
+            yield cancellation
+        finally:
+            with self._running_lock:
+                self._running.pop(run_id, None)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -752,17 +895,24 @@ class Host:
                 turn_digest=digest,
                 usage=result.usage,
             )
-        failed = outcome.error is not None
-        self._finish(recorder, RunStatus.FAILED if failed else RunStatus.COMPLETED, termination)
+        status = RunStatus.FAILED if outcome.error is not None else RunStatus.COMPLETED
+        if termination is TerminationReason.CANCELLED:
+            status = RunStatus.CANCELLED
+        self._finish(recorder, status, termination)
         return RunOutcome(
             run_id=run_id,
-            status="failed" if failed else "completed",
+            status=status.value,
             termination_reason=termination.value,
             final_content=result.final_content,
             error=outcome.error,
             usage=result.usage,
             truncated=result.truncated,
         )
+
+
+def _record(recorder: RunRecorder, effect: Any) -> bool:
+    delivered: bool = recorder.record(effect.step)
+    return delivered
 
 
 def _failed(run_id: str, error: str) -> LoopOutcome:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 import types
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, TypeGuard, final
+
+import attrs
 
 from nrllm_core._bounds import bound_artifacts, bound_content
-from nrllm_core._catalog import RegisteredTool, ToolCatalog
+from nrllm_core._catalog import RegisteredTool
 from nrllm_core._gate import rights_refusal
+from nrllm_core._loop_thread import TimedOut, loop_thread
 from nrllm_core._manager import PluginManager
 from nrllm_core._payloads import RunStep, StepKind, WirePayload
 from nrllm_core._recorder import RunRecorder
@@ -20,12 +24,42 @@ from nrllm_core._tool import ToolContext
 from nrllm_core._values import ToolResult
 from nrllm_core.log import logger
 
+if TYPE_CHECKING:
+    from anyio import CapacityLimiter
+
 __all__ = ["invoke", "own_context", "refuse"]
 
 # A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
 _OK: Final = "ok"
 _ERROR: Final = "error"
-_REFUSED: Final = "refused"
+REFUSED: Final = "refused"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Admitted:
+    """A call the seam let through: it runs with these checked arguments and this context."""
+
+    registered: RegisteredTool
+    # A plain dict: what JSON Schema calls an object, and a copy the tool cannot share.
+    arguments: dict[str, Any]
+    # The tool's own context: its plugin's settings only.
+    context: ToolContext
+
+    @property
+    def is_async(self) -> bool:
+        """The tool's ``execute`` is a coroutine function: it runs on an event loop."""
+        return inspect.iscoroutinefunction(self.registered.tool.execute)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Executed:
+    """What running an admitted call gave: its result, ``ok``/``error``, and how long it took."""
+
+    result: ToolResult
+    outcome: str
+    seconds: float
 
 
 def invoke(
@@ -45,22 +79,21 @@ def invoke(
     that the actor's own rights (``context.actor``) allow.
     ``arguments`` that are not a mapping (``None`` marks ones the model sent malformed) are
     refused without running the tool. Only the :class:`WirePayload` is returned: artifacts
-    leave through the trace and audit sinks.
+    leave through the trace and audit sinks. An ``async def`` tool runs to its end on a
+    private event loop thread.
     """
-    catalog = pm.catalog()
     started = time.perf_counter()
-    result, outcome = _execute(catalog, pm, tool_name, arguments, context, offered)
-    return _deliver(
-        pm,
-        result,
-        outcome,
-        tool_name,
-        arguments,
-        context,
-        recorder,
-        round,
-        time.perf_counter() - started,
+    admitted = admit(pm, tool_name, arguments, context, offered)
+    if isinstance(admitted, Admitted):
+        done = execute(pm, admitted)
+        result, outcome = done.result, done.outcome
+    else:
+        result, outcome = admitted, REFUSED
+    wire, step = deliver(
+        pm, result, outcome, tool_name, arguments, context, round, time.perf_counter() - started
     )
+    (recorder or RunRecorder(pm, context.run_id)).record(step)
+    return wire
 
 
 def refuse(
@@ -75,30 +108,24 @@ def refuse(
 ) -> WirePayload:
     """Answer a call that is not executed (a person denied it, or it is no longer permitted)
     through the same bounding and delivery as every executed call."""
-    return _deliver(
-        pm,
-        ToolResult.error(content),
-        _REFUSED,
-        tool_name,
-        arguments,
-        context,
-        recorder,
-        round,
-        0.0,
+    wire, step = deliver(
+        pm, ToolResult.error(content), REFUSED, tool_name, arguments, context, round, 0.0
     )
+    (recorder or RunRecorder(pm, context.run_id)).record(step)
+    return wire
 
 
-def _deliver(
+def deliver(
     pm: PluginManager,
     result: ToolResult,
     outcome: str,
     tool_name: str,
     arguments: object,
     context: ToolContext,
-    recorder: RunRecorder | None,
     round: int,
     seconds: float,
-) -> WirePayload:
+) -> tuple[WirePayload, RunStep]:
+    """Bound both channels, hand the wire its payload, and build the call's step to record."""
     # Both channels bounded; the result is rebuilt through its factories unless bounding
     # returned the very same objects, in which case the tool's result already is that rebuild.
     content = bound_content(result.content)
@@ -135,37 +162,37 @@ def _deliver(
         },
         tool_artifacts=result.artifacts,
     )
-    (recorder or RunRecorder(pm, context.run_id)).record(step)
-    return wire
+    return wire, step
 
 
-def _execute(
-    catalog: ToolCatalog,
+def admit(
     pm: PluginManager,
     tool_name: str,
     arguments: object,
     context: ToolContext,
     offered: Callable[[RegisteredTool], bool] | None,
-) -> tuple[ToolResult, str]:
-    """The call's result, and whether the tool ran (``ok``/``error``) or was refused."""
+) -> Admitted | ToolResult:
+    """The call ready to run, or the error result that refuses it without running the tool."""
+    catalog = pm.catalog()
     registered = catalog.get(tool_name)
     if registered is None and tool_name in catalog.clashes:
         claims = [f'"{plugin}"' for plugin in catalog.clashes[tool_name]]
         owners = ("both " if len(claims) == 2 else "") + " and ".join(claims)
-        return _refused(f'Error: tool "{tool_name}" is withheld: registered by {owners}')
+        return ToolResult.error(f'Error: tool "{tool_name}" is withheld: registered by {owners}')
     if registered is None:
-        return _refused(f'Error: unknown tool "{tool_name}"')
+        return ToolResult.error(f'Error: unknown tool "{tool_name}"')
     if offered is not None and not offered(registered):
-        return _refused(f'Error: tool "{tool_name}" not permitted')
+        return ToolResult.error(f'Error: tool "{tool_name}" not permitted')
     if offered is None:
         # A direct call bypasses the zone and the skill, never the actor's rights.
         denied = rights_refusal(registered, context.actor)
         if denied is not None:
             logger().info("nrllm.gate.denied", tool=tool_name, reason=denied.value, direct=True)
-            return _refused(f'Error: tool "{tool_name}" not permitted ({denied.value})')
+            return ToolResult.error(f'Error: tool "{tool_name}" not permitted ({denied.value})')
     if not isinstance(arguments, Mapping):
-        return _refused(f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object')
-    # A plain dict: what JSON Schema calls an object, and a copy the tool cannot share.
+        return ToolResult.error(
+            f'Error: invalid arguments for tool "{tool_name}": $: not a JSON object'
+        )
     plain = dict(arguments)
     if not registered.checks_own_arguments:
         try:
@@ -179,27 +206,100 @@ def _execute(
             logger().warning("nrllm.tool.arguments_unvalidated", tool=tool_name, exc_info=True)
             problem = "$: could not be validated"
         if problem is not None:
-            return _refused(f'Error: invalid arguments for tool "{tool_name}": {problem}')
+            return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     # A tool sees its own plugin's section only, never another plugin's settings.
+    return Admitted(
+        registered=registered, arguments=plain, context=own_context(context, registered.plugin)
+    )
+
+
+def execute(pm: PluginManager, admitted: Admitted, timeout: float | None = None) -> Executed:
+    """Run an admitted call here (an awaitable it returns runs on the private event loop
+    thread, cancelled past ``timeout``)."""
+    started = time.perf_counter()
     try:
-        raw = pm.execute_tool(registered.tool, plain, own_context(context, registered.plugin))
+        raw = start(pm, admitted)
+        if inspect.isawaitable(raw):
+            raw = loop_thread().run(raw, timeout)
+    except TimedOut:
+        return timed_out(admitted, timeout or 0.0, started)
     except Exception:
-        # The exception text can hold credentials: it goes to the log, never to the wire.
-        logger().error("nrllm.tool.failed", tool=tool_name, call_id=context.call_id, exc_info=True)
-        return ToolResult.error(f'Error: tool "{tool_name}" failed.'), _ERROR
+        return failed(admitted, started)
+    return checked(admitted, raw, started)
+
+
+async def aexecute(pm: PluginManager, admitted: Admitted, limiter: CapacityLimiter) -> Executed:
+    """Run an admitted call from an event loop: a coroutine tool here, a sync one in a worker
+    thread that ``limiter`` lends."""
+    import anyio.to_thread
+
+    started = time.perf_counter()
+    try:
+        if admitted.is_async:
+            raw = start(pm, admitted)
+        else:
+            # Abandoned on cancellation: a timed-out sync tool cannot hold its run.
+            raw = await anyio.to_thread.run_sync(
+                start, pm, admitted, limiter=limiter, abandon_on_cancel=True
+            )
+        if inspect.isawaitable(raw):
+            raw = await raw
+    except Exception:
+        return failed(admitted, started)
+    return checked(admitted, raw, started)
+
+
+def start(pm: PluginManager, admitted: Admitted) -> object:
+    """The ``nrllm_execute_tool`` hook's answer: a result, or an awaitable of one."""
+    return pm.execute_tool(admitted.registered.tool, admitted.arguments, admitted.context)
+
+
+def failed(admitted: Admitted, started: float) -> Executed:
+    """A call whose tool raised. The exception text can hold credentials: it goes to the log,
+    never to the wire."""
+    name = admitted.registered.name
+    logger().error("nrllm.tool.failed", tool=name, call_id=admitted.context.call_id, exc_info=True)
+    return Executed(
+        result=ToolResult.error(f'Error: tool "{name}" failed.'),
+        outcome=_ERROR,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def timed_out(admitted: Admitted, timeout: float, started: float) -> Executed:
+    """A call still running past ``[run] tool_timeout_seconds``: it fails alone."""
+    name = admitted.registered.name
+    logger().warning("nrllm.tool.timed_out", tool=name, call_id=admitted.context.call_id)
+    return Executed(
+        result=ToolResult.error(f'Error: tool "{name}" timed out after {timeout:g} seconds.'),
+        outcome=_ERROR,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def cancelled(*, started: bool) -> Executed:
+    """A call the run's cancellation stopped: while it ran (``error``), or before it started
+    (``refused``: the tool never ran)."""
+    return Executed(
+        result=ToolResult.error("Error: the run was cancelled before this call finished."),
+        outcome=_ERROR if started else REFUSED,
+        seconds=0.0,
+    )
+
+
+def checked(admitted: Admitted, raw: object, started: float) -> Executed:
+    seconds = time.perf_counter() - started
     if not _well_formed(raw):
+        name = admitted.registered.name
         logger().error(
             "nrllm.tool.no_tool_result",
-            tool=tool_name,
+            tool=name,
             returned=type(raw).__name__,
             fix="return ToolResult.text(...) (or ToolResult.error(...)) from the tool",
         )
-        return ToolResult.error(f'Error: tool "{tool_name}" returned no ToolResult.'), _ERROR
-    return raw, _OK
-
-
-def _refused(message: str) -> tuple[ToolResult, str]:
-    return ToolResult.error(message), _REFUSED
+        result = ToolResult.error(f'Error: tool "{name}" returned no ToolResult.')
+        return Executed(result=result, outcome=_ERROR, seconds=seconds)
+    return Executed(result=raw, outcome=_OK, seconds=seconds)
 
 
 def own_context(context: ToolContext, plugin: str) -> ToolContext:

@@ -1,4 +1,9 @@
-"""The bounded tool loop: model turns, the approval scan, and execution through the seam."""
+"""The bounded tool loop: model turns, the approval scan, and execution through the seam.
+
+The loop's decisions live here once, as a generator that does no I/O: it yields what to do
+next (:class:`Ask` the model, :class:`Run` the admitted calls of a turn, :class:`Record` a
+step) and a driver (``_drive``: one sync, one async) does it and sends back the answer.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
@@ -16,7 +21,7 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import RunConfig
-from nrllm_core._invoke import invoke, own_context, refuse
+from nrllm_core._invoke import REFUSED, Admitted, Executed, admit, deliver, own_context
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import (
     ChatMessage,
@@ -28,26 +33,30 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
-from nrllm_core._payloads import RunStep, StepKind
-from nrllm_core._providers import Provider, complete
-from nrllm_core._recorder import RunRecorder
+from nrllm_core._payloads import RunStep, StepKind, WirePayload
 from nrllm_core._tool import ToolContext
-from nrllm_core._values import Actor
+from nrllm_core._values import Actor, ToolResult
 from nrllm_core.log import logger
 
 __all__ = [
     "MAX_ROUNDS_CAP",
     "MAX_ROUNDS_DEFAULT",
+    "Ask",
+    "Core",
     "LoopOutcome",
     "PendingCall",
+    "Record",
+    "Run",
+    "RunCancelled",
     "SuspendedRunState",
     "TerminationReason",
     "ToolInvocation",
     "ToolLoopResult",
     "clamp_rounds",
+    "first_segment",
     "preview_lines",
-    "resume_loop",
-    "run_loop",
+    "resumed_segment",
+    "single_call",
     "turn_digest",
 ]
 
@@ -78,6 +87,8 @@ class TerminationReason(enum.StrEnum):
     AUDIT_UNAVAILABLE = "audit_unavailable"
     SUSPEND_FAILED = "suspend_failed"
     INTERNAL_ERROR = "internal_error"
+    # The run's task was cancelled, or ``Host.cancel`` asked: pending calls never started.
+    CANCELLED = "cancelled"
 
 
 @final
@@ -162,6 +173,44 @@ class LoopOutcome:
     error: str | None = None
 
 
+@final
+@attrs.frozen(kw_only=True)
+class Ask:
+    """Ask the model: the driver answers with a :class:`ProviderAnswer` or raises into the
+    loop what the provider raised."""
+
+    messages: tuple[ChatMessage, ...]
+    specs: tuple[ToolSpec, ...]
+    tool_choice: ToolChoice
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Run:
+    """Run these admitted calls of one turn (at once, as the driver can): the driver answers
+    with one :class:`Executed` each, in the same order."""
+
+    calls: tuple[Admitted, ...]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Record:
+    """Record this step: the driver answers whether every audit sink took it."""
+
+    step: RunStep
+    # A tool step's wire payload, for a live stream of the run; never stored from here.
+    wire: WirePayload | None = None
+
+
+Effect = Ask | Run | Record
+Core = Generator[Effect, Any, LoopOutcome]
+
+
+class RunCancelled(Exception):
+    """Raised into the loop by a driver whose run was cancelled."""
+
+
 def clamp_rounds(requested: int | None) -> int:
     """The round limit: default 5, at most 20 (a warning when clamped); below 1 is refused."""
     if requested is None:
@@ -186,12 +235,11 @@ def turn_digest(run_id: str, nonce: str, pending: Sequence[PendingCall]) -> str:
 @attrs.define(kw_only=True)
 class _Segment:
     pm: PluginManager
-    provider: Provider
+    run_id: str
     provider_name: str | None
     skill: str | None
     offered: Sequence[RegisteredTool]
     permits: Callable[[RegisteredTool], bool]
-    recorder: RunRecorder
     context_for: Callable[[str], ToolContext]
     actor: Actor
     max_rounds: int
@@ -204,36 +252,34 @@ class _Segment:
     approved: frozenset[str] = frozenset()
 
 
-def run_loop(
+def first_segment(
     *,
     pm: PluginManager,
-    provider: Provider,
+    run_id: str,
     provider_name: str | None,
     skill: str | None,
     messages: Sequence[ChatMessage],
     offered: Sequence[RegisteredTool],
     permits: Callable[[RegisteredTool], bool],
-    recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
     actor: Actor,
     max_rounds: int,
     limits: RunConfig = _DEFAULT_LIMITS,
     usage: Usage | None = None,
     iterations: int = 0,
-) -> LoopOutcome:
-    """Run rounds until the model answers without tool calls, a turn needs approval, or the cap.
+) -> Core:
+    """Rounds until the model answers without tool calls, a turn needs approval, or the cap.
 
     Only ``offered`` tools can run, and ``permits`` (the live gate) is asked again for every
     call at execution time. ``limits`` caps each turn's calls and their arguments' size.
     """
     segment = _Segment(
         pm=pm,
-        provider=provider,
+        run_id=run_id,
         provider_name=provider_name,
         skill=skill,
         offered=offered,
         permits=_run_gate(offered, permits),
-        recorder=recorder,
         context_for=context_for,
         actor=actor,
         max_rounds=max_rounds,
@@ -242,7 +288,7 @@ def run_loop(
         usage=usage or Usage(),
         iterations=iterations,
     )
-    return _guarded(segment, lambda: _rounds(segment))
+    return _guarded(segment, _rounds(segment))
 
 
 def _run_gate(
@@ -253,11 +299,11 @@ def _run_gate(
     return lambda tool: tool.name in names and live(tool)
 
 
-def _guarded(seg: _Segment, body: Callable[[], LoopOutcome]) -> LoopOutcome:
+def _guarded(seg: _Segment, body: Core) -> Core:
     try:
-        return body()
+        return (yield from body)
     except ProviderError as exc:
-        logger().warning("nrllm.loop.provider_failed", run_id=seg.recorder.run_id)
+        logger().warning("nrllm.loop.provider_failed", run_id=seg.run_id)
         return LoopOutcome(
             result=_result(seg, "", TerminationReason.PROVIDER_FAILED),
             error=f"the model provider failed: {exc}",
@@ -266,21 +312,24 @@ def _guarded(seg: _Segment, body: Callable[[], LoopOutcome]) -> LoopOutcome:
         return LoopOutcome(
             result=_result(seg, "", TerminationReason.AUDIT_UNAVAILABLE), error=str(exc)
         )
+    except RunCancelled:
+        logger().info("nrllm.run.cancelled", run_id=seg.run_id)
+        return LoopOutcome(result=_result(seg, "", TerminationReason.CANCELLED))
 
 
 class _AuditUnavailable(Exception):
     pass
 
 
-def _rounds(seg: _Segment) -> LoopOutcome:
-    specs = [
+def _rounds(seg: _Segment) -> Core:
+    specs = tuple(
         ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
         for t in seg.offered
-    ]
+    )
     for _ in range(seg.max_rounds):
         seg.iterations += 1
-        answer = _ask(seg, specs, seg.iterations)
-        ended = _ended(seg, answer)
+        answer = yield from _ask(seg, specs, seg.iterations)
+        ended = yield from _ended(seg, answer)
         if ended is not None:
             return ended
         # Calls to answer, or a paused turn to send back so that the model continues it.
@@ -293,14 +342,10 @@ def _rounds(seg: _Segment) -> LoopOutcome:
             return LoopOutcome(
                 result=_result(seg, "", TerminationReason.AWAITING_APPROVAL), suspended=suspended
             )
-        for call, refusal in zip(answer.tool_calls, refusals, strict=True):
-            if refusal is None:
-                _execute(seg, call)
-            else:
-                _refuse(seg, call, refusal)
+        yield from _answer_turn(seg, list(zip(answer.tool_calls, refusals, strict=True)))
     # The cap: one last request, the tools still declared (the history calls them) but none
     # to be called. Calls the model makes anyway are not executed.
-    answer = _ask(seg, specs, seg.iterations + 1, tool_choice="none")
+    answer = yield from _ask(seg, specs, seg.iterations + 1, tool_choice="none")
     if answer.stop is Stop.REFUSAL:
         return _refused(seg, answer)
     return LoopOutcome(
@@ -313,7 +358,7 @@ def _rounds(seg: _Segment) -> LoopOutcome:
     )
 
 
-def _ended(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome | None:
+def _ended(seg: _Segment, answer: ProviderAnswer) -> Generator[Effect, Any, LoopOutcome | None]:
     """The run's end when ``answer`` ends it: a refusal, an answer cut off at its length limit
     (its calls answered, never executed), or a final answer without calls."""
     if answer.stop is Stop.REFUSAL:
@@ -323,8 +368,7 @@ def _ended(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome | None:
             seg.messages.append(
                 ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
             )
-            for call in answer.tool_calls:
-                _refuse(seg, call, CUT_OFF)
+            yield from _answer_turn(seg, [(call, CUT_OFF) for call in answer.tool_calls])
         return LoopOutcome(
             result=_result(seg, answer.content, TerminationReason.TRUNCATED, truncated=True)
         )
@@ -341,10 +385,10 @@ def _refused(seg: _Segment, answer: ProviderAnswer) -> LoopOutcome:
 
 
 def _ask(
-    seg: _Segment, specs: list[ToolSpec], round_: int, *, tool_choice: ToolChoice = "auto"
-) -> ProviderAnswer:
-    seg.recorder.record(
-        RunStep(
+    seg: _Segment, specs: tuple[ToolSpec, ...], round_: int, *, tool_choice: ToolChoice = "auto"
+) -> Generator[Effect, Any, ProviderAnswer]:
+    yield Record(
+        step=RunStep(
             kind=StepKind.REQUEST,
             round=round_,
             duration_ms=0.0,
@@ -357,17 +401,20 @@ def _ask(
     )
     started = time.perf_counter()
     try:
-        answer = complete(seg.provider, seg.messages, specs, tool_choice=tool_choice)
-    except ProviderError:
+        answer = yield Ask(messages=tuple(seg.messages), specs=specs, tool_choice=tool_choice)
+    except (ProviderError, RunCancelled):
         raise
     except Exception as exc:
         # A provider plugin's own failure: its text may quote keys or prompts, so the run's
         # error names only the type; the details go to the log.
-        logger().error("nrllm.provider.crashed", run_id=seg.recorder.run_id, exc_info=True)
+        logger().error("nrllm.provider.crashed", run_id=seg.run_id, exc_info=True)
         raise ProviderError(f"the provider failed unexpectedly ({type(exc).__name__})") from exc
+    if not isinstance(answer, ProviderAnswer):
+        logger().error("nrllm.provider.no_answer", run_id=seg.run_id, got=type(answer).__name__)
+        raise ProviderError("the provider gave no answer")
     seg.usage = seg.usage + answer.usage
-    seg.recorder.record(
-        RunStep(
+    yield Record(
+        step=RunStep(
             kind=StepKind.LLM,
             round=round_,
             duration_ms=(time.perf_counter() - started) * 1000,
@@ -474,7 +521,7 @@ def _approval_scan(
         offered_names=tuple(t.name for t in seg.offered),
         actor=seg.actor,
         max_rounds=seg.max_rounds,
-        run_id=seg.recorder.run_id,
+        run_id=seg.run_id,
         nonce=secrets.token_hex(16),
     )
 
@@ -504,44 +551,77 @@ def preview_lines(
     return tuple(shown), False
 
 
-def _execute(seg: _Segment, call: ToolCall) -> None:
-    """One call through the seam; only its bounded content goes back to the model."""
-    registered = seg.pm.catalog().get(call.name)
-    if registered is not None and registered.requires_approval and call.id not in seg.approved:
-        # Unreachable through the approval scan; kept so that no path runs an unapproved write.
-        _refuse(seg, call, f'Error: tool "{call.name}" requires approval that was not given.')
-        return
-    failures_before = seg.recorder.audit_failures
-    wire = invoke(
-        seg.pm,
-        call.name,
-        call.arguments if call.arguments_valid else None,
-        context=seg.context_for(call.id),
-        offered=seg.permits,
-        recorder=seg.recorder,
-        round=seg.iterations,
-    )
-    _answer(seg, call, wire.content, wire.is_error)
-    wrote = registered is not None and registered.effect.is_write
-    if wrote and seg.recorder.audit_failures > failures_before:
+def _answer_turn(
+    seg: _Segment, turn: Sequence[tuple[ToolCall, str | None]]
+) -> Generator[Effect, Any, None]:
+    """Answer every call of a turn: each with its refusal, or run through the seam.
+
+    The admitted calls run together (as the driver can); their results go back to the model,
+    and their steps to the audit, in the model's call order whatever order they finish in.
+    """
+    catalog = seg.pm.catalog()
+    planned: list[Admitted | ToolResult] = []
+    for call, refusal in turn:
+        registered = catalog.get(call.name)
+        needs_approval = registered is not None and registered.requires_approval
+        if refusal is None and needs_approval and call.id not in seg.approved:
+            # Unreachable through the approval scan; kept so that no path runs an unapproved
+            # write.
+            refusal = f'Error: tool "{call.name}" requires approval that was not given.'
+        if refusal is not None:
+            planned.append(ToolResult.error(refusal))
+            continue
+        arguments = call.arguments if call.arguments_valid else None
+        planned.append(admit(seg.pm, call.name, arguments, seg.context_for(call.id), seg.permits))
+    runnable = tuple(p for p in planned if isinstance(p, Admitted))
+    executed: list[Executed] = list((yield Run(calls=runnable))) if runnable else []
+    if len(executed) != len(runnable):
+        raise RuntimeError("the driver answered a different number of calls")
+    results = iter(executed)
+    lost: list[str] = []
+    for (call, refusal), plan in zip(turn, planned, strict=True):
+        if isinstance(plan, Admitted):
+            done = next(results)
+            result, outcome, seconds = done.result, done.outcome, done.seconds
+        else:
+            result, outcome, seconds = plan, REFUSED, 0.0
+        # A refused call's step shows the arguments as the model sent them; a call the seam
+        # refused shows what the seam was given.
+        shown = call.arguments if refusal is not None or call.arguments_valid else None
+        context = seg.context_for(call.id)
+        wire, step = deliver(
+            seg.pm, result, outcome, call.name, shown, context, seg.iterations, seconds
+        )
+        audited = yield Record(step=step, wire=wire)
+        _answer(seg, call, wire.content, wire.is_error)
+        if isinstance(plan, Admitted) and plan.registered.effect.is_write and not audited:
+            lost.append(call.name)
+    if lost:
         raise _AuditUnavailable(
-            f'the audit could not record the call of the writing tool "{call.name}"; '
+            f'the audit could not record the call of the writing tool "{lost[0]}"; '
             "the run was stopped"
         )
 
 
-def _refuse(seg: _Segment, call: ToolCall, content: str) -> None:
-    """Answer a call that is not executed, bounded and delivered like every executed call."""
-    wire = refuse(
-        seg.pm,
-        call.name,
-        call.arguments,
-        content,
-        context=seg.context_for(call.id),
-        recorder=seg.recorder,
-        round=seg.iterations,
-    )
-    _answer(seg, call, wire.content, True)
+def single_call(
+    pm: PluginManager,
+    tool_name: str,
+    arguments: Mapping[str, Any] | None,
+    context: ToolContext,
+    offered: Callable[[RegisteredTool], bool] | None,
+    round: int = 0,
+) -> Generator[Effect, Any, WirePayload]:
+    """One call through the seam as a driver runs it (within its timeout, an ``async def``
+    tool on an event loop): admitted or refused, delivered, recorded."""
+    admitted = admit(pm, tool_name, arguments, context, offered)
+    if isinstance(admitted, Admitted):
+        (done,) = yield Run(calls=(admitted,))
+        result, outcome, seconds = done.result, done.outcome, done.seconds
+    else:
+        result, outcome, seconds = admitted, REFUSED, 0.0
+    wire, step = deliver(pm, result, outcome, tool_name, arguments, context, round, seconds)
+    yield Record(step=step, wire=wire)
+    return wire
 
 
 def _answer(seg: _Segment, call: ToolCall, content: str, is_error: bool) -> None:
@@ -557,18 +637,16 @@ def _answer(seg: _Segment, call: ToolCall, content: str, is_error: bool) -> None
     )
 
 
-def resume_loop(
+def resumed_segment(
     *,
     pm: PluginManager,
-    provider: Provider,
     state: SuspendedRunState,
     approved: bool,
     offered: Sequence[RegisteredTool],
     permits: Callable[[RegisteredTool], bool],
-    recorder: RunRecorder,
     context_for: Callable[[str], ToolContext],
     limits: RunConfig = _DEFAULT_LIMITS,
-) -> LoopOutcome:
+) -> Core:
     """Answer the suspended turn as the person decided, re-gated live, then continue the loop.
 
     The resumed run is offered what it was offered before and the live gate still permits.
@@ -576,12 +654,11 @@ def resume_loop(
     offered = [t for t in offered if t.name in state.offered_names]
     segment = _Segment(
         pm=pm,
-        provider=provider,
+        run_id=state.run_id,
         provider_name=state.provider,
         skill=state.skill,
         offered=offered,
         permits=_run_gate(offered, permits),
-        recorder=recorder,
         context_for=context_for,
         actor=state.actor,
         max_rounds=state.max_rounds,
@@ -592,8 +669,9 @@ def resume_loop(
         approved=frozenset(p.call_id for p in state.pending) if approved else frozenset(),
     )
 
-    def answer_turn() -> LoopOutcome:
+    def answer_turn() -> Core:
         catalog = pm.catalog()
+        turn: list[tuple[ToolCall, str | None]] = []
         for pending in state.pending:
             call = ToolCall(
                 id=pending.call_id,
@@ -602,21 +680,16 @@ def resume_loop(
                 arguments_valid=pending.arguments_valid,
             )
             registered = catalog.get(call.name)
-            if pending.refusal is not None:
-                _refuse(segment, call, pending.refusal)
-            elif not approved:
-                _refuse(segment, call, f'Error: tool "{call.name}" was denied by the operator.')
-            elif registered is None or not segment.permits(registered):
-                _refuse(
-                    segment,
-                    call,
-                    f'Error: tool "{call.name}" is no longer permitted and was not executed.',
-                )
-            else:
-                _execute(segment, call)
-        return _rounds(segment)
+            refusal = pending.refusal
+            if refusal is None and not approved:
+                refusal = f'Error: tool "{call.name}" was denied by the operator.'
+            elif refusal is None and (registered is None or not segment.permits(registered)):
+                refusal = f'Error: tool "{call.name}" is no longer permitted and was not executed.'
+            turn.append((call, refusal))
+        yield from _answer_turn(segment, turn)
+        return (yield from _rounds(segment))
 
-    return _guarded(segment, answer_turn)
+    return _guarded(segment, answer_turn())
 
 
 def _result(

@@ -416,3 +416,28 @@ class ProviderAnswer:
     replay: Replay | None = None
     # The provider's id for this answer, when it gives one.
     response_id: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TextDelta:
+    """A piece of the model's answer text, as the provider streamed it."""
+
+    text: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ThinkingDelta:
+    """A piece of the model's thinking text, as the provider streamed it."""
+
+    text: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StreamRestarted:
+    """A broken stream is asked again as a whole: what it showed so far is void."""
+
+
+Delta = TextDelta | ThinkingDelta | StreamRestarted

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
-from nrllm_core._messages import ChatMessage, ProviderAnswer, ProviderError, ToolChoice, ToolSpec
+from nrllm_core._messages import (
+    ChatMessage,
+    Delta,
+    ProviderAnswer,
+    ProviderError,
+    TextDelta,
+    ToolChoice,
+    ToolSpec,
+)
 from nrllm_core.log import logger
 
 __all__ = [
@@ -15,8 +23,11 @@ __all__ = [
     "ProviderConfigError",
     "ProviderFactory",
     "ProviderRegistry",
+    "acomplete",
+    "astream",
     "build_provider",
     "complete",
+    "stream",
 ]
 
 
@@ -58,6 +69,65 @@ def complete(
         )
         return answer
     return provider.complete(messages, [])
+
+
+async def acomplete(
+    provider: Provider,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    tool_choice: ToolChoice = "auto",
+) -> ProviderAnswer:
+    """The provider's own ``acomplete``, else its ``complete`` in a worker thread."""
+    own = getattr(provider, "acomplete", None)
+    if own is not None:
+        answer: ProviderAnswer = await own(messages, tools, tool_choice=tool_choice)
+        return answer
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(
+        lambda: complete(provider, messages, tools, tool_choice=tool_choice)
+    )
+
+
+def stream(
+    provider: Provider,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    tool_choice: ToolChoice = "auto",
+    on_delta: Callable[[Delta], None],
+) -> ProviderAnswer:
+    """The provider's own ``stream``, else ``complete`` and its text as one delta."""
+    own = getattr(provider, "stream", None)
+    if own is not None:
+        answer: ProviderAnswer = own(messages, tools, tool_choice=tool_choice, on_delta=on_delta)
+        return answer
+    answer = complete(provider, messages, tools, tool_choice=tool_choice)
+    if answer.content:
+        on_delta(TextDelta(text=answer.content))
+    return answer
+
+
+async def astream(
+    provider: Provider,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    tool_choice: ToolChoice = "auto",
+    on_delta: Callable[[Delta], None],
+) -> ProviderAnswer:
+    """The provider's own ``astream``, else ``acomplete`` and its text as one delta."""
+    own = getattr(provider, "astream", None)
+    if own is not None:
+        answer: ProviderAnswer = await own(
+            messages, tools, tool_choice=tool_choice, on_delta=on_delta
+        )
+        return answer
+    answer = await acomplete(provider, messages, tools, tool_choice=tool_choice)
+    if answer.content:
+        on_delta(TextDelta(text=answer.content))
+    return answer
 
 
 def _takes_tool_choice(provider: Provider) -> bool:

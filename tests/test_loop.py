@@ -37,6 +37,8 @@ from nrllm_core import (
     hookimpl,
     make_plugin_manager,
 )
+from nrllm_core._config import RunConfig
+from nrllm_core._drive import drive
 from nrllm_core._host import Host
 from nrllm_core._loop import (
     MAX_ROUNDS_CAP,
@@ -47,7 +49,7 @@ from nrllm_core._loop import (
     ToolInvocation,
     ToolLoopResult,
     clamp_rounds,
-    run_loop,
+    first_segment,
 )
 from nrllm_core._sealing import load_state_key, open_sealed
 from nrllm_core.providers import ScriptedProvider
@@ -322,20 +324,27 @@ def test_no_tools_offered_is_one_plain_completion_with_an_empty_tools_sequence(n
 
 
 def _loop(pm: Any, provider: Any, max_rounds: int) -> Any:
-    return run_loop(
+    recorder = RunRecorder(pm, "run-loop")
+    core = first_segment(
         pm=pm,
-        provider=provider,
+        run_id="run-loop",
         provider_name="model",
         skill=None,
         messages=[ChatMessage.user("go")],
         offered=list(pm.catalog().tools.values()),
         permits=lambda tool: True,
-        recorder=RunRecorder(pm, "run-loop"),
         context_for=lambda call_id: ToolContext(
             run_id="run-loop", call_id=call_id, actor=Actor(id="alice")
         ),
         actor=Actor(id="alice"),
         max_rounds=max_rounds,
+    )
+    return drive(
+        core,
+        pm=pm,
+        provider=provider,
+        record=lambda effect: recorder.record(effect.step),
+        limits=RunConfig(),
     )
 
 

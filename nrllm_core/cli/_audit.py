@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from nrllm_core._config import HostConfig
     from nrllm_core.store import RunInfo, Store
 
-_STATUSES = ("running", "completed", "awaiting_approval", "failed", "interrupted")
+_STATUSES = ("running", "completed", "awaiting_approval", "failed", "cancelled", "interrupted")
 
 
 def _config(ctx: click.Context) -> HostConfig:

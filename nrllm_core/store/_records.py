@@ -37,11 +37,13 @@ class RunStatus(enum.StrEnum):
     COMPLETED = "completed"
     AWAITING_APPROVAL = "awaiting_approval"
     FAILED = "failed"
+    # Stopped by its host (``Host.cancel``, or its async task cancelled).
+    CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
 
     @property
     def is_finished(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED)
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 @final

@@ -70,9 +70,11 @@ from nrllm_core.store._records import (
 
 __all__ = ["Store"]
 
-_SETTLED: Final = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.AWAITING_APPROVAL})
+_SETTLED: Final = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.AWAITING_APPROVAL}
+)
 _OPEN: Final = (RunStatus.RUNNING.value, RunStatus.AWAITING_APPROVAL.value)
-_FINISHED: Final = (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+_FINISHED: Final = tuple(s.value for s in RunStatus if s.is_finished)
 _PURGE_CHUNK: Final = 500
 # How many runs' heads a store remembers; past it, it forgets them all and reads them again.
 _HEADS_KEPT: Final = 1_024

@@ -1,0 +1,373 @@
+"""The loop's two drivers: they do what the sans-IO core (``_loop``) asks, sync or async.
+
+Neither makes a decision of the loop: each asks the model, runs a turn's admitted calls at
+once (threads, or a task group) and records steps, and sends the answers back.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
+
+import attrs
+
+from nrllm_core._config import RunConfig
+from nrllm_core._invoke import Admitted, Executed, aexecute, cancelled, execute, timed_out
+from nrllm_core._loop import Ask, Effect, Record, Run, RunCancelled
+from nrllm_core._manager import PluginManager
+from nrllm_core._messages import Delta, ProviderAnswer
+from nrllm_core._payloads import WirePayload
+from nrllm_core._providers import Provider, acomplete, astream, complete, stream
+from nrllm_core.log import logger
+
+if TYPE_CHECKING:
+    from anyio import CancelScope, CapacityLimiter
+
+__all__ = ["Cancellation", "Driver", "Watchers", "adrive", "drive"]
+
+T = TypeVar("T")
+E = TypeVar("E")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Watchers:
+    """Who watches a run live: the model's text as it streams, each call as it starts, each
+    answer as it goes back to the model. ``on_delta`` set means the model is asked to stream."""
+
+    on_delta: Callable[[Delta], None] | None = None
+    on_call: Callable[[Admitted], None] | None = None
+    on_wire: Callable[[WirePayload], None] | None = None
+
+
+_NOBODY = Watchers()
+
+
+@final
+class Cancellation:
+    """A run's cancellation, asked from any thread: pending calls never start, the model is
+    not asked again, and an async run's scope is cancelled."""
+
+    __slots__ = ("_event", "_lock", "_loop_call", "_scope", "outcome")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._scope: CancelScope | None = None
+        self._loop_call: Callable[[Callable[[], object]], None] | None = None
+        # The core's outcome when a cancelled async task unwinds past the driver.
+        self.outcome: Any = None
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._event.set()
+            scope, call = self._scope, self._loop_call
+        if scope is not None and call is not None:
+            call(scope.cancel)
+
+    def attach(self, scope: CancelScope, call_soon: Callable[[Callable[[], object]], None]) -> None:
+        with self._lock:
+            self._scope, self._loop_call = scope, call_soon
+            late = self._event.is_set()
+        if late:
+            scope.cancel()
+
+
+@final
+class Driver(Generic[E, T]):
+    """Walks a generator of effects: the effect it asks for now, the answer (or exception)
+    it gets, and at its end what it returned."""
+
+    __slots__ = ("_done", "_error", "_generator", "_outcome", "_value")
+
+    def __init__(self, generator: Generator[E, Any, T]) -> None:
+        self._generator = generator
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._done = False
+        self._outcome: T | None = None
+
+    def next(self) -> E | None:
+        """The next effect; ``None`` once the generator has returned."""
+        value, error = self._value, self._error
+        self._value, self._error = None, None
+        try:
+            if error is not None:
+                return self._generator.throw(error)
+            return self._generator.send(value)
+        except StopIteration as stop:
+            self._done, self._outcome = True, stop.value
+            return None
+
+    def answer(self, value: Any) -> None:
+        self._value = value
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+
+    def result(self) -> T:
+        if not self._done:
+            raise RuntimeError("the generator has not returned yet")
+        return self._outcome  # type: ignore[return-value]
+
+
+def drive(
+    core: Generator[Effect, Any, T],
+    *,
+    pm: PluginManager,
+    provider: Provider | None,
+    record: Callable[[Record], bool],
+    limits: RunConfig,
+    cancellation: Cancellation | None = None,
+    watchers: Watchers = _NOBODY,
+) -> T:
+    """Drive ``core`` on this thread; a turn's calls run on threads of their own."""
+    driver: Driver[Effect, T] = Driver(core)
+    cancel = cancellation or Cancellation()
+    while (effect := driver.next()) is not None:
+        if isinstance(effect, Record):
+            driver.answer(record(effect))
+            _notify(watchers.on_wire, effect.wire)
+        elif cancel.requested:
+            _cancelled(driver, effect)
+        elif isinstance(effect, Ask):
+            try:
+                driver.answer(_ask(provider, effect, watchers))
+            except Exception as exc:
+                driver.fail(exc)
+        else:
+            driver.answer(_run_threads(pm, effect.calls, limits, cancel, watchers))
+    return driver.result()
+
+
+def _notify(watcher: Callable[[T], None] | None, value: T | None) -> None:
+    """Tell a live watcher; one that fails is logged and never stops the run."""
+    if watcher is None or value is None:
+        return
+    try:
+        watcher(value)
+    except Exception:
+        logger().error("nrllm.run.watcher_failed", exc_info=True)
+
+
+def _cancelled(driver: Driver[Effect, Any], effect: Effect) -> None:
+    """Answer ``effect`` as a cancelled run does: no model call, no call started."""
+    if isinstance(effect, Ask):
+        driver.fail(RunCancelled())
+    elif isinstance(effect, Run):
+        driver.answer([cancelled(started=False) for _ in effect.calls])
+
+
+def _ask(provider: Provider | None, ask: Ask, watchers: Watchers) -> ProviderAnswer:
+    if provider is None:
+        raise RuntimeError("this core has no model to ask")
+    messages, specs = list(ask.messages), list(ask.specs)
+    if watchers.on_delta is None:
+        return complete(provider, messages, specs, tool_choice=ask.tool_choice)
+    return stream(
+        provider, messages, specs, tool_choice=ask.tool_choice, on_delta=watchers.on_delta
+    )
+
+
+def _run_threads(
+    pm: PluginManager,
+    calls: Sequence[Admitted],
+    limits: RunConfig,
+    cancel: Cancellation,
+    watchers: Watchers,
+) -> list[Executed]:
+    """Each call on a daemon thread of its own (a hung tool cannot keep the process from
+    exiting), at most ``max_parallel_tools`` at once; each answered within its timeout."""
+    timeout = limits.tool_timeout_seconds
+    slots = threading.BoundedSemaphore(limits.max_parallel_tools)
+    futures: list[concurrent.futures.Future[Executed]] = []
+    started: list[float | None] = [None] * len(calls)
+
+    def work(index: int, admitted: Admitted, future: concurrent.futures.Future[Executed]) -> None:
+        with slots:
+            if not future.set_running_or_notify_cancel():
+                return
+            started[index] = time.monotonic()
+            _notify(watchers.on_call, admitted)
+            try:
+                future.set_result(execute(pm, admitted, timeout))
+            except BaseException as exc:  # pragma: no cover - execute answers every failure
+                future.set_exception(exc)
+
+    for index, admitted in enumerate(calls):
+        future: concurrent.futures.Future[Executed] = concurrent.futures.Future()
+        futures.append(future)
+        threading.Thread(
+            target=work, args=(index, admitted, future), name="nrllm-tool", daemon=True
+        ).start()
+    results: list[Executed | None] = [None] * len(calls)
+    while any(r is None for r in results):
+        for index, future in enumerate(futures):
+            if results[index] is not None:
+                continue
+            if future.done() and not future.cancelled():
+                results[index] = future.result()
+            elif cancel.requested and future.cancel():
+                results[index] = cancelled(started=False)
+            elif (began := started[index]) is not None and time.monotonic() - began > timeout:
+                results[index] = timed_out(calls[index], timeout, time.perf_counter() - timeout)
+        waiting = [f for i, f in enumerate(futures) if results[i] is None]
+        if waiting:
+            concurrent.futures.wait(
+                waiting, timeout=_POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+    return [r for r in results if r is not None]
+
+
+# How often a waiting turn looks at its deadlines and its cancellation.
+_POLL_SECONDS = 0.02
+
+
+async def adrive(
+    core: Generator[Effect, Any, T],
+    *,
+    pm: PluginManager,
+    provider: Provider | None,
+    record: Callable[[Record], Awaitable[bool]],
+    limits: RunConfig,
+    limiter: CapacityLimiter,
+    cancellation: Cancellation | None = None,
+    watchers: Watchers = _NOBODY,
+) -> T:
+    """Drive ``core`` on the running event loop; a turn's calls run in a task group.
+
+    A cancelled task (or ``cancellation``) stops the calls still running and never starts
+    the others; the loop then records what happened, shielded, and ends ``cancelled``. When
+    the cancellation came from outside, it is raised again after that (``cancellation.outcome``
+    holds the outcome for whoever settles the run).
+    """
+    import anyio
+
+    driver: Driver[Effect, T] = Driver(core)
+    cancel = cancellation or Cancellation()
+    partial: list[Executed | None] = []
+    with anyio.CancelScope() as scope:
+        cancel.attach(scope, _call_soon())
+        try:
+            while (effect := driver.next()) is not None:
+                partial.clear()
+                await _aeffect(
+                    driver, effect, pm, provider, record, limits, limiter, watchers, partial
+                )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                _interrupted(driver, effect, partial)
+                while (effect := driver.next()) is not None:
+                    if isinstance(effect, Record):
+                        driver.answer(await record(effect))
+                    else:
+                        _cancelled(driver, effect)
+            cancel.outcome = driver.result()
+            raise
+    return driver.result()
+
+
+def _call_soon() -> Callable[[Callable[[], object]], None]:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def call_soon(function: Callable[[], object]) -> None:
+        loop.call_soon_threadsafe(function)
+
+    return call_soon
+
+
+def _interrupted(
+    driver: Driver[Effect, Any], effect: Effect | None, partial: list[Executed | None]
+) -> None:
+    """Answer the effect a cancellation interrupted: the calls that finished keep their
+    results, the others are answered as cancelled."""
+    if isinstance(effect, Ask):
+        driver.fail(RunCancelled())
+    elif isinstance(effect, Run):
+        driver.answer(
+            [
+                done if done is not None else cancelled(started=True)
+                for done in (partial or [None] * len(effect.calls))
+            ]
+        )
+
+
+async def _aeffect(
+    driver: Driver[Effect, Any],
+    effect: Effect,
+    pm: PluginManager,
+    provider: Provider | None,
+    record: Callable[[Record], Awaitable[bool]],
+    limits: RunConfig,
+    limiter: CapacityLimiter,
+    watchers: Watchers,
+    partial: list[Executed | None],
+) -> None:
+    import anyio
+
+    if isinstance(effect, Record):
+        # A step's write is never cut in half by a cancellation.
+        with anyio.CancelScope(shield=True):
+            driver.answer(await record(effect))
+        _notify(watchers.on_wire, effect.wire)
+    elif isinstance(effect, Ask):
+        messages, specs = list(effect.messages), list(effect.specs)
+        try:
+            if provider is None:
+                raise RuntimeError("this core has no model to ask")
+            if watchers.on_delta is None:
+                answer = await acomplete(provider, messages, specs, tool_choice=effect.tool_choice)
+            else:
+                answer = await astream(
+                    provider,
+                    messages,
+                    specs,
+                    tool_choice=effect.tool_choice,
+                    on_delta=watchers.on_delta,
+                )
+        except Exception as exc:
+            driver.fail(exc)
+        else:
+            driver.answer(answer)
+    else:
+        await _run_tasks(pm, effect.calls, limits, limiter, watchers, partial)
+        driver.answer(list(partial))
+
+
+async def _run_tasks(
+    pm: PluginManager,
+    calls: Sequence[Admitted],
+    limits: RunConfig,
+    limiter: CapacityLimiter,
+    watchers: Watchers,
+    results: list[Executed | None],
+) -> None:
+    """Every call in one task group, at most ``max_parallel_tools`` at once, each within its
+    timeout; ``results`` fills in call order as calls finish (a cancellation leaves gaps)."""
+    import anyio
+
+    results.extend([None] * len(calls))
+    slots = anyio.CapacityLimiter(limits.max_parallel_tools)
+    timeout = limits.tool_timeout_seconds
+
+    async def one(index: int, admitted: Admitted) -> None:
+        async with slots:
+            _notify(watchers.on_call, admitted)
+            began = time.perf_counter()
+            with anyio.move_on_after(timeout) as deadline:
+                results[index] = await aexecute(pm, admitted, limiter)
+            if deadline.cancelled_caught:
+                results[index] = timed_out(admitted, timeout, began)
+
+    async with anyio.create_task_group() as group:
+        for index, admitted in enumerate(calls):
+            group.start_soon(one, index, admitted)
