@@ -194,6 +194,9 @@ def _run_threads(
         with slots:
             if not future.set_running_or_notify_cancel():
                 return
+            if cancel.requested:
+                future.set_result(cancelled(started=False))
+                return
             started[index] = time.monotonic()
             _notify(watchers.on_call, admitted)
             try:
@@ -214,8 +217,11 @@ def _run_threads(
                 continue
             if future.done() and not future.cancelled():
                 results[index] = future.result()
-            elif cancel.requested and future.cancel():
-                results[index] = cancelled(started=False)
+            elif cancel.requested:
+                # A call still running is abandoned, as the async driver does: its thread
+                # goes on, its answer is that the run was cancelled.
+                future.cancel()
+                results[index] = cancelled(started=started[index] is not None)
             elif (began := started[index]) is not None and time.monotonic() - began > timeout:
                 results[index] = timed_out(calls[index], timeout, time.perf_counter() - timeout)
         waiting = [f for i, f in enumerate(futures) if results[i] is None]
@@ -252,12 +258,12 @@ async def adrive(
 
     driver: Driver[Effect, T] = Driver(core)
     cancel = cancellation or Cancellation()
-    partial: list[Executed | None] = []
+    partial = _Turn()
     with anyio.CancelScope() as scope:
         cancel.attach(scope, _call_soon())
         try:
             while (effect := driver.next()) is not None:
-                partial.clear()
+                partial = _Turn()
                 await _aeffect(
                     driver, effect, pm, provider, record, limits, limiter, watchers, partial
                 )
@@ -285,20 +291,13 @@ def _call_soon() -> Callable[[Callable[[], object]], None]:
     return call_soon
 
 
-def _interrupted(
-    driver: Driver[Effect, Any], effect: Effect | None, partial: list[Executed | None]
-) -> None:
+def _interrupted(driver: Driver[Effect, Any], effect: Effect | None, partial: _Turn) -> None:
     """Answer the effect a cancellation interrupted: the calls that finished keep their
     results, the others are answered as cancelled."""
     if isinstance(effect, Ask):
         driver.fail(RunCancelled())
     elif isinstance(effect, Run):
-        driver.answer(
-            [
-                done if done is not None else cancelled(started=True)
-                for done in (partial or [None] * len(effect.calls))
-            ]
-        )
+        driver.answer(partial.answers(len(effect.calls)))
 
 
 async def _aeffect(
@@ -310,7 +309,7 @@ async def _aeffect(
     limits: RunConfig,
     limiter: CapacityLimiter,
     watchers: Watchers,
-    partial: list[Executed | None],
+    partial: _Turn,
 ) -> None:
     import anyio
 
@@ -340,7 +339,22 @@ async def _aeffect(
             driver.answer(answer)
     else:
         await _run_tasks(pm, effect.calls, limits, limiter, watchers, partial)
-        driver.answer(list(partial))
+        driver.answer(partial.answers(len(effect.calls)))
+
+
+@attrs.define
+class _Turn:
+    """What an async turn's calls did so far: a cancellation reads it."""
+
+    results: dict[int, Executed] = attrs.field(factory=dict)
+    started: set[int] = attrs.field(factory=set)
+
+    def answers(self, count: int) -> list[Executed]:
+        """One answer per call: its result, else cancelled (while it ran, or before)."""
+        return [
+            self.results.get(index) or cancelled(started=index in self.started)
+            for index in range(count)
+        ]
 
 
 async def _run_tasks(
@@ -349,18 +363,19 @@ async def _run_tasks(
     limits: RunConfig,
     limiter: CapacityLimiter,
     watchers: Watchers,
-    results: list[Executed | None],
+    turn: _Turn,
 ) -> None:
     """Every call in one task group, at most ``max_parallel_tools`` at once, each within its
-    timeout; ``results`` fills in call order as calls finish (a cancellation leaves gaps)."""
+    timeout; ``turn`` learns each call's start and result as they happen."""
     import anyio
 
-    results.extend([None] * len(calls))
+    results = turn.results
     slots = anyio.CapacityLimiter(limits.max_parallel_tools)
     timeout = limits.tool_timeout_seconds
 
     async def one(index: int, admitted: Admitted) -> None:
         async with slots:
+            turn.started.add(index)
             _notify(watchers.on_call, admitted)
             began = time.perf_counter()
             with anyio.move_on_after(timeout) as deadline:

@@ -6,7 +6,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal, final
 
 import attrs
@@ -56,8 +56,14 @@ class Tool:
     requires_admin: bool = False
     checks_own_arguments: bool = False
 
-    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        """Run the call; ``arguments`` come from the model and are hostile."""
+    def execute(
+        self, arguments: dict[str, Any], context: ToolContext
+    ) -> ToolResult | Awaitable[ToolResult]:
+        """Run the call; ``arguments`` come from the model and are hostile.
+
+        May be ``async def``: the async host awaits it on its event loop, the sync host runs
+        it on a private event loop thread. A sync ``execute`` runs in a worker thread.
+        """
         raise NotImplementedError
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
@@ -68,7 +74,7 @@ class Tool:
 class _FunctionTool(Tool):
     def __init__(
         self,
-        function: Callable[..., ToolResult],
+        function: Callable[..., ToolResult | Awaitable[ToolResult]],
         takes_context: bool,
         preview: Callable[..., list[str] | None] | None,
         **spec: Any,
@@ -79,7 +85,9 @@ class _FunctionTool(Tool):
         for key, value in spec.items():
             setattr(self, key, value)
 
-    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    def execute(
+        self, arguments: dict[str, Any], context: ToolContext
+    ) -> ToolResult | Awaitable[ToolResult]:
         if self._takes_context:
             return self._function(**arguments, context=context)
         return self._function(**arguments)
@@ -91,11 +99,20 @@ class _FunctionTool(Tool):
             return self._preview(**arguments, context=context)
         return self._preview(**arguments)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> ToolResult:
+    def __call__(self, *args: Any, **kwargs: Any) -> ToolResult | Awaitable[ToolResult]:
         return self._function(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<tool {self.name!r}>"
+
+
+class _AsyncFunctionTool(_FunctionTool):
+    """An ``async def`` tool function: its ``execute`` is a coroutine function too, so the
+    async host awaits it on its loop instead of lending it a thread."""
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        result: ToolResult = await super().execute(arguments, context)  # type: ignore[misc]
+        return result
 
 
 def tool(
@@ -109,24 +126,26 @@ def tool(
     requires_admin: bool = False,
     checks_own_arguments: bool = False,
     preview: Callable[..., list[str] | None] | None = None,
-) -> Callable[[Callable[..., ToolResult]], Tool]:
+) -> Callable[[Callable[..., ToolResult | Awaitable[ToolResult]]], Tool]:
     """Turn a typed function into a :class:`Tool`.
 
     The docstring is the description (required), the JSON Schema comes from the signature,
     arguments arrive as keyword parameters, and a parameter named ``context`` receives the
-    :class:`ToolContext`. ``preview`` is called like the tool (the same keyword arguments,
+    :class:`ToolContext`. The function may be ``async def``. ``preview`` (always a plain
+    function) is called like the tool (the same keyword arguments,
     and ``context`` when the tool takes it) and returns the lines shown to the person who
     approves the call, as :meth:`Tool.preview` does.
     """
 
-    def decorate(function: Callable[..., ToolResult]) -> Tool:
+    def decorate(function: Callable[..., ToolResult | Awaitable[ToolResult]]) -> Tool:
         description = inspect.getdoc(function)
         if not description:
             raise TypeError(f"tool function {function.__qualname__} needs a docstring")
         parameters, takes_context = _schema_from_signature(function)
         if preview is not None and not callable(preview):
             raise TypeError(f"the preview of tool {function.__qualname__} is not callable")
-        return _FunctionTool(
+        kind = _AsyncFunctionTool if inspect.iscoroutinefunction(function) else _FunctionTool
+        return kind(
             function,
             takes_context,
             preview,

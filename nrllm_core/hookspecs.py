@@ -7,6 +7,7 @@ implementation may accept fewer arguments than its specification.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -79,17 +80,21 @@ def nrllm_settings_class(plugin_name: str) -> type[Any] | None:
 @_spec(firstresult=True)
 def nrllm_execute_tool(
     tool: Tool, arguments: dict[str, Any], context: ToolContext
-) -> ToolResult | None:
+) -> ToolResult | Awaitable[ToolResult] | None:
     """Execute one tool call.
 
     Stops at the first non-``None`` result. Core's default implementation (``trylast``) calls
-    ``tool.execute``; a plugin can run tools elsewhere (a sandbox, a remote host). Whatever it
-    returns still passes through the invoke seam, which bounds both channels.
+    ``tool.execute``; a plugin can run tools elsewhere (a sandbox, a remote host). It may
+    return an awaitable of the result (what an ``async def`` tool's ``execute`` gives): the
+    driver awaits it (the sync host on a private event loop thread). For an ``async def``
+    tool the hook is called on the event loop, so an implementation must not block there.
+    Whatever it returns still passes through the invoke seam, which bounds both channels.
 
     :param tool: the tool to run.
     :param arguments: the call's arguments, as the model or the caller sent them.
     :param context: who the call acts for and in which run.
-    :returns: the tool's result, or ``None`` to leave the call to the next implementation.
+    :returns: the tool's result (or an awaitable of it), or ``None`` to leave the call to the
+        next implementation.
     """
 
 

@@ -208,13 +208,24 @@ class Harness:
     ) -> RunOutcome:
         """Run ``prompt`` against a model that answers with ``script``'s turns, in order
         (the ``scripted`` provider's format: ``content``, ``tool_calls``, ``usage``)."""
+        return self.host.run(prompt, provider=self.scripted(script, zone=zone))
+
+    def scripted(
+        self,
+        script: Sequence[Mapping[str, Any]],
+        *,
+        zone: TrustZone = TrustZone.EXTERNAL_GLOBAL,
+    ) -> str:
+        """Configure a model that answers with ``script``'s turns and return its provider
+        name, for a run started by hand (``AsyncHost(nrllm.host).run(prompt, provider=...)``,
+        ``nrllm.host.stream(...)``)."""
         from nrllm_core import _json
 
         name = f"scripted_{next(self._runs)}"
         path = self.folder / f"{name}.json"
         path.write_bytes(_json.dumps({"turns": list(script)}))
         self._providers[name] = {"kind": _KIND, "script": str(path), "trust_zone": zone.value}
-        return self.host.run(prompt, provider=name)
+        return name
 
     def approve(self, outcome: RunOutcome) -> RunOutcome:
         """Approve the suspended turn of ``outcome`` and continue the run."""

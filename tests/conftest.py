@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import pytest
 
@@ -18,6 +20,8 @@ from nrllm_core import (
     hookimpl,
     make_plugin_manager,
 )
+from nrllm_core._async_host import AsyncHost
+from nrllm_core._host import Host
 from nrllm_core.testing import SinkRecorder, postgres_schema
 
 # The sink recorder every core test uses.
@@ -93,3 +97,26 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         return
     with postgres_schema("nrllm_test") as url:
         yield Backend(name="postgresql", url=url, data_dir=tmp_path)
+
+
+@pytest.fixture(params=["sync", "async"])
+def driven(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test once with ``Host`` as it is and once with ``Host.run``/``approve``/
+    ``invoke`` going through :class:`AsyncHost` on an event loop: one suite, both drivers."""
+    if request.param == "async":
+        for name in ("run", "approve", "invoke"):
+            monkeypatch.setattr(Host, name, _through_async_host(name))
+    return str(request.param)
+
+
+def _through_async_host(name: str) -> Callable[..., Any]:
+    def call(host: Host, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(AsyncHost(host), name)
+        return anyio.run(functools.partial(method, *args, **kwargs))
+
+    return call
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

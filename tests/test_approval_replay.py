@@ -26,6 +26,9 @@ from nrllm_core import (
 from nrllm_core._host import ApprovalRefused, Host, RefusalReason
 from nrllm_core.store import engine_for
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 
 class Write(Tool):
     name = "write_note"

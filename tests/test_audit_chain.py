@@ -26,6 +26,9 @@ from nrllm_core.cli import cli
 from nrllm_core.store import KeySource, RunStatus, Store
 from nrllm_core.store._chain import STEP_FIELDS, chain_key, find_break, initial_mac, step_mac
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 AUDIT_KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
 OTHER_KEY = base64.urlsafe_b64encode(bytes(range(1, 33))).decode()
 STATE_KEY = base64.urlsafe_b64encode(bytes(range(2, 34))).decode()

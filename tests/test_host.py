@@ -37,6 +37,9 @@ from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES
 from nrllm_core.providers._scripted import scripted_factory
 from nrllm_core.store import Store
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 SECRET = "sk-live-PREVIEW-SECRET-0123456789"
 
 

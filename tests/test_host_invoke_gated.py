@@ -16,6 +16,9 @@ from nrllm_core import (
     tool,
 )
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 calls: list[str] = []
 
 

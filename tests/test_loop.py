@@ -55,6 +55,9 @@ from nrllm_core._sealing import load_state_key, open_sealed
 from nrllm_core.providers import ScriptedProvider
 from nrllm_core.providers._scripted import scripted_factory
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 
 class Counting(Tool):
     """A tool that counts its executions; optionally returns an artifact."""

@@ -26,6 +26,9 @@ from nrllm_core import (
 )
 from nrllm_core.store._database import _alembic_config, engine_for, run_upgrade
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 

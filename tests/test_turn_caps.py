@@ -24,6 +24,9 @@ from nrllm_core._host import Host
 from nrllm_core._json import dumps
 from nrllm_core.testing import SinkRecorder
 
+# Every test here runs against both drivers: Host as it is, and AsyncHost.
+pytestmark = pytest.mark.usefixtures("driven")
+
 TOO_MANY = "Error: too many tool calls in one turn (limit {})"
 TOO_LARGE = "Error: the arguments of this call exceed {} bytes"
 

@@ -1,0 +1,263 @@
+"""AsyncHost on an event loop: async tools and hooks, task cancellation, streaming, many runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+from nrllm_core import (
+    AsyncHost,
+    DataClass,
+    Finished,
+    Suspended,
+    TextDelta,
+    Tool,
+    ToolAnswered,
+    ToolCallStarted,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    hookimpl,
+    tool,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Tools:
+    def __init__(self, *tools: Tool) -> None:
+        self.tools = tools
+
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        for t in self.tools:
+            registry.register(t)
+
+
+@tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+async def shout(text: str) -> ToolResult:
+    """Answer the text in capitals, after a wait on the event loop."""
+    await anyio.sleep(0)
+    return ToolResult.text(text.upper())
+
+
+def calls(*ids: str, name: str = "shout") -> dict[str, Any]:
+    return {"tool_calls": [{"id": i, "name": name, "arguments": {"text": i}} for i in ids]}
+
+
+def test_an_async_def_tool_is_a_tool_whose_execute_is_a_coroutine_function():
+    import inspect
+
+    assert inspect.iscoroutinefunction(shout.execute)
+    assert shout.parameters["properties"] == {"text": {"type": "string"}}
+    assert shout.description.startswith("Answer the text in capitals")
+
+
+async def test_async_host_runs_an_async_tool_on_its_own_loop(nrllm):
+    nrllm.load(Tools(shout))
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+
+    class Watch:
+        @hookimpl
+        def nrllm_wire(self, payload: Any) -> None:
+            seen.append(threading.get_ident())
+
+    nrllm.pm.register(Watch())
+    script = nrllm.scripted([calls("a", "b"), {"content": "done"}])
+    outcome = await AsyncHost(nrllm.host).run("go", provider=script)
+
+    assert (outcome.status, outcome.final_content) == ("completed", "done")
+    assert [w.content for w in nrllm.sinks.wire] == ["A", "B"]
+    # Delivery happens on the event loop's thread: no worker thread was lent.
+    assert seen == [loop_thread, loop_thread]
+
+
+async def test_a_hook_that_returns_an_awaitable_is_awaited(nrllm):
+    class Remote:
+        @hookimpl(tryfirst=True)
+        def nrllm_execute_tool(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
+            async def far_away() -> ToolResult:
+                return ToolResult.text(f"remote {arguments['text']}")
+
+            return far_away()
+
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+    def echo(text: str) -> ToolResult:
+        """Echo."""
+        return ToolResult.text(text)
+
+    nrllm.load(Tools(echo))
+    nrllm.pm.register(Remote())
+
+    sync_wire = nrllm.host.invoke("echo", {"text": "x"})
+    async_wire = await AsyncHost(nrllm.host).invoke("echo", {"text": "y"})
+
+    assert (sync_wire.content, async_wire.content) == ("remote x", "remote y")
+
+
+async def test_cancelling_the_task_settles_the_run_cancelled_and_stops_its_calls(nrllm):
+    entered = anyio.Event()
+    finished: list[str] = []
+
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+    async def forever(text: str) -> ToolResult:
+        """Never ends by itself."""
+        entered.set()
+        await anyio.sleep(3600)
+        finished.append(text)
+        return ToolResult.text("never")
+
+    nrllm.load(Tools(forever))
+    script = nrllm.scripted([calls("a", "b", name="forever"), {"content": "never"}])
+    host = AsyncHost(nrllm.host)
+
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            await host.run("go", provider=script)
+            pytest.fail("the cancelled run returned")
+
+        group.start_soon(run)
+        await entered.wait()
+        group.cancel_scope.cancel()
+
+    assert finished == []
+    (info,) = nrllm.host.runs()
+    assert (info.status, info.termination_reason) == ("cancelled", "cancelled")
+    stored = nrllm.host.store.get_run(info.run_id)
+    tools = [s.payload for s in stored.steps if s.kind == "tool"]
+    assert [t["tool_outcome"] for t in tools] == ["error", "error"]
+    assert stored.steps[-1].kind == "finish"
+    assert nrllm.host.store.verify(info.run_id).broken == ()
+
+
+async def test_async_host_cancel_from_another_task(nrllm):
+    entered = anyio.Event()
+
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+    async def forever(text: str) -> ToolResult:
+        """Never ends by itself."""
+        entered.set()
+        await anyio.sleep(3600)
+        return ToolResult.text("never")
+
+    nrllm.load(Tools(forever))
+    script = nrllm.scripted([calls("a", name="forever"), {"content": "never"}])
+    host = AsyncHost(nrllm.host)
+    outcomes: list[Any] = []
+
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            outcomes.append(await host.run("go", provider=script))
+
+        group.start_soon(run)
+        await entered.wait()
+        (info,) = nrllm.host.runs("running")
+        assert host.cancel(info.run_id)
+
+    (outcome,) = outcomes
+    assert (outcome.status, outcome.termination_reason) == ("cancelled", "cancelled")
+
+
+def test_host_stream_yields_the_text_the_calls_their_answers_and_the_end(nrllm):
+    nrllm.load(Tools(shout))
+    script = nrllm.scripted([calls("a"), {"content": "all done"}])
+
+    events = list(nrllm.host.stream("go", provider=script))
+
+    assert [type(e) for e in events] == [ToolCallStarted, ToolAnswered, TextDelta, Finished]
+    started, answered, text, finished = events
+    assert (started.call_id, started.name) == ("a", "shout")
+    assert (answered.payload.call_id, answered.payload.content) == ("a", "A")
+    assert text.text == "all done"
+    assert finished.outcome.status == "completed"
+    assert finished.outcome.final_content == "all done"
+
+
+async def test_async_host_stream_ends_with_the_suspension_of_a_write(nrllm):
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT, requires_approval=True)
+    def write(text: str) -> ToolResult:
+        """Writes."""
+        return ToolResult.text("written")
+
+    nrllm.load(Tools(write))
+    script = nrllm.scripted([calls("w", name="write"), {"content": "ok"}])
+
+    events = [e async for e in AsyncHost(nrllm.host).stream("go", provider=script)]
+
+    assert [type(e) for e in events] == [Suspended]
+    assert events[0].outcome.status == "awaiting_approval"
+    assert [p.name for p in events[0].outcome.pending] == ["write"]
+
+
+def test_stream_raises_a_bad_prompt_to_the_caller_before_anything_runs(nrllm):
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        nrllm.host.stream("  ")
+    assert nrllm.host.runs() == []
+
+
+async def test_a_hundred_runs_on_one_loop_all_complete_with_intact_audits(nrllm):
+    nrllm.load(Tools(shout))
+    script = nrllm.scripted([calls("a"), {"content": "done"}] * 100)
+    host = AsyncHost(nrllm.host)
+    outcomes: list[Any] = []
+
+    async with anyio.create_task_group() as group:
+        for _ in range(100):
+
+            async def one() -> None:
+                outcomes.append(await host.run("go", provider=script))
+
+            group.start_soon(one)
+
+    assert len(outcomes) == 100
+    assert {o.status for o in outcomes} == {"completed"}
+    assert nrllm.host.store.verify().broken == ()
+    per_run = [nrllm.host.store.get_run(o.run_id).steps for o in outcomes]
+    assert {len(steps) for steps in per_run} == {len(per_run[0])}
+    assert all([s.sequence for s in steps] == list(range(1, len(steps) + 1)) for steps in per_run)
+
+
+ASYNC_PLUGIN = """
+import anyio
+from nrllm_core import DataClass, ToolResult, hookimpl, tool
+
+@tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+async def later(text: str) -> ToolResult:
+    \"\"\"Answer after a wait on the event loop.\"\"\"
+    await anyio.sleep(0.01)
+    return ToolResult.text("later " + text)
+
+@hookimpl
+def nrllm_register_tools(registry):
+    registry.register(later)
+"""
+
+
+def test_an_async_tool_through_the_sync_cli_invoke(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from click.testing import CliRunner
+
+    from nrllm_core.cli import cli
+
+    (tmp_path / "async_plugin.py").write_text(ASYNC_PLUGIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NRLLM_LOAD_PLUGINS", "async_plugin")
+    ours = metadata.EntryPoint(name="async_plugin", value="async_plugin", group="nrllm")
+    monkeypatch.setattr("nrllm_core._manager.metadata.entry_points", lambda group: [ours])
+
+    result = CliRunner().invoke(
+        cli, ["invoke", "later", "--args", '{"text": "x"}', "--json"], catch_exceptions=False
+    )
+
+    assert result.exit_code == 0, result.output
+    wire = json.loads(result.stdout)["wire"]
+    assert (wire["content"], wire["is_error"]) == ("later x", False)
