@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -145,7 +146,7 @@ def test_max_parallel_tools_1_runs_the_calls_one_after_another_in_call_order(nrl
 
     assert timeline.started == ["a", "b", "c"]
     spans = [timeline.spans[label] for label in "abc"]
-    for (_, first_end), (second_start, _) in zip(spans, spans[1:], strict=False):
+    for (_, first_end), (second_start, _) in itertools.pairwise(spans):
         assert first_end <= second_start
 
 
@@ -205,13 +206,7 @@ def test_the_run_settings_refuse_nonsense(nrllm):
 
 
 class Gate:
-    """A sync tool that waits until the test opens it; counts its runs."""
-
-    name = "held"
-    description = "Waits for the test."
-    group = "content"
-    parameters = {"type": "object", "properties": {}, "additionalProperties": False}
-    data_class = DataClass.PUBLIC_CONTENT
+    """Where a held tool waits until the test opens it; counts its runs."""
 
     def __init__(self) -> None:
         self.entered = threading.Event()
@@ -220,10 +215,15 @@ class Gate:
 
 
 class HeldTool(Tool):
+    """A sync tool that waits at its gate."""
+
+    name = "held"
+    description = "Waits for the test."
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
-        for key in ("name", "description", "group", "parameters", "data_class"):
-            setattr(self, key, getattr(gate, key))
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         self.gate.runs += 1
