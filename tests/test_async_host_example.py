@@ -18,7 +18,8 @@ PAGE = ROOT / "docs" / "how-to" / "async-hosts.md"
 
 def example() -> ModuleType:
     spec = importlib.util.spec_from_file_location("async_host_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
