@@ -12,6 +12,7 @@ committed) over the repeats, the frameworks taking turns repeat by repeat.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import anyio.to_thread
 
 from nrllm_core import AsyncHost, DataClass, ToolRegistry, ToolResult, hookimpl, tool
 from nrllm_core._host import Host
@@ -108,10 +110,11 @@ def main() -> None:
         cases: dict[str, Callable[[], Any]] = {}
         for name, host in hosts.items():
             kind = "sync tool" if name == "wait_sync" else "async tool"
-            cases[f"nrllm Host, {kind}"] = lambda host=host: anyio.to_thread.run_sync(
-                host.run, "go"
+            # The sync host from a worker thread, as an async application would call it.
+            cases[f"nrllm Host, {kind}"] = functools.partial(
+                anyio.to_thread.run_sync, host.run, "go"
             )
-            cases[f"nrllm AsyncHost, {kind}"] = lambda host=host: AsyncHost(host).run("go")
+            cases[f"nrllm AsyncHost, {kind}"] = functools.partial(AsyncHost(host).run, "go")
         try:
             cases["pydantic-ai, sync tool"] = _pydantic_ai(asynchronous=False)
             cases["pydantic-ai, async tool"] = _pydantic_ai(asynchronous=True)

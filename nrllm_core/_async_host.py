@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
 
 from nrllm_core._drive import Cancellation, Driver, Watchers, adrive
 from nrllm_core._events import StreamEvent, astream_events
-from nrllm_core._host import Drive, Flow, Host, RunOutcome
-from nrllm_core._loop import PendingCall, Record, RunCancelled
+from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome
+from nrllm_core._loop import Record, RunCancelled
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._recorder import RunRecorder
-from nrllm_core._values import Actor, TrustZone
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -46,36 +45,16 @@ class AsyncHost:
         event loop starts, or in a worker thread: it opens and migrates the store)."""
         return cls(Host.from_config(*args, **kwargs))
 
-    async def run(
-        self,
-        prompt: str,
-        *,
-        provider: str | None = None,
-        skill: str | None = None,
-        max_rounds: int | None = None,
-        actor: Actor | None = None,
-        system: str | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
-    ) -> RunOutcome:
+    async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunOutcome:
         """:meth:`Host.run`, awaited."""
-        flow = self.host._run_flow(prompt, provider, skill, max_rounds, actor, system, on_event)
-        return await self._walk(flow, _NOBODY)
+        return await self._walk(self.host._run_flow(prompt, **options), _NOBODY)
 
     async def stream(
-        self,
-        prompt: str,
-        *,
-        provider: str | None = None,
-        skill: str | None = None,
-        max_rounds: int | None = None,
-        actor: Actor | None = None,
-        system: str | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
+        self, prompt: str, **options: Unpack[RunOptions]
     ) -> AsyncIterator[StreamEvent]:
         """:meth:`Host.stream`, as an async iterator (use it in ``async for``). Leaving the
         loop early cancels the run."""
-        flow = self.host._run_flow(prompt, provider, skill, max_rounds, actor, system, on_event)
-        walker: Driver[Drive, RunOutcome] = Driver(flow)
+        walker: Driver[Drive, RunOutcome] = Driver(self.host._run_flow(prompt, **options))
         first = await _in_thread(walker.next)
         async for event in astream_events(lambda watchers: self._walked(walker, first, watchers)):
             yield event
@@ -94,23 +73,10 @@ class AsyncHost:
         return await self._walk(flow, _NOBODY)
 
     async def invoke(
-        self,
-        tool_name: str,
-        arguments: Mapping[str, Any],
-        *,
-        provider: str | None = None,
-        zone: TrustZone | None = None,
-        skill: str | None = None,
-        kind: str = "invoke",
-        approve: Callable[[PendingCall, str], str | None] | None = None,
-        actor: Actor | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
+        self, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[InvokeOptions]
     ) -> WirePayload:
         """:meth:`Host.invoke`, awaited (``approve`` is called in a worker thread)."""
-        flow = self.host._invoke_flow(
-            tool_name, arguments, provider, zone, skill, kind, approve, actor, on_event
-        )
-        return await self._walk(flow, _NOBODY)
+        return await self._walk(self.host._invoke_flow(tool_name, arguments, **options), _NOBODY)
 
     def cancel(self, run_id: str) -> bool:
         """:meth:`Host.cancel`: callable from any thread or task."""

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack, final
 from urllib.parse import urlsplit
 
 import attrs
@@ -56,6 +56,31 @@ __all__ = ["ApprovalRefused", "Host", "RefusalReason", "RunOutcome"]
 _AUDIT_PLUGIN: Final = "nrllm.audit"
 _NOBODY: Final = Watchers()
 T = TypeVar("T")
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments of ``run`` and ``stream``, each optional: ``provider``,
+    ``skill``, ``max_rounds``, ``actor``, ``system`` and ``on_event``."""
+
+    provider: str | None
+    skill: str | None
+    max_rounds: int | None
+    actor: Actor | None
+    system: str | None
+    on_event: Callable[[TraceEvent], None] | None
+
+
+class InvokeOptions(TypedDict, total=False):
+    """The keyword arguments of ``invoke``, each optional: ``provider``, ``zone``, ``skill``,
+    ``kind``, ``approve``, ``actor`` and ``on_event``."""
+
+    provider: str | None
+    zone: TrustZone | None
+    skill: str | None
+    kind: str
+    approve: Callable[[PendingCall, str], str | None] | None
+    actor: Actor | None
+    on_event: Callable[[TraceEvent], None] | None
 
 
 @final
@@ -234,40 +259,26 @@ class Host:
     def run(
         self,
         prompt: str,
-        *,
-        provider: str | None = None,
-        skill: str | None = None,
-        max_rounds: int | None = None,
-        actor: Actor | None = None,
-        system: str | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunOutcome:
         """Run a prompt to its answer, or to a turn that waits for a person's approval.
 
         ``on_event`` sees each step of this run, unfiltered, as it happens. An empty or
         whitespace-only prompt raises ``ValueError`` before anything is recorded or sent.
         """
-        flow = self._run_flow(prompt, provider, skill, max_rounds, actor, system, on_event)
-        return self._walk(flow, _NOBODY)
+        return self._walk(self._run_flow(prompt, **options), _NOBODY)
 
     def stream(
         self,
         prompt: str,
-        *,
-        provider: str | None = None,
-        skill: str | None = None,
-        max_rounds: int | None = None,
-        actor: Actor | None = None,
-        system: str | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
+        **options: Unpack[RunOptions],
     ) -> Iterator[StreamEvent]:
         """Run a prompt as :meth:`run` does, yielding what happens as it happens: the model's
         text and thinking as they stream, each call as it starts, each answer that goes back
         to the model (its wire payload only), and last the run's :class:`Suspended` or
         :class:`Finished` event. The run goes on in a thread while the caller reads.
         """
-        flow = self._run_flow(prompt, provider, skill, max_rounds, actor, system, on_event)
-        walker: Driver[Drive, RunOutcome] = Driver(flow)
+        walker: Driver[Drive, RunOutcome] = Driver(self._run_flow(prompt, **options))
         # Begun here, not on the thread: a bad prompt or provider raises to the caller.
         first = walker.next()
         return stream_events(lambda watchers: self._walked(walker, first, watchers))
@@ -275,12 +286,13 @@ class Host:
     def _run_flow(
         self,
         prompt: str,
-        provider: str | None,
-        skill: str | None,
-        max_rounds: int | None,
-        actor: Actor | None,
-        system: str | None,
-        on_event: Callable[[TraceEvent], None] | None,
+        *,
+        provider: str | None = None,
+        skill: str | None = None,
+        max_rounds: int | None = None,
+        actor: Actor | None = None,
+        system: str | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
     ) -> Flow[RunOutcome]:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty")
@@ -356,14 +368,7 @@ class Host:
         self,
         tool_name: str,
         arguments: Mapping[str, Any],
-        *,
-        provider: str | None = None,
-        zone: TrustZone | None = None,
-        skill: str | None = None,
-        kind: str = "invoke",
-        approve: Callable[[PendingCall, str], str | None] | None = None,
-        actor: Actor | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
+        **options: Unpack[InvokeOptions],
     ) -> WirePayload:
         """One direct call through the seam, recorded as a one-call run of kind ``invoke``.
 
@@ -375,22 +380,20 @@ class Host:
         An ``async def`` tool runs on a private event loop thread; the call is answered as
         timed out past ``[run] tool_timeout_seconds``.
         """
-        flow = self._invoke_flow(
-            tool_name, arguments, provider, zone, skill, kind, approve, actor, on_event
-        )
-        return self._walk(flow, _NOBODY)
+        return self._walk(self._invoke_flow(tool_name, arguments, **options), _NOBODY)
 
     def _invoke_flow(
         self,
         tool_name: str,
         arguments: Mapping[str, Any],
-        provider: str | None,
-        zone: TrustZone | None,
-        skill: str | None,
-        kind: str,
-        approve: Callable[[PendingCall, str], str | None] | None,
-        actor: Actor | None,
-        on_event: Callable[[TraceEvent], None] | None,
+        *,
+        provider: str | None = None,
+        zone: TrustZone | None = None,
+        skill: str | None = None,
+        kind: str = "invoke",
+        approve: Callable[[PendingCall, str], str | None] | None = None,
+        actor: Actor | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
     ) -> Flow[WirePayload]:
         from nrllm_core.store import RunKind, RunStatus
 

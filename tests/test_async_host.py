@@ -19,23 +19,12 @@ from nrllm_core import (
     ToolAnswered,
     ToolCallStarted,
     ToolContext,
-    ToolRegistry,
     ToolResult,
     hookimpl,
     tool,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
 
 
 @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
@@ -57,8 +46,8 @@ def test_an_async_def_tool_is_a_tool_whose_execute_is_a_coroutine_function():
     assert shout.description.startswith("Answer the text in capitals")
 
 
-async def test_async_host_runs_an_async_tool_on_its_own_loop(nrllm):
-    nrllm.load(Tools(shout))
+async def test_async_host_runs_an_async_tool_on_its_own_loop(tools_plugin, nrllm):
+    nrllm.load(tools_plugin(shout))
     loop_thread = threading.get_ident()
     seen: list[int] = []
 
@@ -77,7 +66,7 @@ async def test_async_host_runs_an_async_tool_on_its_own_loop(nrllm):
     assert seen == [loop_thread, loop_thread]
 
 
-async def test_a_hook_that_returns_an_awaitable_is_awaited(nrllm):
+async def test_a_hook_that_returns_an_awaitable_is_awaited(tools_plugin, nrllm):
     class Remote:
         @hookimpl(tryfirst=True)
         def nrllm_execute_tool(self, tool: Tool, arguments: Any, context: ToolContext) -> Any:
@@ -91,7 +80,7 @@ async def test_a_hook_that_returns_an_awaitable_is_awaited(nrllm):
         """Echo."""
         return ToolResult.text(text)
 
-    nrllm.load(Tools(echo))
+    nrllm.load(tools_plugin(echo))
     nrllm.pm.register(Remote())
 
     sync_wire = nrllm.host.invoke("echo", {"text": "x"})
@@ -100,7 +89,9 @@ async def test_a_hook_that_returns_an_awaitable_is_awaited(nrllm):
     assert (sync_wire.content, async_wire.content) == ("remote x", "remote y")
 
 
-async def test_cancelling_the_task_settles_the_run_cancelled_and_stops_its_calls(nrllm):
+async def test_cancelling_the_task_settles_the_run_cancelled_and_stops_its_calls(
+    tools_plugin, nrllm
+):
     entered = anyio.Event()
     finished: list[str] = []
 
@@ -112,7 +103,7 @@ async def test_cancelling_the_task_settles_the_run_cancelled_and_stops_its_calls
         finished.append(text)
         return ToolResult.text("never")
 
-    nrllm.load(Tools(forever))
+    nrllm.load(tools_plugin(forever))
     script = nrllm.scripted([calls("a", "b", name="forever"), {"content": "never"}])
     host = AsyncHost(nrllm.host)
 
@@ -136,7 +127,7 @@ async def test_cancelling_the_task_settles_the_run_cancelled_and_stops_its_calls
     assert nrllm.host.store.verify(info.run_id).broken == ()
 
 
-async def test_async_host_cancel_from_another_task(nrllm):
+async def test_async_host_cancel_from_another_task(tools_plugin, nrllm):
     entered = anyio.Event()
 
     @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
@@ -146,7 +137,7 @@ async def test_async_host_cancel_from_another_task(nrllm):
         await anyio.sleep(3600)
         return ToolResult.text("never")
 
-    nrllm.load(Tools(forever))
+    nrllm.load(tools_plugin(forever))
     script = nrllm.scripted([calls("a", name="forever"), {"content": "never"}])
     host = AsyncHost(nrllm.host)
     outcomes: list[Any] = []
@@ -165,8 +156,8 @@ async def test_async_host_cancel_from_another_task(nrllm):
     assert (outcome.status, outcome.termination_reason) == ("cancelled", "cancelled")
 
 
-def test_host_stream_yields_the_text_the_calls_their_answers_and_the_end(nrllm):
-    nrllm.load(Tools(shout))
+def test_host_stream_yields_the_text_the_calls_their_answers_and_the_end(tools_plugin, nrllm):
+    nrllm.load(tools_plugin(shout))
     script = nrllm.scripted([calls("a"), {"content": "all done"}])
 
     events = list(nrllm.host.stream("go", provider=script))
@@ -180,13 +171,13 @@ def test_host_stream_yields_the_text_the_calls_their_answers_and_the_end(nrllm):
     assert finished.outcome.final_content == "all done"
 
 
-async def test_async_host_stream_ends_with_the_suspension_of_a_write(nrllm):
+async def test_async_host_stream_ends_with_the_suspension_of_a_write(tools_plugin, nrllm):
     @tool(group="content", data_class=DataClass.PUBLIC_CONTENT, requires_approval=True)
     def write(text: str) -> ToolResult:
         """Writes."""
         return ToolResult.text("written")
 
-    nrllm.load(Tools(write))
+    nrllm.load(tools_plugin(write))
     script = nrllm.scripted([calls("w", name="write"), {"content": "ok"}])
 
     events = [e async for e in AsyncHost(nrllm.host).stream("go", provider=script)]
@@ -202,8 +193,8 @@ def test_stream_raises_a_bad_prompt_to_the_caller_before_anything_runs(nrllm):
     assert nrllm.host.runs() == []
 
 
-async def test_a_hundred_runs_on_one_loop_all_complete_with_intact_audits(nrllm):
-    nrllm.load(Tools(shout))
+async def test_a_hundred_runs_on_one_loop_all_complete_with_intact_audits(tools_plugin, nrllm):
+    nrllm.load(tools_plugin(shout))
     script = nrllm.scripted([calls("a"), {"content": "done"}] * 100)
     host = AsyncHost(nrllm.host)
     outcomes: list[Any] = []

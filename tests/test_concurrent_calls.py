@@ -14,9 +14,7 @@ from nrllm_core import (
     DataClass,
     Tool,
     ToolContext,
-    ToolRegistry,
     ToolResult,
-    hookimpl,
     tool,
 )
 from nrllm_core._payloads import StepKind
@@ -70,16 +68,6 @@ def waiting_tools(timeline: Timeline) -> list[Tool]:
     return [wait, await_]
 
 
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
-
-
 def turn(name: str, *waits: tuple[str, int]) -> dict[str, Any]:
     return {
         "tool_calls": [
@@ -105,8 +93,10 @@ def timeline() -> Timeline:
 
 
 @pytest.mark.parametrize("name", ["wait", "await_"])
-def test_later_calls_finishing_first_are_answered_and_audited_in_call_order(nrllm, timeline, name):
-    nrllm.load(Tools(*waiting_tools(timeline)))
+def test_later_calls_finishing_first_are_answered_and_audited_in_call_order(
+    tools_plugin, nrllm, timeline, name
+):
+    nrllm.load(tools_plugin(*waiting_tools(timeline)))
 
     outcome = nrllm.run(
         "go", script=[turn(name, ("slow", 400), ("mid", 200), ("fast", 0)), {"content": "ok"}]
@@ -138,8 +128,10 @@ def test_later_calls_finishing_first_are_answered_and_audited_in_call_order(nrll
 
 
 @pytest.mark.parametrize("name", ["wait", "await_"])
-def test_max_parallel_tools_1_runs_the_calls_one_after_another_in_call_order(nrllm, timeline, name):
-    nrllm.load(Tools(*waiting_tools(timeline)))
+def test_max_parallel_tools_1_runs_the_calls_one_after_another_in_call_order(
+    tools_plugin, nrllm, timeline, name
+):
+    nrllm.load(tools_plugin(*waiting_tools(timeline)))
     nrllm.config = {"run": {"max_parallel_tools": 1}}
 
     nrllm.run("go", script=[turn(name, ("a", 50), ("b", 0), ("c", 20)), {"content": "ok"}])
@@ -151,8 +143,10 @@ def test_max_parallel_tools_1_runs_the_calls_one_after_another_in_call_order(nrl
 
 
 @pytest.mark.parametrize("name", ["wait", "await_"])
-def test_a_failing_call_fails_alone_and_its_exception_never_reaches_the_wire(nrllm, timeline, name):
-    nrllm.load(Tools(*waiting_tools(timeline)))
+def test_a_failing_call_fails_alone_and_its_exception_never_reaches_the_wire(
+    tools_plugin, nrllm, timeline, name
+):
+    nrllm.load(tools_plugin(*waiting_tools(timeline)))
 
     outcome = nrllm.run(
         "go", script=[turn(name, ("one", 30), ("boom", 0), ("two", 10)), {"content": "ok"}]
@@ -170,9 +164,9 @@ def test_a_failing_call_fails_alone_and_its_exception_never_reaches_the_wire(nrl
 
 @pytest.mark.parametrize("name", ["wait", "await_"])
 def test_a_call_past_its_timeout_is_answered_as_timed_out_and_the_others_go_on(
-    nrllm, timeline, name
+    tools_plugin, nrllm, timeline, name
 ):
-    nrllm.load(Tools(*waiting_tools(timeline)))
+    nrllm.load(tools_plugin(*waiting_tools(timeline)))
     nrllm.config = {"run": {"tool_timeout_seconds": 0.3}}
 
     started = time.monotonic()
@@ -232,9 +226,11 @@ class HeldTool(Tool):
         return ToolResult.text("released")
 
 
-def test_host_cancel_mid_turn_stops_the_pending_calls_and_settles_the_run_cancelled(nrllm):
+def test_host_cancel_mid_turn_stops_the_pending_calls_and_settles_the_run_cancelled(
+    tools_plugin, nrllm
+):
     gate = Gate()
-    nrllm.load(Tools(HeldTool(gate)))
+    nrllm.load(tools_plugin(HeldTool(gate)))
     nrllm.config = {"run": {"max_parallel_tools": 1}}
     three = {"tool_calls": [{"id": f"c{i}", "name": "held", "arguments": {}} for i in range(3)]}
     result: list[Any] = []
