@@ -215,3 +215,16 @@ def test_no_artifact_on_the_wire_checks_what_the_model_was_sent(nrllm, leaky):
 
     with pytest.raises(pytest.fail.Exception, match=r"in model request 1, message 1 \(user\)"):
         nrllm.assert_no_artifact_on_wire()
+
+
+@pytest.mark.anyio
+async def test_scripted_names_a_model_for_a_run_started_by_hand(nrllm, tmp_path):
+    from nrllm_core import AsyncHost, Finished, TextDelta
+
+    nrllm.load(HELLO, settings={"notes_dir": str(tmp_path)})
+    name = nrllm.scripted([{"content": "Hello."}])
+
+    events = [e async for e in AsyncHost(nrllm.host).stream("Hi.", provider=name)]
+
+    assert [type(e) for e in events] == [TextDelta, Finished]
+    assert events[-1].outcome.final_content == "Hello."

@@ -26,7 +26,7 @@ def functions_of(path: str) -> dict[str, str]:
     lines = source.splitlines()
     found = {}
     for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             first = (node.decorator_list[0] if node.decorator_list else node).lineno - 1
             found[node.name] = "\n".join(lines[first : node.end_lineno]) + "\n"
     return found

@@ -129,7 +129,8 @@ def test_calls_beyond_the_default_cap_of_32_are_answered_without_running(make_ho
     outcome = host.run("read a lot")
 
     assert outcome.status == "completed"
-    assert [c["text"] for c in read.calls] == [str(i) for i in range(32)]
+    # The first 32 ran (at once: in whatever order they started); the two after never did.
+    assert sorted(int(c["text"]) for c in read.calls) == list(range(32))
     answers = model_saw(host, outcome.run_id)
     assert [content for _, content in answers] == ["read_notes done"] * 32 + [
         TOO_MANY.format(32)
