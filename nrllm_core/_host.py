@@ -138,6 +138,8 @@ class Host:
         self._data_dir = data_dir
         self._environ = os.environ if environ is None else environ
         self._clock = clock
+        # Plugins register their tools with this host's own configuration.
+        pm.use_config(config_loader)
         if not pm.has_plugin(_AUDIT_PLUGIN):
             from nrllm_core.store import StoreAuditSink
 

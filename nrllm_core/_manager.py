@@ -101,9 +101,12 @@ class PluginManager(pluggy.PluginManager):
         self._catalog = None
 
     def catalog(self) -> ToolCatalog:
-        """Every registered tool, built once per set of plugins and of their configuration."""
-        inputs = self._registration_inputs()
-        if self._catalog is None or inputs != self._catalog_inputs:
+        """Every registered tool, built once per set of plugins and of their configuration
+        (as it was when the catalog was built, or last handed over by ``deliver_settings``).
+
+        Read on every tool call, so it never reads the configuration itself once built."""
+        if self._catalog is None:
+            inputs = self._registration_inputs()
             self._catalog = self._build_catalog(inputs)
             self._catalog_inputs = inputs
         return self._catalog
@@ -299,7 +302,11 @@ class PluginManager(pluggy.PluginManager):
         return checked
 
     def deliver_settings(self, sections: Mapping[str, Any]) -> None:
-        """Hand each ``nrllm_settings`` implementation its own plugin's section only."""
+        """Hand each ``nrllm_settings`` implementation its own plugin's section only, and
+        build the catalog again if what its configuration-taking plugins registered with
+        changed (a host calls this as each run segment starts)."""
+        if self._catalog is not None and self._registration_inputs() != self._catalog_inputs:
+            self._catalog = None
         for impl in self.hook.nrllm_settings.get_hookimpls():
             section = _own_section(sections, impl.plugin_name)
             try:

@@ -40,8 +40,9 @@ def nrllm_register_tools(registry: ToolRegistry, settings: Any, store: StoreConf
     decorated with :func:`~nrllm_core.tool`. A tool name registered by two plugins is withheld
     from both. A plugin whose tools depend on its configuration names ``settings`` (and
     ``store``): the catalog is then built with the host's configuration
-    (``PluginManager.use_config``), and built again when either changes; when that
-    configuration cannot be read, the plugin registers nothing.
+    (``PluginManager.use_config``; a ``Host`` gives its own), and built again when either
+    changed as a run segment starts; when that configuration cannot be read, the plugin
+    registers nothing.
 
     :param registry: collects this plugin's tools.
     :param settings: this plugin's own section, as ``nrllm_settings`` receives it: an instance

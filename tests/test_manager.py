@@ -295,9 +295,11 @@ def test_tools_are_registered_with_the_hosts_own_section_and_store(tools_plugin)
     pm = make_plugin_manager(plugins=[tools_plugin(make_tool("plain"))], load_entry_points=False)
     pm.register(plugin, name="configured")
     data: dict[str, Any] = {"configured": {"tools": ["first"]}, "store": {"url": "sqlite:///x"}}
-    pm.use_config(
-        lambda: load_config(data=copy.deepcopy(data), plugin_sections=["configured", "other"])
-    )
+
+    def load() -> Any:
+        return load_config(data=copy.deepcopy(data), plugin_sections=["configured", "other"])
+
+    pm.use_config(load)
     assert set(pm.catalog().tools) == {"plain", "first"}
     ((settings, store),) = plugin.calls
     assert dict(settings) == {"tools": ["first"]}
@@ -306,10 +308,15 @@ def test_tools_are_registered_with_the_hosts_own_section_and_store(tools_plugin)
     assert len(plugin.calls) == 1
     data["other"] = {"ignored": True}
     # Another plugin's section changed, not this one's: no new registration.
+    pm.deliver_settings(load().plugin_settings)
     assert pm.catalog().get("first") is not None
     assert len(plugin.calls) == 1
     data["configured"] = {"tools": ["second"]}
+    # The catalog is read on every call, so it follows the change as the next segment starts.
+    assert set(pm.catalog().tools) == {"plain", "first"}
+    pm.deliver_settings(load().plugin_settings)
     assert set(pm.catalog().tools) == {"plain", "second"}
+    assert len(plugin.calls) == 2
 
 
 def test_a_manager_given_no_configuration_reads_the_default_file(tmp_path, monkeypatch):

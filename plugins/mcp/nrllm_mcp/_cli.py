@@ -218,9 +218,9 @@ def serve(
         zone=None if provider is not None else TrustZone(zone or TrustZone.EXTERNAL_GLOBAL),
         skill=skill,
     )
+    # The host hands its own configuration to its manager: the MCP servers' tools are
+    # registered with it.
     host = Host.from_config((ctx.find_root().obj or {}).get("config_path"))
-    # The served tools (MCP servers' among them) are registered with this host's configuration.
-    host.pm.use_config(lambda: host.config)
     ctx.call_on_close(host.store.close)
     from nrllm_mcp._client import close_all
 
