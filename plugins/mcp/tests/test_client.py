@@ -217,3 +217,21 @@ def test_the_servers_are_the_hosts_own_not_the_default_files(nrllm, configure, s
     assert "mine__echo" in tools
     assert not any(n.startswith("other__") for n in tools)
     assert nrllm.invoke("mine__echo", text="hello").wire.content == "hello"
+
+
+def test_a_host_built_in_code_sees_its_own_servers(tmp_path, configure, state):
+    from nrllm_core import Host
+
+    # The default file names another server: the data the host was built with is what counts.
+    configure({"other": stdio_server(state)})
+    host = Host.from_config(
+        data={"mcp": {"servers": {"coded": stdio_server(state, read_only_tools=["echo"])}}},
+        data_dir=tmp_path / "coded-data",
+    )
+    try:
+        tools = host.pm.catalog().tools
+        assert "coded__echo" in tools
+        assert not any(n.startswith("other__") for n in tools)
+        assert host.invoke("coded__echo", {"text": "hi"}).content == "hi"
+    finally:
+        host.store.close()
