@@ -190,6 +190,8 @@ class Host:
         self._clock = clock
         self._running: dict[str, Cancellation] = {}
         self._running_lock = threading.Lock()
+        # Plugins register their tools with this host's own configuration.
+        pm.use_config(config_loader)
         if not pm.has_plugin(_AUDIT_PLUGIN):
             from nrllm_core.store import StoreAuditSink
 

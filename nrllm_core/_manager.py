@@ -24,6 +24,8 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     import click
 
+    from nrllm_core._config import HostConfig, StoreConfig
+
 __all__ = ["PluginManager", "PluginRecord", "make_plugin_manager"]
 
 ENTRY_POINT_GROUP: Final = "nrllm"
@@ -62,6 +64,9 @@ class PluginManager(pluggy.PluginManager):
         self._providers: ProviderRegistry | None = None
         self._sinks: dict[str, tuple[tuple[str, Callable[..., object]], ...]] = {}
         self._settings_classes: Mapping[str, type[Any]] | None = None
+        self._host_config: Callable[[], HostConfig] | None = None
+        # What the catalog's plugins were handed: it is built again when that changes.
+        self._catalog_inputs: object = None
 
     # Registering or removing a plugin changes which tools, kinds and sinks exist.
     def register(self, plugin: object, name: str | None = None) -> str | None:
@@ -86,13 +91,55 @@ class PluginManager(pluggy.PluginManager):
 
     # -- tools -------------------------------------------------------------------------------
 
+    def use_config(self, load: Callable[[], HostConfig]) -> None:
+        """Register tools with the host's configuration, as ``load`` returns it when the
+        catalog is needed: each plugin's ``nrllm_register_tools`` that names ``settings`` or
+        ``store`` receives its own section and the ``[store]`` section, and the catalog is
+        built again when what it received changed. A manager never given one reads the
+        configuration a host given no path reads (``$NRLLM_CONFIG``, else ``./nrllm.toml``)."""
+        self._host_config = load
+        self._catalog = None
+
     def catalog(self) -> ToolCatalog:
-        """Every registered tool, built once per set of plugins."""
+        """Every registered tool, built once per set of plugins and of their configuration
+        (as it was when the catalog was built, or last handed over by ``deliver_settings``).
+
+        Read on every tool call, so it never reads the configuration itself once built."""
         if self._catalog is None:
-            self._catalog = self._build_catalog()
+            inputs = self._registration_inputs()
+            self._catalog = self._build_catalog(inputs)
+            self._catalog_inputs = inputs
         return self._catalog
 
-    def _build_catalog(self) -> ToolCatalog:
+    def _registration_inputs(self) -> dict[str, tuple[Any, StoreConfig]] | None:
+        """Each configuration-taking plugin's section and ``[store]``; ``None`` when the
+        configuration cannot be read (those plugins then register nothing: fail closed)."""
+        takers = [
+            impl
+            for impl in self.hook.nrllm_register_tools.get_hookimpls()
+            if {"settings", "store"} & set(impl.argnames)
+        ]
+        if not takers:
+            return {}
+        if self._host_config is None:
+            # Given no host's configuration, the one a host given no path reads.
+            from nrllm_core._config import config_loader
+
+            self._host_config = config_loader(
+                plugin_sections=lambda: [name for name, _ in self.list_name_plugin()],
+                settings_classes=self.settings_classes,
+            )
+        try:
+            config = self._host_config()
+        except Exception:
+            logger().error("nrllm.plugin.config_unreadable", exc_info=True)
+            return None
+        sections, store = config.plugin_settings, config.store
+        return {
+            impl.plugin_name: (_own_section(sections, impl.plugin_name), store) for impl in takers
+        }
+
+    def _build_catalog(self, inputs: Mapping[str, tuple[Any, StoreConfig]] | None) -> ToolCatalog:
         # A claim is a tool, or the reason its plugin withholds that name.
         owners: dict[str, list[tuple[str, Tool | str]]] = {}
         errors: dict[str, str] = {}
@@ -100,8 +147,14 @@ class PluginManager(pluggy.PluginManager):
             plugin_name = impl.plugin_name
             registry = ToolRegistry()
             others = [p for p in self.get_plugins() if p is not impl.plugin]
+            if inputs is None and {"settings", "store"} & set(impl.argnames):
+                errors[plugin_name] = "registration failed: the configuration cannot be read"
+                continue
+            settings, store = (inputs or {}).get(plugin_name, (_own_section({}, plugin_name), None))
             try:
-                self.subset_hook_caller("nrllm_register_tools", others)(registry=registry)
+                self.subset_hook_caller("nrllm_register_tools", others)(
+                    registry=registry, settings=settings, store=store
+                )
             except Exception as exc:
                 errors[plugin_name] = f"registration failed: {type(exc).__name__}: {exc}"
                 logger().warning(
@@ -249,13 +302,13 @@ class PluginManager(pluggy.PluginManager):
         return checked
 
     def deliver_settings(self, sections: Mapping[str, Any]) -> None:
-        """Hand each ``nrllm_settings`` implementation its own plugin's section only."""
+        """Hand each ``nrllm_settings`` implementation its own plugin's section only, and
+        build the catalog again if what its configuration-taking plugins registered with
+        changed (a host calls this as each run segment starts)."""
+        if self._catalog is not None and self._registration_inputs() != self._catalog_inputs:
+            self._catalog = None
         for impl in self.hook.nrllm_settings.get_hookimpls():
-            section = sections.get(impl.plugin_name)
-            if section is None:
-                section = types.MappingProxyType({})
-            elif isinstance(section, Mapping):
-                section = types.MappingProxyType(dict(section))
+            section = _own_section(sections, impl.plugin_name)
             try:
                 impl.function(**({"settings": section} if impl.argnames else {}))
             except Exception:
@@ -308,6 +361,17 @@ class PluginManager(pluggy.PluginManager):
                 )
             )
         return records
+
+
+def _own_section(sections: Mapping[str, Any], plugin_name: str) -> Any:
+    """A plugin's own section as it is handed over: its settings-class instance, else a
+    read-only mapping (``{}`` when the configuration has none)."""
+    section = sections.get(plugin_name)
+    if section is None:
+        return types.MappingProxyType({})
+    if isinstance(section, Mapping):
+        return types.MappingProxyType(dict(section))
+    return section
 
 
 def _version(distribution: str) -> str | None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import click
 
     from nrllm_core._catalog import ToolRegistry
+    from nrllm_core._config import StoreConfig
     from nrllm_core._payloads import AuditRecord, TraceEvent, WirePayload
     from nrllm_core._providers import ProviderRegistry
     from nrllm_core._tool import Tool, ToolContext
@@ -33,14 +34,23 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @_spec
-def nrllm_register_tools(registry: ToolRegistry) -> None:
+def nrllm_register_tools(registry: ToolRegistry, settings: Any, store: StoreConfig) -> None:
     """Register the plugin's tools.
 
     Call ``registry.register(tool)`` with a :class:`~nrllm_core.Tool` instance or a function
     decorated with :func:`~nrllm_core.tool`. A tool name registered by two plugins is withheld
-    from both.
+    from both. A plugin whose tools depend on its configuration names ``settings`` (and
+    ``store``): the catalog is then built with the host's configuration
+    (``PluginManager.use_config``; a ``Host`` gives its own), and built again when either
+    changed as a run segment starts; when that configuration cannot be read, the plugin
+    registers nothing.
 
     :param registry: collects this plugin's tools.
+    :param settings: this plugin's own section, as ``nrllm_settings`` receives it: an instance
+        of its ``nrllm_settings_class`` class, else a read-only mapping (``{}`` when the
+        configuration has none, or the manager was given no configuration).
+    :param store: the host's ``[store]`` section, for a plugin that keeps its own tables in
+        the audit's database.
     """
 
 

@@ -121,6 +121,8 @@ class Harness:
             self._pm = make_plugin_manager(
                 plugins=[self.sinks, _ScriptedKind(self.requests)], load_entry_points=False
             )
+            # Tools are registered with the harness's own configuration, as a host's are.
+            self._pm.use_config(self._config)
         return self._pm
 
     def load(self, module_or_path: object, settings: Mapping[str, Any] | None = None) -> str:

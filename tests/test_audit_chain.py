@@ -259,12 +259,18 @@ def test_verify_sees_a_run_being_written_consistently(backend: Any) -> None:
     reader = backend.open()
     writer.start_run("live")
     done = threading.Event()
+    # The writer waits half way until the reader has checked the half-written run, so the
+    # test never depends on how the threads happen to be scheduled.
+    halfway, seen_halfway = threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
     def write() -> None:
         try:
             for sequence in range(1, 301):
                 writer.record_step(record("live", sequence))
+                if sequence == 150:
+                    halfway.set()
+                    seen_halfway.wait(30)
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -275,10 +281,13 @@ def test_verify_sees_a_run_being_written_consistently(backend: Any) -> None:
     checks = []
     try:
         while not done.is_set():
+            was_halfway = halfway.is_set()
             checks.append(reader.verify("live").broken)
+            if was_halfway:
+                seen_halfway.set()
         thread.join()
         assert errors == []
-        assert len(checks) > 1
+        assert seen_halfway.is_set()
         assert set(checks) == {()}
     finally:
         writer.close()

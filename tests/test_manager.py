@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from nrllm_core import (
+    ConfigError,
     DataClass,
     PluginManager,
     Tool,
@@ -18,6 +20,7 @@ from nrllm_core import (
     ToolResult,
     hookimpl,
     invoke,
+    load_config,
     make_plugin_manager,
     tool,
 )
@@ -272,6 +275,69 @@ def test_the_catalog_follows_registration(tools_plugin):
     assert set(pm.catalog().tools) == {"late"}
     pm.unregister(plugin)
     assert pm.catalog().tools == {}
+
+
+class Configured:
+    """A plugin whose tools are named by its own section, ``[configured] tools``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, Any]] = []
+
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry, settings: Any, store: Any) -> None:
+        self.calls.append((settings, store))
+        for name in settings.get("tools", []):
+            registry.register(make_tool(name))
+
+
+def test_tools_are_registered_with_the_hosts_own_section_and_store(tools_plugin):
+    plugin = Configured()
+    pm = make_plugin_manager(plugins=[tools_plugin(make_tool("plain"))], load_entry_points=False)
+    pm.register(plugin, name="configured")
+    data: dict[str, Any] = {"configured": {"tools": ["first"]}, "store": {"url": "sqlite:///x"}}
+
+    def load() -> Any:
+        return load_config(data=copy.deepcopy(data), plugin_sections=["configured", "other"])
+
+    pm.use_config(load)
+    assert set(pm.catalog().tools) == {"plain", "first"}
+    ((settings, store),) = plugin.calls
+    assert dict(settings) == {"tools": ["first"]}
+    assert store.url == "sqlite:///x"
+    assert pm.catalog() is pm.catalog()
+    assert len(plugin.calls) == 1
+    data["other"] = {"ignored": True}
+    # Another plugin's section changed, not this one's: no new registration.
+    pm.deliver_settings(load().plugin_settings)
+    assert pm.catalog().get("first") is not None
+    assert len(plugin.calls) == 1
+    data["configured"] = {"tools": ["second"]}
+    # The catalog is read on every call, so it follows the change as the next segment starts.
+    assert set(pm.catalog().tools) == {"plain", "first"}
+    pm.deliver_settings(load().plugin_settings)
+    assert set(pm.catalog().tools) == {"plain", "second"}
+    assert len(plugin.calls) == 2
+
+
+def test_a_manager_given_no_configuration_reads_the_default_file(tmp_path, monkeypatch):
+    path = tmp_path / "nrllm.toml"
+    path.write_text('[configured]\ntools = ["from_file"]\n', encoding="utf-8")
+    monkeypatch.setenv("NRLLM_CONFIG", str(path))
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Configured(), name="configured")
+    assert set(pm.catalog().tools) == {"from_file"}
+
+
+def test_a_configuration_that_cannot_be_read_registers_none_of_the_plugins_tools(tools_plugin):
+    def broken() -> Any:
+        raise ConfigError("the configuration file is gone")
+
+    pm = make_plugin_manager(plugins=[tools_plugin(make_tool("plain"))], load_entry_points=False)
+    pm.register(Configured(), name="configured")
+    pm.use_config(broken)
+    catalog = pm.catalog()
+    assert set(catalog.tools) == {"plain"}
+    assert catalog.errors == {"configured": "registration failed: the configuration cannot be read"}
 
 
 def test_registered_tools_are_snapshotted(tools_plugin):

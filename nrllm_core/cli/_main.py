@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
 
 from nrllm_core import _json
+from nrllm_core._config import HostConfig
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._payloads import StepKind
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
@@ -46,6 +47,9 @@ def _plugin_manager() -> PluginManager:
         made: PluginManager = obj["pm"]
         return made
     pm = make_plugin_manager()
+    if isinstance(obj, dict):
+        # Tools are registered with the configuration the command reads.
+        pm.use_config(_command_config(pm, obj.get("config_path")))
     # ``nrllm plugins`` shows the load errors in full itself.
     errors = {} if ctx is not None and ctx.command is plugins else pm.load_errors
     for name, error in sorted(errors.items()):
@@ -55,6 +59,17 @@ def _plugin_manager() -> PluginManager:
     if isinstance(obj, dict):
         obj["pm"] = pm
     return pm
+
+
+def _command_config(pm: PluginManager, path: str | None) -> Callable[[], HostConfig]:
+    from nrllm_core._config import config_loader
+
+    return config_loader(
+        path,
+        plugin_sections=lambda: [name for name, _ in pm.list_name_plugin()],
+        settings_classes=pm.settings_classes,
+        provider_kinds=lambda: pm.provider_registry().kinds,
+    )
 
 
 @cli.command()

@@ -9,20 +9,19 @@ from typing import Any
 import click
 
 from nrllm_core import HostConfig, TrustZone
-from nrllm_core.cli import BadInput, echo, echo_json
+from nrllm_core.cli import BadInput, echo, echo_json, host_config
 from nrllm_mcp._settings import SECTION, McpSettings, SettingsError, load_settings
 
 __all__ = ["mcp"]
 
 
 def _config(ctx: click.Context) -> tuple[HostConfig, McpSettings]:
-    from nrllm_core import ConfigError
-    from nrllm_mcp._config import current_config
-
+    """The command's configuration (``--config``, ``$NRLLM_CONFIG``, ``./nrllm.toml``), as
+    core reads it, and its ``[mcp]`` section."""
+    config = host_config(ctx)
     try:
-        config = current_config()
         return config, load_settings(config.plugin_settings.get(SECTION, {}))
-    except (ConfigError, SettingsError) as exc:
+    except SettingsError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None
 
 
@@ -219,6 +218,8 @@ def serve(
         zone=None if provider is not None else TrustZone(zone or TrustZone.EXTERNAL_GLOBAL),
         skill=skill,
     )
+    # The host hands its own configuration to its manager: the MCP servers' tools are
+    # registered with it.
     host = Host.from_config((ctx.find_root().obj or {}).get("config_path"))
     ctx.call_on_close(host.store.close)
     from nrllm_mcp._client import close_all

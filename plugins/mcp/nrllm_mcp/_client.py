@@ -10,12 +10,12 @@ from typing import Any, Final, final
 
 import attrs
 
-from nrllm_core import DataClass, Effect, HostConfig, Tool, ToolContext, ToolRegistry, ToolResult
+from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolRegistry, ToolResult
 from nrllm_core.log import logger
 from nrllm_mcp._connection import Connection, ConnectionFailed
 from nrllm_mcp._definition import Definition, clean_description, nrllm_name
 from nrllm_mcp._results import to_tool_result
-from nrllm_mcp._settings import SECTION, ServerSettings, load_settings
+from nrllm_mcp._settings import McpSettings, ServerSettings
 
 __all__ = ["McpTool", "Survey", "close_all", "connection_for", "register_servers", "survey"]
 
@@ -96,18 +96,21 @@ def survey(
 
 
 def register_servers(
-    registry: ToolRegistry, config: HostConfig, environ: Mapping[str, str]
+    registry: ToolRegistry,
+    settings: McpSettings,
+    store_url: str | None,
+    environ: Mapping[str, str],
 ) -> None:
-    """Register every enabled server's pinned tools and withhold the rest."""
+    """Register every enabled server's pinned tools and withhold the rest; the pins are in
+    the audit's database, at ``store_url`` (``[store] url``)."""
     from nrllm_core.store import default_data_dir
     from nrllm_mcp._pins import PinStore
 
-    settings = load_settings(config.plugin_settings.get(SECTION, {}))
     opened: list[PinStore] = []
 
     def pins() -> PinStore:
         if not opened:
-            opened.append(PinStore.open(config.store.url, data_dir=default_data_dir()))
+            opened.append(PinStore.open(store_url, data_dir=default_data_dir()))
         return opened[0]
 
     try:

@@ -83,15 +83,21 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         name, arguments = params.name, dict(params.arguments or {})
-        registered = host.pm.catalog().get(name)
-        if registered is not None and registered.requires_approval:
-            elicits = ctx.session.check_client_capability(
-                types.ClientCapabilities(elicitation=types.ElicitationCapability())
-            )
-            if not elicits or _four_eyes(host, served):
-                return _text(cannot_approve(name), is_error=True)
+        elicits = ctx.session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
+        # Without elicitation, or under four-eyes, nobody here can approve: the call is still
+        # a run, whose approval step records the denial and whose tool step the refusal.
+        unanswerable: list[str] = []
 
         def approve(pending: Any, digest: str) -> str | None:
+            if not elicits or _four_eyes(host, served):
+                from nrllm_core.log import logger
+
+                reason = "fourEyes" if elicits else "noElicitation"
+                logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason=reason)
+                unanswerable.append(pending.name)
+                return None
             return anyio.from_thread.run(_ask, ctx, pending, digest, host.config.actor().id)
 
         def call() -> Any:
@@ -106,6 +112,8 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             )
 
         wire = await anyio.to_thread.run_sync(call)
+        if unanswerable:
+            return _text(cannot_approve(name), is_error=True)
         return _text(wire.content, is_error=wire.is_error)
 
     return Server("nrllm", on_list_tools=list_tools, on_call_tool=call_tool)

@@ -203,3 +203,35 @@ def test_names_equal_after_reduction_are_withheld_as_a_clash(configure, state):
     assert "demo__echo_v2" not in catalog.tools
     assert catalog.clashes["demo__echo_v2"] == ("mcp", "mcp")
     assert "demo__echo" in catalog.tools
+
+
+def test_the_servers_are_the_hosts_own_not_the_default_files(nrllm, configure, state):
+    # The file a command would read names another server: the harness's section is what counts.
+    configure({"other": stdio_server(state)})
+    name = nrllm.load(
+        "nrllm_mcp",
+        {"servers": {"mine": stdio_server(state, read_only_tools=["echo"], timeout_seconds=5)}},
+    )
+    assert name == "mcp"
+    tools = nrllm.pm.catalog().tools
+    assert "mine__echo" in tools
+    assert not any(n.startswith("other__") for n in tools)
+    assert nrllm.invoke("mine__echo", text="hello").wire.content == "hello"
+
+
+def test_a_host_built_in_code_sees_its_own_servers(tmp_path, configure, state):
+    from nrllm_core import Host
+
+    # The default file names another server: the data the host was built with is what counts.
+    configure({"other": stdio_server(state)})
+    host = Host.from_config(
+        data={"mcp": {"servers": {"coded": stdio_server(state, read_only_tools=["echo"])}}},
+        data_dir=tmp_path / "coded-data",
+    )
+    try:
+        tools = host.pm.catalog().tools
+        assert "coded__echo" in tools
+        assert not any(n.startswith("other__") for n in tools)
+        assert host.invoke("coded__echo", {"text": "hi"}).content == "hi"
+    finally:
+        host.store.close()

@@ -145,6 +145,18 @@ def test_a_client_without_elicitation_cannot_approve(served):
         'Error: tool "write_note" needs an approval this client cannot give'
     )
     assert notes(served) == []
+    assert_refused_run(served, "write_note")
+
+
+def assert_refused_run(env, tool):
+    """The refused call is a run of kind mcp: its approval denied by no one, its tool refused."""
+    ((info, detail),) = runs_of(env)
+    assert info.kind.value == "mcp"
+    assert [s.kind for s in detail.steps] == ["start", "gate", "approval", "tool", "finish"]
+    approval, step = detail.steps[2], detail.steps[3]
+    assert approval.payload["decision"] == "denied"
+    assert approval.payload.get("approver") is None
+    assert (step.payload["tool_name"], step.payload["tool_outcome"]) == (tool, "refused")
 
 
 @pytest.fixture
@@ -266,3 +278,4 @@ def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
     )
     assert asked == []
     assert notes(served) == []
+    assert_refused_run(served, "write_note")
