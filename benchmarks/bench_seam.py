@@ -55,10 +55,16 @@ class NoOpSinks:
         pass
 
 
+async def aecho(text: str) -> ToolResult:
+    """Return the text unchanged, from a coroutine."""
+    return ToolResult.text(text)
+
+
 class EchoPlugin:
     @hookimpl
     def nrllm_register_tools(self, registry: nrllm_core.ToolRegistry) -> None:
         registry.register(nrllm_core.tool(group="content")(echo))
+        registry.register(nrllm_core.tool(group="content")(aecho))
 
 
 def per_call(function: Callable[[], object], number: int) -> float:
@@ -80,6 +86,41 @@ def seam_overhead() -> tuple[float, float]:
     seam = per_call(lambda: nrllm_core.invoke(pm, "echo", arguments, context=context), 20_000)
     bare = per_call(lambda: echo(**arguments), 200_000)
     return seam, bare
+
+
+def async_seam_overhead() -> tuple[float, float]:
+    """(seconds per ``await ainvoke`` of an ``async def`` tool, per bare ``await`` of it), on
+    one event loop."""
+    import anyio
+
+    pm = nrllm_core.make_plugin_manager(
+        plugins=[EchoPlugin(), NoOpSinks()], load_entry_points=False
+    )
+    context = ToolContext(run_id="bench", call_id="call_bench", actor=Actor(id="bench"))
+    arguments = {"text": "hello"}
+
+    async def seam() -> None:
+        await nrllm_core.ainvoke(pm, "aecho", arguments, context=context)
+
+    async def bare() -> None:
+        await aecho(**arguments)
+
+    async def median(body: Callable[[], Any], number: int) -> float:
+        runs = []
+        for _ in range(REPEATS):
+            started = time.perf_counter()
+            for _ in range(number):
+                await body()
+            runs.append((time.perf_counter() - started) / number)
+        return statistics.median(runs)
+
+    async def both() -> tuple[float, float]:
+        wire = await nrllm_core.ainvoke(pm, "aecho", arguments, context=context)
+        if wire.is_error or wire.content != "hello":
+            raise RuntimeError(f"the async seam did not run the tool: {wire.content!r}")
+        return await median(seam, 20_000), await median(bare, 200_000)
+
+    return anyio.run(both)
 
 
 def table_artifact() -> ToolArtifact:
@@ -152,6 +193,8 @@ def row(figure: str, value: str, target: str, met: bool | None) -> list[str]:
 def main() -> None:
     seam, bare = seam_overhead()
     overhead_us = (seam - bare) * 1e6
+    aseam, abare = async_seam_overhead()
+    async_us = (aseam - abare) * 1e6
     table_bytes, bound, encode = table_bounding()
     ratio = bound / encode
     content_ms = big_content() * 1e3
@@ -163,6 +206,9 @@ def main() -> None:
         row("seam: invoke() per call", f"{seam * 1e6:.1f} µs", "", None),
         row("bare call of the tool function", f"{bare * 1e6:.2f} µs", "", None),
         row("seam overhead (difference)", f"{overhead_us:.1f} µs", "<= 10 µs", overhead_us <= 10),
+        row("async seam: await ainvoke(), async tool", f"{aseam * 1e6:.1f} µs", "", None),
+        row("bare await of the tool coroutine", f"{abare * 1e6:.2f} µs", "", None),
+        row("async seam overhead (difference)", f"{async_us:.1f} µs", "<= 8 µs", async_us <= 8),
         row(f"bound_artifacts, {table_bytes} B table", f"{bound * 1e6:.1f} µs", "", None),
         row("one canonical encode of it", f"{encode * 1e6:.1f} µs", "", None),
         row("bound_artifacts / encode", f"{ratio:.2f}x", "<= 1.5x", ratio <= 1.5),

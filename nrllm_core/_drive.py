@@ -6,7 +6,6 @@ once (threads, or a task group) and records steps, and sends the answers back.
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -24,6 +23,8 @@ from nrllm_core._providers import Provider, acomplete, astream, complete, stream
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from anyio import CancelScope, CapacityLimiter
 
 __all__ = ["Cancellation", "Driver", "Watchers", "adrive", "drive"]
@@ -185,6 +186,8 @@ def _run_threads(
 ) -> list[Executed]:
     """Each call on a daemon thread of its own (a hung tool cannot keep the process from
     exiting), at most ``max_parallel_tools`` at once; each answered within its timeout."""
+    import concurrent.futures
+
     timeout = limits.tool_timeout_seconds
     slots = threading.BoundedSemaphore(limits.max_parallel_tools)
     futures: list[concurrent.futures.Future[Executed]] = []

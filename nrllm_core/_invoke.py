@@ -27,7 +27,7 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
 
-__all__ = ["invoke", "own_context", "refuse"]
+__all__ = ["ainvoke", "invoke", "own_context", "refuse"]
 
 # A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
 _OK: Final = "ok"
@@ -82,15 +82,48 @@ def invoke(
     leave through the trace and audit sinks. An ``async def`` tool runs to its end on a
     private event loop thread.
     """
-    started = time.perf_counter()
+    admitted = admit(pm, tool_name, arguments, context, offered)
+    done = execute(pm, admitted) if isinstance(admitted, Admitted) else _refusal(admitted)
+    return _delivered(pm, done, tool_name, arguments, context, recorder, round)
+
+
+async def ainvoke(
+    pm: PluginManager,
+    tool_name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    context: ToolContext,
+    offered: Callable[[RegisteredTool], bool] | None = None,
+    recorder: RunRecorder | None = None,
+    round: int = 0,
+    limiter: CapacityLimiter | None = None,
+) -> WirePayload:
+    """:func:`invoke` from an event loop: the same checks, bounding and delivery; an
+    ``async def`` tool is awaited here, a sync one runs in a worker thread (from ``limiter``,
+    else anyio's default pool)."""
     admitted = admit(pm, tool_name, arguments, context, offered)
     if isinstance(admitted, Admitted):
-        done = execute(pm, admitted)
-        result, outcome = done.result, done.outcome
+        done = await aexecute(pm, admitted, limiter)
     else:
-        result, outcome = admitted, REFUSED
+        done = _refusal(admitted)
+    return _delivered(pm, done, tool_name, arguments, context, recorder, round)
+
+
+def _refusal(result: ToolResult) -> Executed:
+    return Executed(result=result, outcome=REFUSED, seconds=0.0)
+
+
+def _delivered(
+    pm: PluginManager,
+    done: Executed,
+    tool_name: str,
+    arguments: object,
+    context: ToolContext,
+    recorder: RunRecorder | None,
+    round: int,
+) -> WirePayload:
     wire, step = deliver(
-        pm, result, outcome, tool_name, arguments, context, round, time.perf_counter() - started
+        pm, done.result, done.outcome, tool_name, arguments, context, round, done.seconds
     )
     (recorder or RunRecorder(pm, context.run_id)).record(step)
     return wire
@@ -108,11 +141,9 @@ def refuse(
 ) -> WirePayload:
     """Answer a call that is not executed (a person denied it, or it is no longer permitted)
     through the same bounding and delivery as every executed call."""
-    wire, step = deliver(
-        pm, ToolResult.error(content), REFUSED, tool_name, arguments, context, round, 0.0
+    return _delivered(
+        pm, _refusal(ToolResult.error(content)), tool_name, arguments, context, recorder, round
     )
-    (recorder or RunRecorder(pm, context.run_id)).record(step)
-    return wire
 
 
 def deliver(
@@ -228,7 +259,9 @@ def execute(pm: PluginManager, admitted: Admitted, timeout: float | None = None)
     return checked(admitted, raw, started)
 
 
-async def aexecute(pm: PluginManager, admitted: Admitted, limiter: CapacityLimiter) -> Executed:
+async def aexecute(
+    pm: PluginManager, admitted: Admitted, limiter: CapacityLimiter | None
+) -> Executed:
     """Run an admitted call from an event loop: a coroutine tool here, a sync one in a worker
     thread that ``limiter`` lends."""
     import anyio.to_thread

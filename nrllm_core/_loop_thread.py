@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
 import threading
 from collections.abc import Awaitable
@@ -25,6 +23,9 @@ class LoopThread:
     __slots__ = ("_loop", "_thread")
 
     def __init__(self) -> None:
+        # Imported here: asyncio is not loaded until an async tool runs in sync code.
+        import asyncio
+
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="nrllm-async-tools", daemon=True
@@ -36,6 +37,9 @@ class LoopThread:
         :class:`TimedOut` raised."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("an async tool cannot be waited for from its own event loop")
+        import asyncio
+        import concurrent.futures
+
         future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self._loop)
         try:
             return future.result(timeout)

@@ -252,3 +252,26 @@ def test_an_async_tool_through_the_sync_cli_invoke(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     wire = json.loads(result.stdout)["wire"]
     assert (wire["content"], wire["is_error"]) == ("later x", False)
+
+
+async def test_ainvoke_is_the_seam_from_an_event_loop(sinks, make_pm, context):
+    from nrllm_core import ainvoke
+
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+    def blocking(text: str) -> ToolResult:
+        """Answer from a worker thread."""
+        return ToolResult.text(f"{text} on {'loop' if threading.get_ident() == loop else 'worker'}")
+
+    loop = threading.get_ident()
+    pm = make_pm(shout, blocking)
+
+    awaited = await ainvoke(pm, "shout", {"text": "hi"}, context=context)
+    threaded = await ainvoke(pm, "blocking", {"text": "hi"}, context=context)
+    refused = await ainvoke(pm, "shout", {"text": 3}, context=context)
+
+    assert (awaited.content, awaited.is_error) == ("HI", False)
+    assert threaded.content == "hi on worker"
+    assert refused.is_error
+    assert refused.content.startswith('Error: invalid arguments for tool "shout"')
+    assert [w.content for w in sinks.wire] == [awaited.content, threaded.content, refused.content]
+    assert [r.payload["tool_outcome"] for r in sinks.audit] == ["ok", "ok", "refused"]

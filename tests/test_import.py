@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("structlog", "cattrs", "jsonschema", "click", "sqlalchemy", "httpx", "opentelemetry")
+HEAVY = (
+    "structlog",
+    "cattrs",
+    "jsonschema",
+    "click",
+    "sqlalchemy",
+    "httpx",
+    "opentelemetry",
+    # An async tool or host loads them; importing the library does not.
+    "asyncio",
+    "anyio",
+)
 PLUGINS = ("nrllm_builtin", "nrllm_repurpose", "nrllm_mcp", "nrllm_otel")
 
 
