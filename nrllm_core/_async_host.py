@@ -3,6 +3,7 @@ event loop (calls of a turn in a task group, ``async def`` tools and providers a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
@@ -90,7 +91,7 @@ class AsyncHost:
 
     async def _walk(self, flow: Flow[T], watchers: Watchers) -> T:
         walker: Driver[Drive, T] = Driver(flow)
-        return await self._walked(walker, await _in_thread(walker.next), watchers)
+        return await self._walked(walker, await _next(walker), watchers)
 
     async def _walked(
         self, walker: Driver[Drive, T], effect: Drive | None, watchers: Watchers
@@ -104,13 +105,14 @@ class AsyncHost:
                 except anyio.get_cancelled_exc_class():
                     # The run settles with what the driver recorded, then the task's
                     # cancellation goes on.
-                    with anyio.CancelScope(shield=True):
+                    if cancellation.outcome is not None:
                         walker.answer(cancellation.outcome)
+                    with anyio.CancelScope(shield=True):
                         await _in_thread(_drain, walker)
                     raise
                 except Exception as exc:
                     walker.fail(exc)
-            effect = await _in_thread(walker.next)
+            effect = await _next(walker)
         return walker.result()
 
     async def _drive(self, effect: Drive, cancellation: Cancellation, watchers: Watchers) -> Any:
@@ -141,10 +143,27 @@ async def _record(recorder: RunRecorder, effect: Record) -> bool:
     return delivered
 
 
+async def _next(walker: Driver[Drive, T]) -> Drive | None:
+    """The flow's store work up to its next core, in a worker thread. A cancellation while it
+    runs lets it finish (the thread is not abandoned), then settles the run."""
+    import anyio
+
+    try:
+        return await _in_thread(walker.next)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _in_thread(_drain, walker)
+        raise
+
+
 def _drain(walker: Driver[Drive, Any]) -> None:
-    """Take a cancelled flow to its end: it settles the run; it drives nothing more."""
-    while walker.next() is not None:
+    """Take a cancelled flow to its end: it settles the run (``cancelled``); it drives no
+    core: one it asked for and never got is refused, and so is every one after."""
+    if walker.awaiting:
         walker.fail(RunCancelled())
+    with contextlib.suppress(RunCancelled):
+        while walker.next() is not None:
+            walker.fail(RunCancelled())
 
 
 async def _in_thread(function: Callable[..., T], *args: Any) -> T:

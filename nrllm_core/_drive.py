@@ -86,7 +86,7 @@ class Driver(Generic[E, T]):
     """Walks a generator of effects: the effect it asks for now, the answer (or exception)
     it gets, and at its end what it returned."""
 
-    __slots__ = ("_done", "_error", "_generator", "_outcome", "_value")
+    __slots__ = ("_done", "_error", "_generator", "_outcome", "_value", "awaiting")
 
     def __init__(self, generator: Generator[E, Any, T]) -> None:
         self._generator = generator
@@ -94,24 +94,29 @@ class Driver(Generic[E, T]):
         self._error: BaseException | None = None
         self._done = False
         self._outcome: T | None = None
+        # An effect was handed out and is not answered yet.
+        self.awaiting = False
 
     def next(self) -> E | None:
         """The next effect; ``None`` once the generator has returned."""
         value, error = self._value, self._error
-        self._value, self._error = None, None
+        self._value, self._error, self.awaiting = None, None, False
         try:
             if error is not None:
-                return self._generator.throw(error)
-            return self._generator.send(value)
+                effect = self._generator.throw(error)
+            else:
+                effect = self._generator.send(value)
         except StopIteration as stop:
             self._done, self._outcome = True, stop.value
             return None
+        self.awaiting = True
+        return effect
 
     def answer(self, value: Any) -> None:
-        self._value = value
+        self._value, self.awaiting = value, False
 
     def fail(self, error: BaseException) -> None:
-        self._error = error
+        self._error, self.awaiting = error, False
 
     def result(self) -> T:
         if not self._done:

@@ -28,6 +28,7 @@ from nrllm_core._loop import (
     Effect,
     LoopOutcome,
     PendingCall,
+    RunCancelled,
     SuspendedRunState,
     TerminationReason,
     clamp_rounds,
@@ -824,7 +825,17 @@ class Host:
         from nrllm_core.store import RunStatus
 
         run_id = recorder.run_id
-        kind = type(sys.exc_info()[1]).__name__
+        error = sys.exc_info()[1]
+        if isinstance(error, RunCancelled):
+            # Cancelled before its loop could start: settled so, nothing else happened.
+            self._finish(recorder, RunStatus.CANCELLED, TerminationReason.CANCELLED)
+            return RunOutcome(
+                run_id=run_id,
+                status=RunStatus.CANCELLED.value,
+                termination_reason=TerminationReason.CANCELLED.value,
+                final_content="",
+            )
+        kind = type(error).__name__
         logger().error("nrllm.run.crashed", run_id=run_id, exc_info=True)
         try:
             self._finish(recorder, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR)

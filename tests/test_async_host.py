@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from typing import Any
@@ -13,6 +14,7 @@ from nrllm_core import (
     AsyncHost,
     DataClass,
     Finished,
+    Host,
     Suspended,
     TextDelta,
     Tool,
@@ -275,3 +277,31 @@ async def test_ainvoke_is_the_seam_from_an_event_loop(sinks, make_pm, context):
     assert refused.content.startswith('Error: invalid arguments for tool "shout"')
     assert [w.content for w in sinks.wire] == [awaited.content, threaded.content, refused.content]
     assert [r.payload["tool_outcome"] for r in sinks.audit] == ["ok", "ok", "refused"]
+
+
+async def test_a_run_cancelled_before_its_loop_starts_settles_cancelled(
+    tools_plugin, nrllm, monkeypatch
+):
+    nrllm.load(tools_plugin(shout))
+    script = nrllm.scripted([{"content": "never"}])
+    host = AsyncHost(nrllm.host)
+    started = threading.Event()
+    real = Host._first_segment
+
+    def slow_first_segment(self: Host, *args: Any) -> Any:
+        # The store work before the loop: the task is cancelled while it runs.
+        started.set()
+        threading.Event().wait(0.3)
+        return real(self, *args)
+
+    monkeypatch.setattr(Host, "_first_segment", slow_first_segment)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(functools.partial(host.run, "go", provider=script))
+        await anyio.to_thread.run_sync(started.wait)
+        group.cancel_scope.cancel()
+
+    (info,) = nrllm.host.runs()
+    assert (info.status, info.termination_reason) == ("cancelled", "cancelled")
+    assert nrllm.requests == []
+    assert nrllm.host.store.verify(info.run_id).broken == ()
