@@ -9,7 +9,8 @@ retried in a second transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, final
 
@@ -54,6 +55,7 @@ __all__ = [
     "OPEN",
     "ChainHeads",
     "ClaimRefused",
+    "StoreCore",
     "claim_suspension",
     "decision_rows",
     "finish_run",
@@ -154,6 +156,23 @@ class ChainHeads:
 
     def forget(self, run_id: str) -> None:
         self._heads.pop(run_id, None)
+
+
+class StoreCore:
+    """What each executor keeps of its database: the environment its chain key comes from, the
+    key once derived, the runs' heads, the lease and the clock."""
+
+    __slots__ = ("_chain_key", "_clock", "_environ", "_heads", "_lease")
+
+    def __init__(
+        self, *, lease: timedelta, clock: Callable[[], datetime], environ: Mapping[str, str] | None
+    ) -> None:
+        self._environ = os.environ if environ is None else environ
+        # Derived on first use, then fixed: a run's chain never changes key halfway.
+        self._chain_key: ChainKey | None = None
+        self._heads = ChainHeads()
+        self._lease = lease
+        self._clock = clock
 
 
 def read_chain_key(connection: Connection, environ: Mapping[str, str]) -> ChainKey:
@@ -342,12 +361,7 @@ def suspend_run(
     now: datetime,
 ) -> None:
     with connection.begin():
-        parked = connection.execute(
-            update(RunRow)
-            .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
-            .values(status=RunStatus.AWAITING_APPROVAL.value, heartbeat_at=now)
-        )
-        if parked.rowcount != 1:
+        if not _move(connection, run_id, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, now):
             raise ClaimRefused(f'run "{run_id}" is not running', "not_running")
         # A run suspends once per turn that needs approval; only the latest turn is open.
         connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
@@ -402,17 +416,23 @@ def claim_suspension(
                 "this suspended turn was decided before (replayed); it cannot be decided again",
                 "replayed",
             ) from None
-        reopened = connection.execute(
-            update(RunRow)
-            .where(RunRow.id == run_id, RunRow.status == RunStatus.AWAITING_APPROVAL.value)
-            .values(status=RunStatus.RUNNING.value, heartbeat_at=now)
-        )
-        if reopened.rowcount != 1:
+        if not _move(connection, run_id, RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING, now):
             raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
         sealed: bytes = connection.execute(
             select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
         ).scalar_one()
     return sealed
+
+
+def _move(
+    connection: Connection, run_id: str, source: RunStatus, target: RunStatus, now: datetime
+) -> bool:
+    moved = connection.execute(
+        update(RunRow)
+        .where(RunRow.id == run_id, RunRow.status == source.value)
+        .values(status=target.value, heartbeat_at=now)
+    )
+    return moved.rowcount == 1
 
 
 # -- reading ---------------------------------------------------------------------------------

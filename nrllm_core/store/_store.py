@@ -50,25 +50,14 @@ _PURGE_CHUNK: Final = 500
 
 
 @final
-class Store:
+class Store(ops.StoreCore):
     """The audit database. Every write is committed before the method returns.
 
     Build it with :meth:`open`. A run's lease is its last heartbeat: a run still marked
     ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
     """
 
-    __slots__ = (
-        "_chain_key",
-        "_clock",
-        "_engine",
-        "_environ",
-        "_heads",
-        "_lease",
-        "_leased",
-        "_leased_lock",
-        "_renewing",
-        "_write_lock",
-    )
+    __slots__ = ("_engine", "_leased", "_leased_lock", "_renewing", "_write_lock")
 
     def __init__(
         self,
@@ -78,13 +67,8 @@ class Store:
         clock: Callable[[], datetime],
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        super().__init__(lease=timedelta(seconds=lease_seconds), clock=clock, environ=environ)
         self._engine = engine
-        self._environ = os.environ if environ is None else environ
-        # Derived on first use, then fixed: a run's chain never changes key halfway.
-        self._chain_key: ChainKey | None = None
-        self._heads = ops.ChainHeads()
-        self._lease = timedelta(seconds=lease_seconds)
-        self._clock = clock
         # SQLite has one writer at a time; queueing this process's threads here is fairer and
         # much faster than letting them poll SQLite's busy handler.
         self._write_lock: contextlib.AbstractContextManager[Any] = (
