@@ -4,8 +4,6 @@ and audit chain suites, which run against both. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +16,6 @@ from sqlalchemy.engine import make_url
 from nrllm_core import AuditRecord, StepKind
 from nrllm_core.store import AsyncStore, ClaimRefused, RunStatus, SchemaOutdatedError
 from nrllm_core.store._database import async_engine_for
-
-ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.anyio
 
@@ -241,17 +237,3 @@ async def test_the_embedded_database_is_set_up_as_the_sync_engine_sets_it_up(
 def test_a_database_with_no_asyncio_driver_is_refused() -> None:
     with pytest.raises(ValueError, match="mysql"):
         async_engine_for(make_url("mysql+pymysql://db/audit"))
-
-
-def test_the_sync_store_loads_no_asyncio_library() -> None:
-    code = (
-        "import sys, tempfile\n"
-        "from nrllm_core.store import Store\n"
-        "Store.open(None, data_dir=tempfile.mkdtemp()).close()\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('aiosqlite', "
-        "'sqlalchemy.ext.asyncio'))))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    assert out.stdout.strip() == "[]"

@@ -491,12 +491,26 @@ def test_without_nrllm_home_the_platform_data_folder_is_used(
     assert default_data_dir() == Path(platformdirs.user_data_dir("nrllm", appauthor=False))
 
 
-def test_importing_nrllm_core_and_its_cli_loads_no_database_library() -> None:
-    code = (
-        "import sys, nrllm_core, nrllm_core.cli, nrllm_core._privacy\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('sqlalchemy', 'alembic', 'psycopg', 'platformdirs') or m == 'nrllm_core.store'))"
-    )
+@pytest.mark.parametrize(
+    ("program", "unloaded"),
+    [
+        (
+            "import nrllm_core, nrllm_core.cli, nrllm_core._privacy",
+            "m.split('.')[0] in ('sqlalchemy', 'alembic', 'psycopg', 'platformdirs') "
+            "or m == 'nrllm_core.store'",
+        ),
+        (
+            "import tempfile\nfrom nrllm_core.store import Store\n"
+            "Store.open(None, data_dir=tempfile.mkdtemp()).close()",
+            "m.startswith(('aiosqlite', 'sqlalchemy.ext.asyncio'))",
+        ),
+    ],
+    ids=["nrllm_core-and-its-cli-load-no-database-library", "store-loads-no-asyncio-library"],
+)
+def test_importing_nrllm_core_and_its_cli_loads_no_database_library(
+    program: str, unloaded: str
+) -> None:
+    code = f"import sys\n{program}\nprint(sorted(m for m in sys.modules if {unloaded}))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
