@@ -114,7 +114,9 @@ def at_once(folder: Path, backend: str, url: str | None, repeats: int) -> tuple[
         return RUNS_AT_ONCE / (time.perf_counter() - started)
 
     def thread_batch() -> float:
-        threads = [threading.Thread(target=sync_host.run, args=("go",)) for _ in range(RUNS_AT_ONCE)]
+        threads = [
+            threading.Thread(target=sync_host.run, args=("go",)) for _ in range(RUNS_AT_ONCE)
+        ]
         started = time.perf_counter()
         for thread in threads:
             thread.start()

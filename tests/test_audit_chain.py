@@ -67,11 +67,16 @@ def broken(store: Store, run_id: str | None = None) -> list[tuple[str, int, str]
     return [(b.run_id, b.sequence, b.problem.value) for b in store.verify(run_id).broken]
 
 
-@pytest.fixture
-def store(backend: Any) -> Iterator[Store]:
-    opened = backend.open(environ={"NRLLM_AUDIT_KEY": AUDIT_KEY})
-    write_run(opened, "r1")
-    write_run(opened, "r2")
+@pytest.fixture(params=["Store", "AsyncStore"])
+def store(request: pytest.FixtureRequest, backend: Any, portal: Any) -> Iterator[Store]:
+    """A ``Store`` holding two runs of five steps, written by it or by an ``AsyncStore``."""
+    environ = {"NRLLM_AUDIT_KEY": AUDIT_KEY}
+    opened = backend.open(environ=environ)
+    writer = opened if request.param == "Store" else backend.open_awaited(portal, environ=environ)
+    write_run(writer, "r1")
+    write_run(writer, "r2")
+    if writer is not opened:
+        writer.close()
     yield opened
     opened.close()
 

@@ -52,7 +52,16 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(backend: Any, clock: Clock) -> Iterator[Store]:
+def store(open_store: Any, clock: Clock) -> Iterator[Store]:
+    """A ``Store``, or an ``AsyncStore`` called through a portal: each such test checks both."""
+    opened = open_store(lease_seconds=60, clock=clock)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def sync_store(backend: Any, clock: Clock) -> Iterator[Store]:
+    """For what only ``Store`` does: the audit sink, purging."""
     opened = backend.open(lease_seconds=60, clock=clock)
     yield opened
     opened.close()
@@ -157,15 +166,15 @@ def test_a_step_that_cannot_be_stored_raises(store: Store) -> None:
     assert detail.run.steps == 1
 
 
-def test_the_sink_writes_through_the_store_and_reports_a_failure(store: Store) -> None:
-    pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
-    store.start_run("r1")
+def test_the_sink_writes_through_the_store_and_reports_a_failure(sync_store: Store) -> None:
+    pm = make_plugin_manager(plugins=[StoreAuditSink(sync_store)], load_entry_points=False)
+    sync_store.start_run("r1")
 
     assert pm.emit_audit(record("r1", 1, tool_name="x"))
     with capture_logs() as logs:
         assert not pm.emit_audit(record("unknown-run", 1))
 
-    detail = store.get_run("r1")
+    detail = sync_store.get_run("r1")
     assert detail is not None
     assert [s.payload["tool_name"] for s in detail.steps] == ["x"]
     assert [e["event"] for e in logs] == ["nrllm.sink.failed"]
@@ -174,7 +183,7 @@ def test_the_sink_writes_through_the_store_and_reports_a_failure(store: Store) -
 
 @pytest.mark.parametrize("level", list(PrivacyLevel))
 def test_each_privacy_level_persists_exactly_the_filtered_step(
-    store: Store, level: PrivacyLevel
+    sync_store: Store, level: PrivacyLevel
 ) -> None:
     from nrllm_core import RunStep, ToolArtifact
 
@@ -192,13 +201,13 @@ def test_each_privacy_level_persists_exactly_the_filtered_step(
             ToolArtifact.table(["key"], [["sk-abcdefghijklmnopqrstuv"]], label="Keys"),
         ),
     )
-    pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
-    store.start_run("r1")
+    pm = make_plugin_manager(plugins=[StoreAuditSink(sync_store)], load_entry_points=False)
+    sync_store.start_run("r1")
     recorder = RunRecorder(pm, "r1", audit_view=audit_view_for(level))
 
     assert recorder.record(step)
 
-    detail = store.get_run("r1")
+    detail = sync_store.get_run("r1")
     assert detail is not None
     (stored,) = detail.steps
     assert (stored.sequence, stored.kind, stored.round, stored.duration_ms) == (1, "tool", 3, 4.25)
@@ -287,14 +296,14 @@ def test_gate_decisions_are_kept_without_content(store: Store) -> None:
 
 
 def test_purge_deletes_old_finished_and_abandoned_runs_with_their_rows(
-    store: Store, clock: Clock
+    sync_store: Store, clock: Clock
 ) -> None:
     def run(run_id: str, status: RunStatus | None) -> None:
-        store.start_run(run_id)
-        store.record_step(record(run_id, 1))
-        store.record_decisions(run_id, [GateDecisionRecord(tool="t", reason="r")])
+        sync_store.start_run(run_id)
+        sync_store.record_step(record(run_id, 1))
+        sync_store.record_decisions(run_id, [GateDecisionRecord(tool="t", reason="r")])
         if status is not None:
-            store.finish_run(run_id, status, "x")
+            sync_store.finish_run(run_id, status, "x")
 
     run("old-done", RunStatus.COMPLETED)
     run("old-failed", RunStatus.FAILED)
@@ -306,34 +315,36 @@ def test_purge_deletes_old_finished_and_abandoned_runs_with_their_rows(
     run("recent-parked", RunStatus.AWAITING_APPROVAL)
     clock.advance(days=11)
     # Still heart-beating after a month: never purged while it lives.
-    assert store.heartbeat("old-alive")
+    assert sync_store.heartbeat("old-alive")
 
-    nothing = store.purge(32, 32)
+    nothing = sync_store.purge(32, 32)
     assert (nothing.finished, nothing.unfinished) == (0, 0)
-    result = store.purge(30, 15)
+    result = sync_store.purge(30, 15)
 
     assert (result.finished, result.unfinished) == (2, 2)
-    remaining = {r.run_id for r in store.list_runs()}
+    remaining = {r.run_id for r in sync_store.list_runs()}
     assert remaining == {"recent-done", "recent-parked", "old-alive"}
-    assert store.get_run("old-done") is None
+    assert sync_store.get_run("old-done") is None
     from sqlalchemy import func, select
 
     from nrllm_core.store._models import DecisionRow, StepRow
 
-    with store._engine.connect() as connection:
+    with sync_store._engine.connect() as connection:
         steps = connection.execute(select(func.count()).select_from(StepRow)).scalar()
         decisions = connection.execute(select(func.count()).select_from(DecisionRow)).scalar()
     assert (steps, decisions) == (3, 3)
 
 
 @pytest.mark.parametrize(("days", "unfinished"), [(0, 7), (30, 0), (-1, 7)])
-def test_purge_refuses_a_window_below_one_day(store: Store, days: int, unfinished: int) -> None:
-    store.start_run("r1")
-    store.finish_run("r1", RunStatus.COMPLETED)
+def test_purge_refuses_a_window_below_one_day(
+    sync_store: Store, days: int, unfinished: int
+) -> None:
+    sync_store.start_run("r1")
+    sync_store.finish_run("r1", RunStatus.COMPLETED)
 
     with pytest.raises(ValueError, match="at least 1"):
-        store.purge(days, unfinished)
-    assert [r.run_id for r in store.list_runs()] == ["r1"]
+        sync_store.purge(days, unfinished)
+    assert [r.run_id for r in sync_store.list_runs()] == ["r1"]
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["one-store", "store-per-thread"])
@@ -480,12 +491,26 @@ def test_without_nrllm_home_the_platform_data_folder_is_used(
     assert default_data_dir() == Path(platformdirs.user_data_dir("nrllm", appauthor=False))
 
 
-def test_importing_nrllm_core_and_its_cli_loads_no_database_library() -> None:
-    code = (
-        "import sys, nrllm_core, nrllm_core.cli, nrllm_core._privacy\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('sqlalchemy', 'alembic', 'psycopg', 'platformdirs') or m == 'nrllm_core.store'))"
-    )
+@pytest.mark.parametrize(
+    ("program", "unloaded"),
+    [
+        (
+            "import nrllm_core, nrllm_core.cli, nrllm_core._privacy",
+            "m.split('.')[0] in ('sqlalchemy', 'alembic', 'psycopg', 'platformdirs') "
+            "or m == 'nrllm_core.store'",
+        ),
+        (
+            "import tempfile\nfrom nrllm_core.store import Store\n"
+            "Store.open(None, data_dir=tempfile.mkdtemp()).close()",
+            "m.startswith(('aiosqlite', 'sqlalchemy.ext.asyncio'))",
+        ),
+    ],
+    ids=["nrllm_core-and-its-cli-load-no-database-library", "store-loads-no-asyncio-library"],
+)
+def test_importing_nrllm_core_and_its_cli_loads_no_database_library(
+    program: str, unloaded: str
+) -> None:
+    code = f"import sys\n{program}\nprint(sorted(m for m in sys.modules if {unloaded}))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
@@ -508,12 +533,8 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
     } <= names
 
 
-def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(tmp_path):
-    import time
-
-    from nrllm_core.store import RunStatus, Store
-
-    store = Store.open(None, data_dir=tmp_path, lease_seconds=1)
+def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(open_store):
+    store = open_store(lease_seconds=1)
     store.start_run("r-long")
     with store.leased("r-long"):
         time.sleep(1.6)  # longer than the lease: only the renewals keep it alive
@@ -523,3 +544,53 @@ def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(tmp
     (info,) = store.list_runs()
     assert info.status is RunStatus.INTERRUPTED
     store.close()
+
+
+def test_a_suspended_turn_is_claimed_once_and_its_nonce_never_again(store: Store) -> None:
+    from nrllm_core.store import ClaimRefused
+
+    store.start_run("r1")
+    store.start_run("r2")
+    assert store.suspension("r1") is None
+    store.suspend_run("r1", sealed=b"state-1", turn_digest="d1")
+    with pytest.raises(ClaimRefused) as parked:
+        store.suspend_run("r1", sealed=b"again", turn_digest="d1")
+    assert parked.value.reason == "not_running"
+    pending = store.suspension("r1")
+    assert pending is not None
+    assert (pending.run_id, pending.sealed, pending.turn_digest) == ("r1", b"state-1", "d1")
+    assert store.get_run("r1").run.status is RunStatus.AWAITING_APPROVAL  # type: ignore[union-attr]
+
+    def claim(run_id: str, digest: str, nonce: str) -> Any:
+        return store.claim_suspension(
+            run_id, turn_digest=digest, nonce=nonce, decision="approve", approver="bob"
+        )
+
+    with pytest.raises(ClaimRefused) as stale:
+        claim("r1", "other-digest", "n1")
+    assert stale.value.reason == "already_decided"
+    assert claim("r1", "d1", "n1") == b"state-1"
+    assert store.suspension("r1") is None
+    assert store.get_run("r1").run.status is RunStatus.RUNNING  # type: ignore[union-attr]
+    with pytest.raises(ClaimRefused) as twice:
+        claim("r1", "d1", "n1")
+    assert twice.value.reason == "already_decided"
+
+    # The nonce is spent even on a fresh suspension of another run.
+    store.suspend_run("r2", sealed=b"state-2", turn_digest="d2")
+    with pytest.raises(ClaimRefused) as replayed:
+        claim("r2", "d2", "n1")
+    assert replayed.value.reason == "replayed"
+    # Refused in one transaction: the turn is still open, the run still waits.
+    assert store.suspension("r2") is not None
+    assert claim("r2", "d2", "n2") == b"state-2"
+
+    # A run settled while it waited cannot be reopened by a claim, nor its nonce spent.
+    store.suspend_run("r2", sealed=b"state-3", turn_digest="d3")
+    assert store.finish_run("r2", RunStatus.FAILED, "gave_up")
+    with pytest.raises(ClaimRefused) as settled:
+        claim("r2", "d3", "n3")
+    assert settled.value.reason == "not_awaiting"
+    store.start_run("r3")
+    store.suspend_run("r3", sealed=b"state-4", turn_digest="d4")
+    assert claim("r3", "d4", "n3") == b"state-4"

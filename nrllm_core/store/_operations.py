@@ -1,0 +1,547 @@
+"""What the audit store does over one database connection, for both of its executors.
+
+``Store`` calls these with a connection of its thread; ``AsyncStore`` with the sync facade of an
+asyncio connection that ``AsyncConnection.run_sync`` hands over, so that the statements, the
+audit chain, the claim's refusals and the records read back exist once. A writing operation
+takes a connection outside any transaction and commits its own: a step whose head moved is
+retried in a second transaction.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, final
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from nrllm_core import _json
+from nrllm_core._payloads import AuditRecord
+from nrllm_core._trace_context import checked_trace_context
+from nrllm_core.store._chain import ChainKey, chain_key, initial_mac, step_mac
+from nrllm_core.store._models import (
+    AuditKeyRow,
+    ConsumedApprovalRow,
+    DecisionRow,
+    RunRow,
+    StepRow,
+    SuspensionRow,
+    UTCDateTime,
+)
+from nrllm_core.store._records import (
+    GateDecisionRecord,
+    RunDetail,
+    RunInfo,
+    RunKind,
+    RunStatus,
+    StoredStep,
+    Suspension,
+)
+
+__all__ = [
+    "OPEN",
+    "ChainHeads",
+    "ClaimRefused",
+    "StoreCore",
+    "claim_suspension",
+    "decision_rows",
+    "finish_run",
+    "get_run",
+    "heartbeat",
+    "last_sequence",
+    "list_runs",
+    "read_chain_key",
+    "record_decisions",
+    "record_step",
+    "renewal_interval",
+    "start_run",
+    "suspend_run",
+    "suspension",
+    "utcnow",
+]
+
+_SETTLED: Final = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.AWAITING_APPROVAL}
+)
+OPEN: Final = (RunStatus.RUNNING.value, RunStatus.AWAITING_APPROVAL.value)
+# How many runs' heads a store remembers; past it, it forgets them all and reads them again.
+_HEADS_KEPT: Final = 1_024
+
+# Built once: composing a statement costs more than executing it on SQLite.
+_INSERT_STEP: Final = insert(StepRow)
+# FOR UPDATE: two writers of one run on PostgreSQL never chain from the same head (SQLite
+# has one writer at a time already).
+_CHAIN_HEAD: Final = (
+    select(RunRow.chain_head).where(RunRow.id == bindparam("target")).with_for_update()
+)
+# Moves the head only from the one the step was chained to: a compare-and-set, so a head this
+# store remembered but another writer moved meanwhile is caught, never forked.
+_COUNT_STEP: Final = (
+    update(RunRow)
+    .where(RunRow.id == bindparam("target"), RunRow.chain_head == bindparam("previous"))
+    .values(
+        steps=RunRow.steps + 1,
+        chain_head=bindparam("head"),
+        heartbeat_at=bindparam("now", type_=UTCDateTime),
+        prompt_tokens=RunRow.prompt_tokens + bindparam("prompt", type_=BigInteger),
+        completion_tokens=RunRow.completion_tokens + bindparam("completion", type_=BigInteger),
+    )
+)
+
+_SETTLE: Final = (
+    update(RunRow)
+    .where(RunRow.id == bindparam("target"), RunRow.status.in_(OPEN))
+    .values(
+        status=bindparam("new_status"),
+        termination_reason=bindparam("new_reason"),
+        heartbeat_at=bindparam("now", type_=UTCDateTime),
+        ended_at=bindparam("ended", type_=UTCDateTime),
+    )
+)
+_BLANK_STATE: Final = (
+    update(SuspensionRow).where(SuspensionRow.run_id == bindparam("target")).values(sealed=b"")
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def renewal_interval(lease: timedelta) -> float:
+    """How often a leased run's heartbeat is renewed: three times per lease."""
+    return max(lease.total_seconds() / 3, 0.05)
+
+
+class _HeadMoved(Exception):
+    """The run's head is not the one this store remembered: another writer moved it."""
+
+
+class ClaimRefused(Exception):
+    """A suspension or a decision the store cannot accept; ``reason`` is ``not_running`` (a
+    suspension), or ``not_awaiting``, ``already_decided`` or ``replayed`` (a claim)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@final
+class ChainHeads:
+    """The head each run had after a store's last write to it: a step then needs no read of
+    the run row first (see ``_COUNT_STEP`` for why a stale one is harmless)."""
+
+    __slots__ = ("_heads",)
+
+    def __init__(self) -> None:
+        self._heads: dict[str, str] = {}
+
+    def get(self, run_id: str) -> str | None:
+        return self._heads.get(run_id)
+
+    def remember(self, run_id: str, head: str) -> None:
+        if len(self._heads) >= _HEADS_KEPT:
+            self._heads.clear()
+        self._heads[run_id] = head
+
+    def forget(self, run_id: str) -> None:
+        self._heads.pop(run_id, None)
+
+
+class StoreCore:
+    """What each executor keeps of its database: the environment its chain key comes from, the
+    key once derived, the runs' heads, the lease and the clock."""
+
+    __slots__ = ("_chain_key", "_clock", "_environ", "_heads", "_lease")
+
+    def __init__(
+        self, *, lease: timedelta, clock: Callable[[], datetime], environ: Mapping[str, str] | None
+    ) -> None:
+        self._environ = os.environ if environ is None else environ
+        # Derived on first use, then fixed: a run's chain never changes key halfway.
+        self._chain_key: ChainKey | None = None
+        self._heads = ChainHeads()
+        self._lease = lease
+        self._clock = clock
+
+
+def read_chain_key(connection: Connection, environ: Mapping[str, str]) -> ChainKey:
+    """The chain's key from ``environ``, else the one kept in the database."""
+
+    def stored() -> bytes:
+        secret = connection.execute(
+            select(AuditKeyRow.secret).where(AuditKeyRow.id == 1)
+        ).scalar_one_or_none()
+        if not secret:
+            # Never made up again: a new key would turn every stored chain into a break.
+            raise LookupError("the audit database has lost its chain key (table audit_keys)")
+        return bytes(secret)
+
+    return chain_key(environ, stored)
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def start_run(
+    connection: Connection,
+    key: ChainKey,
+    heads: ChainHeads,
+    run_id: str,
+    *,
+    kind: RunKind,
+    provider: str | None,
+    zone: str | None,
+    skill: str | None,
+    actor: str | None,
+    now: datetime,
+) -> None:
+    head = initial_mac(key, run_id)
+    with connection.begin():
+        connection.execute(
+            insert(RunRow),
+            {
+                "id": run_id,
+                "kind": RunKind(kind).value,
+                "status": RunStatus.RUNNING.value,
+                "provider": provider,
+                "zone": zone,
+                "skill": skill,
+                "actor": actor,
+                "started_at": now,
+                "ended_at": None,
+                "heartbeat_at": now,
+                "termination_reason": None,
+                "steps": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "chain_head": head,
+            },
+        )
+    heads.remember(run_id, head)
+
+
+def record_step(
+    connection: Connection, key: ChainKey, heads: ChainHeads, record: AuditRecord, now: datetime
+) -> None:
+    row = {
+        "run_id": record.run_id,
+        "sequence": record.sequence,
+        "kind": record.kind.value,
+        "round": record.round,
+        # As the column reads it back, so that the mac checks out later.
+        "duration_ms": float(record.duration_ms),
+        "payload": _json.dumps(dict(record.payload)).decode(),
+        "recorded_at": now,
+    }
+    try:
+        mac = _chain_step(connection, key, record, row, heads.get(record.run_id))
+    except _HeadMoved:
+        heads.forget(record.run_id)
+        mac = _chain_step(connection, key, record, row, None)
+    heads.remember(record.run_id, mac)
+
+
+def _chain_step(
+    connection: Connection,
+    key: ChainKey,
+    record: AuditRecord,
+    row: dict[str, Any],
+    previous: str | None,
+) -> str:
+    with connection.begin():
+        if previous is None:
+            run = connection.execute(_CHAIN_HEAD, {"target": record.run_id}).one_or_none()
+            if run is None:
+                raise LookupError(f'no run "{record.run_id}" to record a step of')
+            if run.chain_head is None:
+                raise ValueError(f'run "{record.run_id}" has lost its audit chain head')
+            previous = run.chain_head
+        mac = step_mac(key, previous, row)
+        connection.execute(_INSERT_STEP, {**row, "mac": mac})
+        moved = connection.execute(
+            _COUNT_STEP,
+            {
+                "target": record.run_id,
+                "previous": previous,
+                "head": mac,
+                "now": row["recorded_at"],
+                "prompt": _count(record.payload, "prompt_tokens"),
+                "completion": _count(record.payload, "completion_tokens"),
+            },
+        )
+        if moved.rowcount != 1:
+            # Rolled back with the step; read under the row lock, the head cannot move.
+            raise _HeadMoved
+    return mac
+
+
+def _count(payload: Any, key: str) -> int:
+    value = payload.get(key)
+    return value if type(value) is int and value > 0 else 0
+
+
+def decision_rows(
+    run_id: str, decisions: Iterable[GateDecisionRecord], now: datetime
+) -> list[dict[str, Any]]:
+    """The rows of a turn's gate decisions; none means nothing to write."""
+    return [
+        {
+            "run_id": run_id,
+            "tool": d.tool,
+            "reason": d.reason,
+            "zone": d.zone,
+            "ceiling": d.ceiling,
+            "observed": d.observed,
+            "decided_at": now,
+        }
+        for d in decisions
+    ]
+
+
+def record_decisions(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    with connection.begin():
+        connection.execute(insert(DecisionRow), rows)
+
+
+def heartbeat(connection: Connection, run_id: str, now: datetime) -> bool:
+    with connection.begin():
+        result = connection.execute(
+            update(RunRow)
+            .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
+            .values(heartbeat_at=now)
+        )
+    return result.rowcount == 1
+
+
+def finish_run(
+    connection: Connection,
+    run_id: str,
+    status: RunStatus,
+    termination_reason: str | None,
+    now: datetime,
+) -> bool:
+    status = RunStatus(status)
+    if status not in _SETTLED:
+        raise ValueError(f"a run cannot be settled as {status.value!r}")
+    with connection.begin():
+        result = connection.execute(
+            _SETTLE,
+            {
+                "target": run_id,
+                "new_status": status.value,
+                "new_reason": termination_reason,
+                "now": now,
+                "ended": now if status.is_finished else None,
+            },
+        )
+        if status.is_finished:
+            # A finished run can never resume: its sealed state is no longer kept.
+            connection.execute(_BLANK_STATE, {"target": run_id})
+    return result.rowcount == 1
+
+
+def suspend_run(
+    connection: Connection,
+    run_id: str,
+    *,
+    sealed: bytes,
+    turn_digest: str,
+    trace_context: Mapping[str, str] | None,
+    now: datetime,
+) -> None:
+    with connection.begin():
+        if not _move(connection, run_id, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, now):
+            raise ClaimRefused(f'run "{run_id}" is not running', "not_running")
+        # A run suspends once per turn that needs approval; only the latest turn is open.
+        connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
+        connection.execute(
+            insert(SuspensionRow),
+            {
+                "run_id": run_id,
+                "sealed": sealed,
+                "turn_digest": turn_digest,
+                "suspended_at": now,
+                "decided_at": None,
+                "decision": None,
+                "approver": None,
+                "trace_context": None
+                if trace_context is None
+                else _json.dumps(dict(trace_context)).decode(),
+            },
+        )
+
+
+def claim_suspension(
+    connection: Connection,
+    run_id: str,
+    *,
+    turn_digest: str,
+    nonce: str,
+    decision: str,
+    approver: str,
+    now: datetime,
+) -> bytes:
+    with connection.begin():
+        claimed = connection.execute(
+            update(SuspensionRow)
+            .where(
+                SuspensionRow.run_id == run_id,
+                SuspensionRow.turn_digest == turn_digest,
+                SuspensionRow.decided_at.is_(None),
+            )
+            .values(decided_at=now, decision=decision, approver=approver)
+        )
+        if claimed.rowcount != 1:
+            raise ClaimRefused(
+                "the turn was already decided, or the digest is stale", "already_decided"
+            )
+        try:
+            connection.execute(
+                insert(ConsumedApprovalRow),
+                {"nonce": nonce, "run_id": run_id, "consumed_at": now},
+            )
+        except IntegrityError:
+            raise ClaimRefused(
+                "this suspended turn was decided before (replayed); it cannot be decided again",
+                "replayed",
+            ) from None
+        if not _move(connection, run_id, RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING, now):
+            raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
+        sealed: bytes = connection.execute(
+            select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
+        ).scalar_one()
+    return sealed
+
+
+def _move(
+    connection: Connection, run_id: str, source: RunStatus, target: RunStatus, now: datetime
+) -> bool:
+    moved = connection.execute(
+        update(RunRow)
+        .where(RunRow.id == run_id, RunRow.status == source.value)
+        .values(status=target.value, heartbeat_at=now)
+    )
+    return moved.rowcount == 1
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def suspension(connection: Connection, run_id: str) -> Suspension | None:
+    query = (
+        select(SuspensionRow)
+        .join(RunRow, RunRow.id == SuspensionRow.run_id)
+        .where(
+            SuspensionRow.run_id == run_id,
+            SuspensionRow.decided_at.is_(None),
+            RunRow.status == RunStatus.AWAITING_APPROVAL.value,
+        )
+    )
+    row = connection.execute(query).one_or_none()
+    if row is None:
+        return None
+    return Suspension(
+        run_id=row.run_id,
+        sealed=row.sealed,
+        turn_digest=row.turn_digest,
+        suspended_at=row.suspended_at,
+        trace_context=checked_trace_context(
+            None if row.trace_context is None else _json.loads(row.trace_context)
+        ),
+    )
+
+
+def last_sequence(connection: Connection, run_id: str) -> int:
+    query = select(func.max(StepRow.sequence)).where(StepRow.run_id == run_id)
+    return int(connection.execute(query).scalar() or 0)
+
+
+def list_runs(
+    connection: Connection, status: RunStatus | None, *, now: datetime, lease: timedelta
+) -> list[RunInfo]:
+    query = select(RunRow).order_by(RunRow.started_at.desc(), RunRow.id)
+    if status is not None:
+        query = query.where(_status_is(RunStatus(status), now - lease))
+    return [_info(row, now - lease) for row in connection.execute(query).all()]
+
+
+def get_run(
+    connection: Connection, run_id: str, *, now: datetime, lease: timedelta
+) -> RunDetail | None:
+    run = connection.execute(select(RunRow).where(RunRow.id == run_id)).one_or_none()
+    if run is None:
+        return None
+    steps = connection.execute(
+        select(StepRow).where(StepRow.run_id == run_id).order_by(StepRow.sequence)
+    ).all()
+    decisions = connection.execute(
+        select(DecisionRow).where(DecisionRow.run_id == run_id).order_by(DecisionRow.id)
+    ).all()
+    return RunDetail(
+        run=_info(run, now - lease),
+        steps=tuple(
+            StoredStep(
+                sequence=s.sequence,
+                kind=s.kind,
+                round=s.round,
+                duration_ms=s.duration_ms,
+                payload=_json.loads(s.payload),
+            )
+            for s in steps
+        ),
+        decisions=tuple(
+            GateDecisionRecord(
+                tool=d.tool,
+                reason=d.reason,
+                zone=d.zone,
+                ceiling=d.ceiling,
+                observed=d.observed,
+            )
+            for d in decisions
+        ),
+    )
+
+
+def _status_is(status: RunStatus, silent_since: datetime) -> ColumnElement[bool]:
+    stale = RunRow.heartbeat_at < silent_since
+    running = RunRow.status == RunStatus.RUNNING.value
+    if status is RunStatus.INTERRUPTED:
+        return and_(running, stale)
+    if status is RunStatus.RUNNING:
+        return and_(running, ~stale)
+    return RunRow.status == status.value
+
+
+def _info(row: Any, silent_since: datetime) -> RunInfo:
+    status = RunStatus(row.status)
+    if status is RunStatus.RUNNING and row.heartbeat_at < silent_since:
+        status = RunStatus.INTERRUPTED
+    return RunInfo(
+        run_id=row.id,
+        kind=RunKind(row.kind),
+        status=status,
+        provider=row.provider,
+        zone=row.zone,
+        skill=row.skill,
+        actor=row.actor,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        termination_reason=row.termination_reason,
+        steps=row.steps,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        chain_head=row.chain_head,
+    )
