@@ -14,11 +14,15 @@ from nrllm_core.log import logger
 
 __all__ = [
     "ChatMessage",
+    "Delta",
     "ProviderAnswer",
     "ProviderError",
     "Replay",
     "Role",
     "Stop",
+    "StreamRestarted",
+    "TextDelta",
+    "ThinkingDelta",
     "ToolCall",
     "ToolChoice",
     "ToolSpec",
@@ -416,3 +420,29 @@ class ProviderAnswer:
     replay: Replay | None = None
     # The provider's id for this answer, when it gives one.
     response_id: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TextDelta:
+    """A piece of the answer's text, as the provider sent it while streaming."""
+
+    text: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ThinkingDelta:
+    """A piece of the model's thinking, as the provider sent it while streaming."""
+
+    text: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StreamRestarted:
+    """A broken stream is being retried as a whole: the deltas shown so far are void."""
+
+
+# What a streaming call hands its ``on_delta`` callback; never persisted, the answer is.
+Delta = TextDelta | ThinkingDelta | StreamRestarted

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
 
 from nrllm_core import _json
 from nrllm_core._messages import (
     ChatMessage,
+    Delta,
     ProviderAnswer,
     ProviderError,
     Role,
     Stop,
+    TextDelta,
+    ThinkingDelta,
     ToolCall,
     ToolChoice,
     ToolSpec,
@@ -21,18 +24,27 @@ from nrllm_core._messages import (
 )
 from nrllm_core.providers._http import (
     HttpSettings,
+    StreamBroken,
+    StreamFailed,
+    apost_json,
+    apost_stream,
     http_settings,
     post_json,
+    post_stream,
     response_id,
     token_count,
 )
 from nrllm_core.providers._settings import Settings
+from nrllm_core.providers._sse import ServerSentEvent
 
 __all__ = ["OpenAIProvider", "openai_factory"]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 _STOPS: Final = {"length": Stop.LENGTH, "content_filter": Stop.REFUSAL}
 CONTENT_FILTERED: Final = "The provider's content filter stopped the answer."
+# Without include_usage a streamed answer reports no usage at all.
+_STREAMED: Final = {"stream": True, "stream_options": {"include_usage": True}}
+_REASONING_KEYS: Final = ("reasoning_content", "reasoning")
 
 
 @final
@@ -62,6 +74,7 @@ class OpenAIProvider:
         *,
         environ: Mapping[str, str],
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> OpenAIProvider:
         """Build from a provider section; ``api_key_env`` is optional (local servers need none)."""
         read = Settings(name, settings)
@@ -82,6 +95,7 @@ class OpenAIProvider:
             headers=headers,
             secrets=secrets,
             sleep=sleep,
+            asleep=asleep,
         )
         return cls(name=name, model=read.text("model"), http=http, options=options)
 
@@ -127,6 +141,40 @@ class OpenAIProvider:
         body = self.request_body(messages, tools, tool_choice=tool_choice)
         return self._parse(post_json(self._http, body))
 
+    async def acomplete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> ProviderAnswer:
+        body = self.request_body(messages, tools, tool_choice=tool_choice)
+        return self._parse(await apost_json(self._http, body))
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+        on_delta: Callable[[Delta], None],
+    ) -> ProviderAnswer:
+        body = {**self.request_body(messages, tools, tool_choice=tool_choice), **_STREAMED}
+        data = post_stream(self._http, body, lambda: _Chunks(on_delta), on_delta=on_delta)
+        return self._parse(data)
+
+    async def astream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+        on_delta: Callable[[Delta], None],
+    ) -> ProviderAnswer:
+        body = {**self.request_body(messages, tools, tool_choice=tool_choice), **_STREAMED}
+        data = await apost_stream(self._http, body, lambda: _Chunks(on_delta), on_delta=on_delta)
+        return self._parse(data)
+
     def _parse(self, data: Any) -> ProviderAnswer:
         choices = data.get("choices") if isinstance(data, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices else None
@@ -166,6 +214,118 @@ class OpenAIProvider:
             thinking=thinking if isinstance(thinking, str) and thinking else None,
             stop=stop,
         )
+
+
+@final
+class _Chunks:
+    """A streamed chat completion, assembled into the answer the API sends unstreamed: the
+    first choice's text, refusal, reasoning and tool-call fragments (joined by their index),
+    its finish reason, the id, and the usage that the last chunk carries."""
+
+    __slots__ = (
+        "_calls",
+        "_content",
+        "_finish",
+        "_id",
+        "_on_delta",
+        "_reasoning",
+        "_refusal",
+        "_seen",
+        "_usage",
+    )
+
+    def __init__(self, on_delta: Callable[[Delta], None]) -> None:
+        self._on_delta = on_delta
+        self._id: object = None
+        self._seen = False
+        self._content: list[str] = []
+        self._refusal: list[str] = []
+        self._reasoning: dict[str, list[str]] = {key: [] for key in _REASONING_KEYS}
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: object = None
+        self._usage: object = None
+
+    def feed(self, event: ServerSentEvent) -> bool:
+        if event.data == "[DONE]":
+            return True
+        try:
+            chunk = _json.loads(event.data)
+        except ValueError:
+            raise StreamBroken("a malformed event") from None
+        if not isinstance(chunk, dict):
+            raise StreamBroken("an event that is not an object")
+        if chunk.get("error") is not None:
+            raise StreamFailed(chunk["error"])
+        if self._id is None:
+            self._id = chunk.get("id")
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice)
+        return False
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        self._seen = True
+        if choice.get("finish_reason") is not None:
+            self._finish = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self._content.append(text)
+            self._on_delta(TextDelta(text=text))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
+        for key in _REASONING_KEYS:
+            thought = delta.get(key)
+            if isinstance(thought, str) and thought:
+                self._reasoning[key].append(thought)
+                self._on_delta(ThinkingDelta(text=thought))
+        fragments = delta.get("tool_calls")
+        for fragment in fragments if isinstance(fragments, list) else ():
+            self._call(fragment)
+
+    def _call(self, fragment: object) -> None:
+        if not isinstance(fragment, dict) or type(fragment.get("index")) is not int:
+            raise StreamBroken("a tool call fragment without an index")
+        call = self._calls.setdefault(fragment["index"], {"id": None, "name": [], "arguments": []})
+        if call["id"] is None and isinstance(fragment.get("id"), str):
+            call["id"] = fragment["id"]
+        function = fragment.get("function")
+        if isinstance(function, dict):
+            for key in ("name", "arguments"):
+                if isinstance(function.get(key), str):
+                    call[key].append(function[key])
+
+    def answer(self) -> Any:
+        if not self._seen:
+            return {"id": self._id, "choices": []}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self._content) if self._content else None,
+            "refusal": "".join(self._refusal) if self._refusal else None,
+        }
+        for key, parts in self._reasoning.items():
+            if parts:
+                message[key] = "".join(parts)
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {
+                        "name": "".join(call["name"]),
+                        "arguments": "".join(call["arguments"]),
+                    },
+                }
+                for _, call in sorted(self._calls.items())
+            ]
+        choice = {"index": 0, "message": message, "finish_reason": self._finish}
+        return {"id": self._id, "choices": [choice], "usage": self._usage}
 
 
 def _wire_message(message: ChatMessage) -> dict[str, Any]:
