@@ -93,3 +93,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         return
     with postgres_schema("nrllm_test") as url:
         yield Backend(name="postgresql", url=url, data_dir=tmp_path)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio."""
+    return "asyncio"

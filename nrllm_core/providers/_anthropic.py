@@ -269,7 +269,7 @@ class AnthropicProvider:
 class _Events:
     """A message stream, assembled into the message the API sends unstreamed: each content
     block built from its start and its deltas (text, tool input JSON, thinking and its
-    signature, citations), then the stop reason and usage of ``message_delta``."""
+    signature, citations), then the stop reason and usage that ``message_delta`` updates."""
 
     __slots__ = ("_blocks", "_inputs", "_message", "_on_delta")
 
@@ -354,7 +354,7 @@ class _Events:
         message = self._started()
         delta = data.get("delta")
         if isinstance(delta, dict):
-            message.update({k: v for k, v in delta.items() if k in _MESSAGE_DELTA_KEYS})
+            message.update(delta)
         usage = data.get("usage")
         if isinstance(usage, dict):
             before = message.get("usage")
@@ -374,7 +374,6 @@ _TEXT_DELTAS: Final[dict[object, tuple[str, type[TextDelta] | type[ThinkingDelta
 _BLOCK_EVENTS: Final = frozenset(
     {"content_block_start", "content_block_delta", "content_block_stop"}
 )
-_MESSAGE_DELTA_KEYS: Final = frozenset({"stop_reason", "stop_sequence"})
 
 
 def _str(value: object) -> str:

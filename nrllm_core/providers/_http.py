@@ -263,12 +263,15 @@ class _Attempts:
             status_code=status,
         )
 
-    def transport_failed(self, exc: Exception) -> float:
-        """After httpx raised ``exc`` (a transport failure: its text is never shown)."""
+    def transport_failed(self, exc: Exception, *, answering: bool) -> float:
+        """After httpx raised ``exc``, a transport failure whose text is never shown;
+        ``answering`` when it came while a 2xx answer was being read."""
         import httpx
 
         if isinstance(exc, httpx.TimeoutException):
             return self.failed(f"timed out after {self._http.timeout:g} s")
+        if answering:
+            return self.failed(f"the connection broke mid-answer ({type(exc).__name__})")
         return self.failed(f"could not reach the server ({type(exc).__name__})")
 
 
@@ -369,6 +372,10 @@ def _request(http: HttpSettings, body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _answering(read: _Reader | None) -> bool:
+    return read is not None and not isinstance(read, _ErrorReader)
+
+
 def _non_2xx(response: httpx.Response) -> bool:
     return not 200 <= response.status_code < 300
 
@@ -394,7 +401,7 @@ def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[], _Rea
                         return read.finish()
                     delay = attempts.refused(response.status_code, response.headers, read.finish())
             except httpx.TransportError as exc:
-                delay = attempts.transport_failed(exc)
+                delay = attempts.transport_failed(exc, answering=_answering(read))
             except StreamBroken as exc:
                 delay = attempts.failed(f"the stream broke: {exc}")
             if read is not None:
@@ -408,7 +415,7 @@ async def _apost(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[
 
     request = _request(http, body)
     attempts = _Attempts(http)
-    sleep = http.asleep or anyio.sleep
+    sleep = anyio.sleep if http.asleep is None else http.asleep
     async with httpx.AsyncClient(timeout=http.timeout) as client:
         while True:
             read: _Reader | None = None
@@ -422,7 +429,7 @@ async def _apost(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[
                         return read.finish()
                     delay = attempts.refused(response.status_code, response.headers, read.finish())
             except httpx.TransportError as exc:
-                delay = attempts.transport_failed(exc)
+                delay = attempts.transport_failed(exc, answering=_answering(read))
             except StreamBroken as exc:
                 delay = attempts.failed(f"the stream broke: {exc}")
             if read is not None:
