@@ -332,7 +332,15 @@ class _StreamReader:
     def feed(self, chunk: bytes) -> bool:
         self._size += len(chunk)
         _check_size(self._http, self._size)
-        for event in self._parser.feed(chunk):
+        return self._take(self._parser.feed(chunk))
+
+    def finish(self) -> Any:
+        if not (self._done or self._take(self._parser.close())):
+            raise StreamBroken("the stream ended before its final event")
+        return self._assembler.answer()
+
+    def _take(self, events: list[ServerSentEvent]) -> bool:
+        for event in events:
             try:
                 self._done = self._assembler.feed(event)
             except StreamFailed as failed:
@@ -340,11 +348,6 @@ class _StreamReader:
             if self._done:
                 return True
         return False
-
-    def finish(self) -> Any:
-        if not self._done:
-            raise StreamBroken("the stream ended before its final event")
-        return self._assembler.answer()
 
     def retried(self) -> None:
         self._on_delta(StreamRestarted())

@@ -49,7 +49,7 @@ class SseParser:
         # Resuming where the last scan stopped keeps a long line in small chunks linear.
         position = self._scanned
         while (match := _LINE_END.search(buffer, position)) is not None:
-            if match.end() == len(buffer) and buffer[match.start()] == 0x0D:
+            if match.end() == len(buffer) and match.group() == b"\r":
                 break  # a CR at the edge may be the first half of a CRLF
             event = self._line(bytes(buffer[start : match.start()]))
             if event is not None:
@@ -58,6 +58,14 @@ class SseParser:
         del buffer[:start]
         self._scanned = max(len(buffer) - 1, 0)
         return events
+
+    def close(self) -> list[ServerSentEvent]:
+        """The event that a CR at the very end of the stream completes, if any."""
+        if not self._buffer.endswith(b"\r"):
+            return []
+        event = self._line(bytes(self._buffer[:-1]))
+        self._buffer.clear()
+        return [] if event is None else [event]
 
     def _line(self, raw: bytes) -> ServerSentEvent | None:
         line = raw.decode("utf-8", "replace")

@@ -32,8 +32,7 @@ from nrllm_core import (
     ToolSpec,
 )
 from nrllm_core._providers import acomplete, astream, stream
-from nrllm_core.providers import AnthropicProvider, OpenAIProvider
-from nrllm_core.providers import _http
+from nrllm_core.providers import AnthropicProvider, OpenAIProvider, _http
 
 HELLO = [ChatMessage.user("Grüße: find the home page")]
 TOOLS = [ToolSpec(name="lookup", description="Find a page.", parameters={"type": "object"})]
@@ -442,14 +441,15 @@ def test_an_error_status_before_the_stream_follows_the_retry_rules(kind, server,
 def test_an_answer_beyond_the_size_limit_is_refused(kind, streaming, server, sleeps, monkeypatch):
     monkeypatch.setattr(_http, "ANSWER_MAX_BYTES", 200)
     model = provider(kind, server, sleeps)
+    if streaming:
+        server.stream(*streamed(kind))
+    else:
+        server.answer(whole(kind))
+    call = model.stream if streaming else model.complete
+    options = {"on_delta": ignore} if streaming else {}
 
     with pytest.raises(ProviderError, match=r'^provider "p" answered with more than 200 bytes$'):
-        if streaming:
-            server.stream(*streamed(kind))
-            model.stream(HELLO, TOOLS, on_delta=ignore)
-        else:
-            server.answer(whole(kind))
-            model.complete(HELLO, TOOLS)
+        call(HELLO, TOOLS, **options)
     assert len(server.bodies) == 1
 
 
