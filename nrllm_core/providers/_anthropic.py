@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final, final
 
 from nrllm_core import _json
 from nrllm_core._messages import (
@@ -23,15 +23,12 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
+from nrllm_core.providers._api import HttpProvider
 from nrllm_core.providers._http import (
     HttpSettings,
     StreamBroken,
     StreamFailed,
-    apost_json,
-    apost_stream,
     http_settings,
-    post_json,
-    post_stream,
     response_id,
     token_count,
 )
@@ -51,10 +48,11 @@ REFUSED: Final = "The model refused to answer."
 
 
 @final
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """``POST {base_url}/v1/messages`` with tools."""
 
     __slots__ = ("_http", "_options", "model", "name")
+    STREAM_FIELDS: ClassVar = {"stream": True}
 
     def __init__(
         self,
@@ -131,49 +129,8 @@ class AnthropicProvider:
                 body["tool_choice"] = {"type": "none"}
         return body
 
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(post_json(self._http, body))
-
-    async def acomplete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(await apost_json(self._http, body))
-
-    def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-        on_delta: Callable[[Delta], None],
-    ) -> ProviderAnswer:
-        body = {**self.request_body(messages, tools, tool_choice=tool_choice), "stream": True}
-        data = post_stream(self._http, body, lambda: _Events(on_delta), on_delta=on_delta)
-        return self._parse(data)
-
-    async def astream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-        on_delta: Callable[[Delta], None],
-    ) -> ProviderAnswer:
-        body = {**self.request_body(messages, tools, tool_choice=tool_choice), "stream": True}
-        data = await apost_stream(self._http, body, lambda: _Events(on_delta), on_delta=on_delta)
-        return self._parse(data)
+    def _assembler(self, on_delta: Callable[[Delta], None]) -> _Events:
+        return _Events(on_delta)
 
     def _parse(self, data: Any) -> ProviderAnswer:
         blocks = data.get("content") if isinstance(data, dict) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final, final
 
 from nrllm_core import _json
 from nrllm_core._messages import (
@@ -22,15 +22,12 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
+from nrllm_core.providers._api import HttpProvider
 from nrllm_core.providers._http import (
     HttpSettings,
     StreamBroken,
     StreamFailed,
-    apost_json,
-    apost_stream,
     http_settings,
-    post_json,
-    post_stream,
     response_id,
     token_count,
 )
@@ -42,16 +39,16 @@ __all__ = ["OpenAIProvider", "openai_factory"]
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 _STOPS: Final = {"length": Stop.LENGTH, "content_filter": Stop.REFUSAL}
 CONTENT_FILTERED: Final = "The provider's content filter stopped the answer."
-# Without include_usage a streamed answer reports no usage at all.
-_STREAMED: Final = {"stream": True, "stream_options": {"include_usage": True}}
 _REASONING_KEYS: Final = ("reasoning_content", "reasoning")
 
 
 @final
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """``POST {base_url}/chat/completions`` with function tools."""
 
     __slots__ = ("_http", "_options", "model", "name")
+    # Without include_usage a streamed answer reports no usage at all.
+    STREAM_FIELDS: ClassVar = {"stream": True, "stream_options": {"include_usage": True}}
 
     def __init__(
         self,
@@ -131,49 +128,8 @@ class OpenAIProvider:
                 body["tool_choice"] = "none"
         return body
 
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(post_json(self._http, body))
-
-    async def acomplete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(await apost_json(self._http, body))
-
-    def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-        on_delta: Callable[[Delta], None],
-    ) -> ProviderAnswer:
-        body = {**self.request_body(messages, tools, tool_choice=tool_choice), **_STREAMED}
-        data = post_stream(self._http, body, lambda: _Chunks(on_delta), on_delta=on_delta)
-        return self._parse(data)
-
-    async def astream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-        on_delta: Callable[[Delta], None],
-    ) -> ProviderAnswer:
-        body = {**self.request_body(messages, tools, tool_choice=tool_choice), **_STREAMED}
-        data = await apost_stream(self._http, body, lambda: _Chunks(on_delta), on_delta=on_delta)
-        return self._parse(data)
+    def _assembler(self, on_delta: Callable[[Delta], None]) -> _Chunks:
+        return _Chunks(on_delta)
 
     def _parse(self, data: Any) -> ProviderAnswer:
         choices = data.get("choices") if isinstance(data, dict) else None

@@ -166,23 +166,28 @@ THINKING = at.ThinkingBlock(type="thinking", thinking="Ich brauche Daten.", sign
 REDACTED = at.RedactedThinkingBlock(type="redacted_thinking", data="opaque-2")
 
 
-def an_whole() -> str:
+def an_message(content: list[Any], stop: Any, output_tokens: int) -> at.Message:
     return at.Message(
         id="msg_1",
         type="message",
         role="assistant",
         model="claude-test",
-        content=[
-            THINKING,
-            REDACTED,
-            at.TextBlock(type="text", text="Ich suche."),
-            at.ToolUseBlock(type="tool_use", id="toolu_1", name="lookup", input={"q": "home"}),
-            at.ToolUseBlock(type="tool_use", id="toolu_2", name="lookup", input={"q": "about"}),
-        ],
-        stop_reason="tool_use",
+        content=content,
+        stop_reason=stop,
         stop_sequence=None,
-        usage=at.Usage(input_tokens=10, output_tokens=42, cache_read_input_tokens=3),
-    ).model_dump_json()
+        usage=at.Usage(input_tokens=10, output_tokens=output_tokens, cache_read_input_tokens=3),
+    )
+
+
+def an_whole() -> str:
+    content = [
+        THINKING,
+        REDACTED,
+        at.TextBlock(type="text", text="Ich suche."),
+        at.ToolUseBlock(type="tool_use", id="toolu_1", name="lookup", input={"q": "home"}),
+        at.ToolUseBlock(type="tool_use", id="toolu_2", name="lookup", input={"q": "about"}),
+    ]
+    return an_message(content, "tool_use", 42).model_dump_json()
 
 
 def an_start(index: int, block: Any) -> bytes:
@@ -206,16 +211,7 @@ def an_json(index: int, partial: str) -> bytes:
 
 
 def an_stream() -> list[bytes]:
-    start = at.Message(
-        id="msg_1",
-        type="message",
-        role="assistant",
-        model="claude-test",
-        content=[],
-        stop_reason=None,
-        stop_sequence=None,
-        usage=at.Usage(input_tokens=10, output_tokens=1, cache_read_input_tokens=3),
-    )
+    start = an_message([], None, 1)
     return [
         an_event(at.RawMessageStartEvent(type="message_start", message=start)),
         b'event: ping\ndata: {"type": "ping"}\n\n',
