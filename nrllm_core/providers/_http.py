@@ -164,12 +164,12 @@ def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
     is ``insufficient_quota`` is not retried. Any other status fails at once, and so does a
     2xx answer whose body is an error object or exceeds ``ANSWER_MAX_BYTES``.
     """
-    return _post(http, body, lambda: _JsonReader(http))
+    return _post(http, body, lambda content_type: _JsonReader(http))
 
 
 async def apost_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
     """:func:`post_json` on the running event loop."""
-    return await _apost(http, body, lambda: _JsonReader(http))
+    return await _apost(http, body, lambda content_type: _JsonReader(http))
 
 
 def post_stream(
@@ -184,7 +184,8 @@ def post_stream(
 
     Statuses and transport failures are retried as by :func:`post_json`. A stream that breaks
     before its final event (cut, malformed, ended early) is retried as a whole within the same
-    ``max_retries``, after ``on_delta(StreamRestarted())``; an error event fails at once.
+    ``max_retries``, after ``on_delta(StreamRestarted())``; an error event fails at once. A
+    server that answers ``application/json`` instead is read as :func:`post_json` reads it.
     """
     return _post(http, body, _stream_readers(http, assembler, on_delta))
 
@@ -355,8 +356,14 @@ class _StreamReader:
 
 def _stream_readers(
     http: HttpSettings, assembler: Callable[[], StreamAssembler], on_delta: Callable[[Delta], None]
-) -> Callable[[], _Reader]:
-    return lambda: _StreamReader(http, assembler(), on_delta)
+) -> Callable[[str], _Reader]:
+    def reader(content_type: str) -> _Reader:
+        # A gateway's error object, or a server that ignores "stream", comes as one JSON body.
+        if content_type.startswith("application/json"):
+            return _JsonReader(http)
+        return _StreamReader(http, assembler(), on_delta)
+
+    return reader
 
 
 def _check_size(http: HttpSettings, size: int) -> None:
@@ -379,14 +386,17 @@ def _answering(read: _Reader | None) -> bool:
     return read is not None and not isinstance(read, _ErrorReader)
 
 
-def _non_2xx(response: httpx.Response) -> bool:
-    return not 200 <= response.status_code < 300
+def _reader_for(response: httpx.Response, reader: Callable[[str], _Reader]) -> _Reader:
+    if not 200 <= response.status_code < 300:
+        return _ErrorReader()
+    content_type: str = response.headers.get("content-type", "")
+    return reader(content_type.lower())
 
 
 # -- the two drivers ---------------------------------------------------------------------------
 
 
-def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[], _Reader]) -> Any:
+def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _Reader]) -> Any:
     import httpx
 
     request = _request(http, body)
@@ -396,7 +406,7 @@ def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[], _Rea
             read: _Reader | None = None
             try:
                 with client.stream(**request) as response:
-                    read = _ErrorReader() if _non_2xx(response) else reader()
+                    read = _reader_for(response, reader)
                     for chunk in response.iter_bytes():
                         if read.feed(chunk):
                             break
@@ -412,7 +422,9 @@ def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[], _Rea
             http.sleep(delay)
 
 
-async def _apost(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[], _Reader]) -> Any:
+async def _apost(
+    http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _Reader]
+) -> Any:
     import anyio
     import httpx
 
@@ -424,7 +436,7 @@ async def _apost(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[
             read: _Reader | None = None
             try:
                 async with client.stream(**request) as response:
-                    read = _ErrorReader() if _non_2xx(response) else reader()
+                    read = _reader_for(response, reader)
                     async for chunk in response.aiter_bytes():
                         if read.feed(chunk):
                             break

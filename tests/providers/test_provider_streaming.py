@@ -492,3 +492,36 @@ def test_stream_dispatches_to_the_adapters_own_stream(kind, server, sleeps):
 
     assert deltas == deltas_of(kind)
     assert server.bodies[0]["stream"] is True
+
+
+@KINDS
+def test_a_stream_answered_with_one_json_body_is_read_as_a_whole_answer(kind, server, sleeps):
+    server.answer(whole(kind), whole(kind))
+    server.answer({"error": {"message": "quota", "code": "insufficient_quota"}})
+    model = provider(kind, server, sleeps)
+    deltas: list[Any] = []
+
+    assert model.stream(HELLO, TOOLS, on_delta=deltas.append) == model.complete(HELLO, TOOLS)
+    with pytest.raises(ProviderError, match=r"answered with an error: quota \(code insufficient"):
+        model.stream(HELLO, TOOLS, on_delta=deltas.append)
+    assert deltas == []
+
+
+def test_an_anthropic_tool_input_that_is_no_json_makes_an_invalid_call(server, sleeps):
+    events = an_stream()
+    # The first call's input pieces (events 14 and 15) replaced by one that is no JSON.
+    server.stream(*events[:14], an_json(3, '{"q": '), *events[16:])
+
+    answer = provider("anthropic", server, sleeps).stream(HELLO, TOOLS, on_delta=ignore)
+
+    first = answer.tool_calls[0]
+    assert (first.arguments_valid, first.raw_arguments) == (False, '{"q": ')
+    assert answer.tool_calls[1].arguments == {"q": "about"}
+
+
+def test_an_openai_tool_call_fragment_without_an_index_breaks_the_stream(server, sleeps):
+    fragment = b'data: {"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"id":"x"}]}}]}\n\n'
+    server.stream(fragment, OA_DONE)
+
+    with pytest.raises(ProviderError, match="the stream broke: a tool call fragment without an"):
+        provider("openai", server, sleeps, max_retries=0).stream(HELLO, TOOLS, on_delta=ignore)
