@@ -153,7 +153,7 @@ class AnthropicProvider(HttpProvider):
                 }
                 calls.append(ToolCall.parse(raw, provider=self.name))
         raw_stop = data.get("stop_reason")
-        stop = _STOPS.get(raw_stop, Stop.END)
+        stop = _STOPS.get(raw_stop, Stop.END) if isinstance(raw_stop, str) else Stop.END
         content = "\n\n".join(t for t in texts if t)
         if stop is Stop.REFUSAL:
             content = content or REFUSED
@@ -242,6 +242,8 @@ class _Events:
         except ValueError:
             raise StreamBroken("a malformed event") from None
         kind = data.get("type") if isinstance(data, dict) else None
+        if not isinstance(kind, str):
+            raise StreamBroken("an event without a type")
         if kind == "error":
             raise StreamFailed(data.get("error"))
         if kind == "message_start":
@@ -256,8 +258,6 @@ class _Events:
         elif kind == "message_stop":
             self._started()
             return True
-        elif not isinstance(kind, str):
-            raise StreamBroken("an event without a type")
         # ping, and event types newer than this adapter, carry nothing the answer needs.
         return False
 
@@ -299,7 +299,7 @@ class _Events:
             self._inputs.setdefault(index, []).append(delta["partial_json"])
         elif kind == "citations_delta" and delta.get("citation") is not None:
             block["citations"] = [*(block.get("citations") or ()), delta["citation"]]
-        elif kind in _TEXT_DELTAS:
+        elif isinstance(kind, str) and kind in _TEXT_DELTAS:
             field, shown = _TEXT_DELTAS[kind]
             text = delta.get(field)
             if isinstance(text, str):
@@ -323,7 +323,7 @@ class _Events:
 
 
 # A delta's field, appended to the block's field of the same name, and what the viewer sees.
-_TEXT_DELTAS: Final[dict[object, tuple[str, type[TextDelta] | type[ThinkingDelta] | None]]] = {
+_TEXT_DELTAS: Final[dict[str, tuple[str, type[TextDelta] | type[ThinkingDelta] | None]]] = {
     "text_delta": ("text", TextDelta),
     "thinking_delta": ("thinking", ThinkingDelta),
     "signature_delta": ("signature", None),

@@ -525,3 +525,31 @@ def test_an_openai_tool_call_fragment_without_an_index_breaks_the_stream(server,
 
     with pytest.raises(ProviderError, match="the stream broke: a tool call fragment without an"):
         provider("openai", server, sleeps, max_retries=0).stream(HELLO, TOOLS, on_delta=ignore)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [b'data: {"type": ["message_start"]}\n\n', b"data: [1, 2]\n\n", b'data: "text"\n\n'],
+    ids=["list-type", "array", "string"],
+)
+def test_an_anthropic_event_without_a_string_type_breaks_the_stream(event, server, sleeps):
+    server.stream(an_stream()[0], event)
+
+    with pytest.raises(ProviderError, match="the stream broke: an event without a type"):
+        provider("anthropic", server, sleeps, max_retries=0).stream(HELLO, TOOLS, on_delta=ignore)
+
+
+def test_anthropic_deltas_of_unknown_or_odd_types_are_skipped(server, sleeps):
+    odd = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 2, '
+    events = an_stream()
+    server.stream(
+        *events[:11],
+        odd + b'"delta": {"type": ["text_delta"], "text": "x"}}\n\n',
+        odd + b'"delta": {"type": "future_delta", "text": "x"}}\n\n',
+        *events[11:],
+    )
+    deltas: list[Any] = []
+
+    answer = provider("anthropic", server, sleeps).stream(HELLO, TOOLS, on_delta=deltas.append)
+
+    assert (answer.content, deltas) == ("Ich suche.", AN_DELTAS)
