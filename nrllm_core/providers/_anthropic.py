@@ -157,7 +157,7 @@ class AnthropicProvider(HttpProvider):
         content = "\n\n".join(t for t in texts if t)
         if stop is Stop.REFUSAL:
             content = content or REFUSED
-        verbatim = stop is Stop.PAUSE or any(b.get("type") not in _PORTABLE_BLOCKS for b in blocks)
+        verbatim = stop is Stop.PAUSE or not all(_portable(b.get("type")) for b in blocks)
         usage = data.get("usage")
         cache_read = token_count(usage, "cache_read_input_tokens")
         return ProviderAnswer(
@@ -331,6 +331,10 @@ _TEXT_DELTAS: Final[dict[str, tuple[str, type[TextDelta] | type[ThinkingDelta] |
 _BLOCK_EVENTS: Final = frozenset(
     {"content_block_start", "content_block_delta", "content_block_stop"}
 )
+
+
+def _portable(kind: object) -> bool:
+    return isinstance(kind, str) and kind in _PORTABLE_BLOCKS
 
 
 def _str(value: object) -> str:

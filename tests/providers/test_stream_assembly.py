@@ -135,3 +135,10 @@ def test_any_openai_chunks_answer_or_fail_as_a_provider_does(events):
 @given(events=mutated(ANTHROPIC_STREAM))
 def test_any_anthropic_events_answer_or_fail_as_a_provider_does(events):
     assemble(_Events(lambda delta: None), ANTHROPIC._parse, events)
+
+
+def test_a_block_or_stop_reason_of_no_string_type_is_no_crash():
+    answer = ANTHROPIC._parse({"content": [{"type": ["text"]}], "stop_reason": ["end_turn"]})
+
+    assert (answer.content, answer.finish_reason) == ("", None)
+    assert answer.replay is not None
