@@ -32,6 +32,7 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_run.py
 	$(BIN)/python benchmarks/bench_async_store.py
+	$(BIN)/python benchmarks/bench_stream.py
 
 clean:
 	rm -rf $(VENV)

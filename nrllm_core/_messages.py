@@ -14,11 +14,15 @@ from nrllm_core.log import logger
 
 __all__ = [
     "ChatMessage",
+    "Delta",
     "ProviderAnswer",
     "ProviderError",
     "Replay",
     "Role",
     "Stop",
+    "StreamRestarted",
+    "TextDelta",
+    "ThinkingDelta",
     "ToolCall",
     "ToolChoice",
     "ToolSpec",
@@ -421,7 +425,7 @@ class ProviderAnswer:
 @final
 @attrs.frozen(kw_only=True)
 class TextDelta:
-    """A piece of the model's answer text, as the provider streamed it."""
+    """A piece of the answer's text, as the provider sent it while streaming."""
 
     text: str
 
@@ -429,7 +433,7 @@ class TextDelta:
 @final
 @attrs.frozen(kw_only=True)
 class ThinkingDelta:
-    """A piece of the model's thinking text, as the provider streamed it."""
+    """A piece of the model's thinking, as the provider sent it while streaming."""
 
     text: str
 
@@ -437,7 +441,8 @@ class ThinkingDelta:
 @final
 @attrs.frozen(kw_only=True)
 class StreamRestarted:
-    """A broken stream is asked again as a whole: what it showed so far is void."""
+    """A broken stream is being retried as a whole: the deltas shown so far are void."""
 
 
+# What a streaming call hands its ``on_delta`` callback; never persisted, the answer is.
 Delta = TextDelta | ThinkingDelta | StreamRestarted

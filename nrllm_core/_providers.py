@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,7 +34,23 @@ __all__ = [
 
 @runtime_checkable
 class Provider(Protocol):
-    """A model endpoint the loop talks to."""
+    """A model endpoint the loop talks to.
+
+    Only ``complete`` is required. A provider may also offer, each taking ``tool_choice``
+    as a keyword and raising :class:`ProviderError` as ``complete`` does:
+
+    - ``async def acomplete(messages, tools, *, tool_choice="auto") -> ProviderAnswer``, the
+      same call on the running event loop;
+    - ``def stream(messages, tools, *, tool_choice="auto", on_delta) -> ProviderAnswer``, which
+      calls ``on_delta`` with each :class:`TextDelta` and :class:`ThinkingDelta` as the text
+      arrives (and :class:`StreamRestarted` before a broken stream is asked for again), then
+      returns the whole answer, the same as ``complete`` would for that response;
+    - ``async def astream(messages, tools, *, tool_choice="auto", on_delta)``, the same on the
+      event loop.
+
+    :func:`acomplete`, :func:`stream` and :func:`astream` call them, or stand in for a provider
+    that lacks them.
+    """
 
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
@@ -78,16 +95,16 @@ async def acomplete(
     *,
     tool_choice: ToolChoice = "auto",
 ) -> ProviderAnswer:
-    """The provider's own ``acomplete``, else its ``complete`` in a worker thread."""
-    own = getattr(provider, "acomplete", None)
-    if own is not None:
-        answer: ProviderAnswer = await own(messages, tools, tool_choice=tool_choice)
+    """``await provider.acomplete(...)``, or :func:`complete` in a worker thread for a provider
+    that has no ``acomplete``."""
+    method = getattr(provider, "acomplete", None)
+    if callable(method):
+        answer: ProviderAnswer = await method(messages, tools, tool_choice=tool_choice)
         return answer
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(
-        lambda: complete(provider, messages, tools, tool_choice=tool_choice)
-    )
+    call = functools.partial(complete, provider, messages, tools, tool_choice=tool_choice)
+    return await anyio.to_thread.run_sync(call)
 
 
 def stream(
@@ -98,15 +115,13 @@ def stream(
     tool_choice: ToolChoice = "auto",
     on_delta: Callable[[Delta], None],
 ) -> ProviderAnswer:
-    """The provider's own ``stream``, else ``complete`` and its text as one delta."""
-    own = getattr(provider, "stream", None)
-    if own is not None:
-        answer: ProviderAnswer = own(messages, tools, tool_choice=tool_choice, on_delta=on_delta)
+    """``provider.stream(...)``, or for a provider that does not stream, :func:`complete` and
+    then its whole text as one :class:`TextDelta`."""
+    method = getattr(provider, "stream", None)
+    if callable(method):
+        answer: ProviderAnswer = method(messages, tools, tool_choice=tool_choice, on_delta=on_delta)
         return answer
-    answer = complete(provider, messages, tools, tool_choice=tool_choice)
-    if answer.content:
-        on_delta(TextDelta(text=answer.content))
-    return answer
+    return _whole(complete(provider, messages, tools, tool_choice=tool_choice), on_delta)
 
 
 async def astream(
@@ -117,14 +132,30 @@ async def astream(
     tool_choice: ToolChoice = "auto",
     on_delta: Callable[[Delta], None],
 ) -> ProviderAnswer:
-    """The provider's own ``astream``, else ``acomplete`` and its text as one delta."""
-    own = getattr(provider, "astream", None)
-    if own is not None:
-        answer: ProviderAnswer = await own(
+    """``await provider.astream(...)``; else the provider's sync ``stream`` in a worker thread,
+    its deltas handed to ``on_delta`` on the event loop's thread; else :func:`acomplete` and
+    then the whole text as one :class:`TextDelta`."""
+    method = getattr(provider, "astream", None)
+    if callable(method):
+        answer: ProviderAnswer = await method(
             messages, tools, tool_choice=tool_choice, on_delta=on_delta
         )
         return answer
-    answer = await acomplete(provider, messages, tools, tool_choice=tool_choice)
+    sync = getattr(provider, "stream", None)
+    if not callable(sync):
+        return _whole(await acomplete(provider, messages, tools, tool_choice=tool_choice), on_delta)
+    import anyio.from_thread
+    import anyio.to_thread
+
+    def relay(delta: Delta) -> None:
+        anyio.from_thread.run_sync(on_delta, delta)
+
+    call = functools.partial(sync, messages, tools, tool_choice=tool_choice, on_delta=relay)
+    streamed: ProviderAnswer = await anyio.to_thread.run_sync(call)
+    return streamed
+
+
+def _whole(answer: ProviderAnswer, on_delta: Callable[[Delta], None]) -> ProviderAnswer:
     if answer.content:
         on_delta(TextDelta(text=answer.content))
     return answer

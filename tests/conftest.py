@@ -173,4 +173,5 @@ def _through_async_host(name: str) -> Callable[..., Any]:
 
 @pytest.fixture
 def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio."""
     return "asyncio"

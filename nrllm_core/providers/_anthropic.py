@@ -3,30 +3,37 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final, final
 
+from nrllm_core import _json
 from nrllm_core._messages import (
     ChatMessage,
+    Delta,
     ProviderAnswer,
     ProviderError,
     Replay,
     Role,
     Stop,
+    TextDelta,
+    ThinkingDelta,
     ToolCall,
     ToolChoice,
     ToolSpec,
     Usage,
 )
+from nrllm_core.providers._api import HttpProvider
 from nrllm_core.providers._http import (
     HttpSettings,
+    StreamBroken,
+    StreamFailed,
     http_settings,
-    post_json,
     response_id,
     token_count,
 )
 from nrllm_core.providers._settings import Settings
+from nrllm_core.providers._sse import ServerSentEvent
 
 __all__ = ["AnthropicProvider", "anthropic_factory"]
 
@@ -41,10 +48,11 @@ REFUSED: Final = "The model refused to answer."
 
 
 @final
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """``POST {base_url}/v1/messages`` with tools."""
 
     __slots__ = ("_http", "_options", "model", "name")
+    STREAM_FIELDS: ClassVar = {"stream": True}
 
     def __init__(
         self,
@@ -67,6 +75,7 @@ class AnthropicProvider:
         *,
         environ: Mapping[str, str],
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> AnthropicProvider:
         """Build from a provider section; the key is read from ``api_key_env``."""
         read = Settings(name, settings)
@@ -83,6 +92,7 @@ class AnthropicProvider:
             headers={"x-api-key": key, "anthropic-version": API_VERSION},
             secrets=(key,),
             sleep=sleep,
+            asleep=asleep,
         )
         return cls(name=name, model=read.text("model"), http=http, options=options)
 
@@ -119,15 +129,8 @@ class AnthropicProvider:
                 body["tool_choice"] = {"type": "none"}
         return body
 
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(post_json(self._http, body))
+    def _assembler(self, on_delta: Callable[[Delta], None]) -> _Events:
+        return _Events(on_delta)
 
     def _parse(self, data: Any) -> ProviderAnswer:
         blocks = data.get("content") if isinstance(data, dict) else None
@@ -150,11 +153,11 @@ class AnthropicProvider:
                 }
                 calls.append(ToolCall.parse(raw, provider=self.name))
         raw_stop = data.get("stop_reason")
-        stop = _STOPS.get(raw_stop, Stop.END)
+        stop = _STOPS.get(raw_stop, Stop.END) if isinstance(raw_stop, str) else Stop.END
         content = "\n\n".join(t for t in texts if t)
         if stop is Stop.REFUSAL:
             content = content or REFUSED
-        verbatim = stop is Stop.PAUSE or any(b.get("type") not in _PORTABLE_BLOCKS for b in blocks)
+        verbatim = stop is Stop.PAUSE or not all(_portable(b.get("type")) for b in blocks)
         usage = data.get("usage")
         cache_read = token_count(usage, "cache_read_input_tokens")
         return ProviderAnswer(
@@ -217,6 +220,125 @@ class AnthropicProvider:
             )
             return content
         return message.content
+
+
+@final
+class _Events:
+    """A message stream, assembled into the message the API sends unstreamed: each content
+    block built from its start and its deltas (text, tool input JSON, thinking and its
+    signature, citations), then the stop reason and usage that ``message_delta`` updates."""
+
+    __slots__ = ("_blocks", "_inputs", "_message", "_on_delta")
+
+    def __init__(self, on_delta: Callable[[Delta], None]) -> None:
+        self._on_delta = on_delta
+        self._message: dict[str, Any] | None = None
+        self._blocks: list[dict[str, Any]] = []
+        self._inputs: dict[int, list[str]] = {}
+
+    def feed(self, event: ServerSentEvent) -> bool:
+        try:
+            data = _json.loads(event.data)
+        except ValueError:
+            raise StreamBroken("a malformed event") from None
+        kind = data.get("type") if isinstance(data, dict) else None
+        if not isinstance(kind, str):
+            raise StreamBroken("an event without a type")
+        if kind == "error":
+            raise StreamFailed(data.get("error"))
+        if kind == "message_start":
+            message = data.get("message")
+            if not isinstance(message, dict) or self._message is not None:
+                raise StreamBroken("a malformed message_start")
+            self._message = dict(message)
+        elif kind in _BLOCK_EVENTS:
+            self._block_event(kind, data)
+        elif kind == "message_delta":
+            self._message_delta(data)
+        elif kind == "message_stop":
+            self._started()
+            return True
+        # ping, and event types newer than this adapter, carry nothing the answer needs.
+        return False
+
+    def _started(self) -> dict[str, Any]:
+        if self._message is None:
+            raise StreamBroken("an event before message_start")
+        return self._message
+
+    def _block_event(self, kind: str, data: dict[str, Any]) -> None:
+        self._started()
+        index = data.get("index")
+        if kind == "content_block_start":
+            block = data.get("content_block")
+            if index != len(self._blocks) or not isinstance(block, dict):
+                raise StreamBroken("a malformed content_block_start")
+            self._blocks.append(dict(block))
+            return
+        if type(index) is not int or not 0 <= index < len(self._blocks):
+            raise StreamBroken(f"a {kind} for no started block")
+        block = self._blocks[index]
+        if kind == "content_block_stop":
+            parts = self._inputs.pop(index, None)
+            if block.get("type") == "tool_use" and parts:
+                raw = "".join(parts)
+                try:
+                    block["input"] = _json.loads(raw)
+                except ValueError:
+                    # ToolCall.parse marks a call whose input is no JSON object invalid.
+                    block["input"] = raw
+            return
+        delta = data.get("delta")
+        if not isinstance(delta, dict):
+            raise StreamBroken("a content_block_delta without a delta")
+        self._delta(index, block, delta)
+
+    def _delta(self, index: int, block: dict[str, Any], delta: dict[str, Any]) -> None:
+        kind = delta.get("type")
+        if kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+            self._inputs.setdefault(index, []).append(delta["partial_json"])
+        elif kind == "citations_delta" and delta.get("citation") is not None:
+            block["citations"] = [*(block.get("citations") or ()), delta["citation"]]
+        elif isinstance(kind, str) and kind in _TEXT_DELTAS:
+            field, shown = _TEXT_DELTAS[kind]
+            text = delta.get(field)
+            if isinstance(text, str):
+                block[field] = _str(block.get(field)) + text
+                if shown is not None and text:
+                    self._on_delta(shown(text=text))
+
+    def _message_delta(self, data: dict[str, Any]) -> None:
+        message = self._started()
+        delta = data.get("delta")
+        if isinstance(delta, dict):
+            message.update(delta)
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            before = message.get("usage")
+            counts = {k: v for k, v in usage.items() if v is not None}
+            message["usage"] = {**(before if isinstance(before, dict) else {}), **counts}
+
+    def answer(self) -> Any:
+        return {**self._started(), "content": self._blocks}
+
+
+# A delta's field, appended to the block's field of the same name, and what the viewer sees.
+_TEXT_DELTAS: Final[dict[str, tuple[str, type[TextDelta] | type[ThinkingDelta] | None]]] = {
+    "text_delta": ("text", TextDelta),
+    "thinking_delta": ("thinking", ThinkingDelta),
+    "signature_delta": ("signature", None),
+}
+_BLOCK_EVENTS: Final = frozenset(
+    {"content_block_start", "content_block_delta", "content_block_stop"}
+)
+
+
+def _portable(kind: object) -> bool:
+    return isinstance(kind, str) and kind in _PORTABLE_BLOCKS
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def anthropic_factory(

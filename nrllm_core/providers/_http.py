@@ -1,4 +1,11 @@
-"""One JSON POST to a model API with bounded retries; every failure a safe ``ProviderError``."""
+"""POSTs to a model API, answered whole or streamed, sync or async, with bounded retries; every
+failure a safe ``ProviderError``.
+
+What to do after a failed attempt (``_Attempts``) and how an answer's bytes are read
+(``_JsonReader``, ``_StreamReader``) are decided without I/O; a sync driver (httpx.Client and
+``HttpSettings.sleep``) and an async one (httpx.AsyncClient and ``HttpSettings.asleep``) only
+move the bytes and wait.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +13,31 @@ import email.utils
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 from nrllm_core import _json
-from nrllm_core._messages import ProviderError
+from nrllm_core._messages import Delta, ProviderError, StreamRestarted
 from nrllm_core.log import logger
 from nrllm_core.providers._settings import Settings
+from nrllm_core.providers._sse import ServerSentEvent, SseParser
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
+    "ANSWER_MAX_BYTES",
     "BACKOFF_CAP_SECONDS",
     "RETRY_AFTER_CAP_SECONDS",
     "HttpSettings",
+    "StreamAssembler",
+    "StreamBroken",
+    "StreamFailed",
+    "apost_json",
+    "apost_stream",
     "post_json",
+    "post_stream",
     "response_id",
 ]
 
@@ -27,9 +45,12 @@ BACKOFF_BASE_SECONDS: Final = 0.5
 BACKOFF_CAP_SECONDS: Final = 8.0
 RETRY_AFTER_CAP_SECONDS: Final = 30.0
 EXCERPT_MAX_CHARS: Final = 300
+# An answer, whole or streamed, is read up to this size and refused beyond it.
+ANSWER_MAX_BYTES: Final = 16 * 1024 * 1024
 # Only this much of an error body is ever read: redaction then sees whole keys, not the tail
 # of one cut at the excerpt's edge.
 _SCAN_MAX_CHARS: Final = 4096
+_ERROR_READ_BYTES: Final = _SCAN_MAX_CHARS * 4
 _SPACE: Final = re.compile(r"\s+")
 # Retried as the official SDKs retry: request timeout, lock conflict, rate limit, server errors.
 _RETRIED_STATUSES: Final = frozenset({408, 409, 429})
@@ -40,9 +61,22 @@ _TRAILING_WORD: Final = re.compile(r"\S*$")
 
 @final
 class HttpSettings:
-    """Where and how to POST; the key is held here and never shown."""
+    """Where and how to POST; the key is held here and never shown.
 
-    __slots__ = ("headers", "max_retries", "provider", "secrets", "sleep", "timeout", "url")
+    ``sleep`` waits between attempts of the sync calls, ``asleep`` of the async ones
+    (``anyio.sleep`` when not given).
+    """
+
+    __slots__ = (
+        "asleep",
+        "headers",
+        "max_retries",
+        "provider",
+        "secrets",
+        "sleep",
+        "timeout",
+        "url",
+    )
 
     def __init__(
         self,
@@ -54,6 +88,7 @@ class HttpSettings:
         timeout: float,
         max_retries: int,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self.provider = provider
         self.url = url
@@ -62,6 +97,7 @@ class HttpSettings:
         self.timeout = timeout
         self.max_retries = max_retries
         self.sleep = sleep
+        self.asleep = asleep
 
     def __repr__(self) -> str:
         return f"HttpSettings(provider={self.provider!r}, url={self.url!r})"
@@ -75,6 +111,7 @@ def http_settings(
     headers: Mapping[str, str],
     secrets: tuple[str, ...],
     sleep: Callable[[float], None],
+    asleep: Callable[[float], Awaitable[None]] | None,
 ) -> HttpSettings:
     """The POST target and limits every HTTP provider kind reads the same way from its section:
     ``base_url`` (+ ``path``), ``timeout_seconds`` (60) and ``max_retries`` (2)."""
@@ -87,7 +124,35 @@ def http_settings(
         timeout=read.seconds("timeout_seconds", 60.0),
         max_retries=read.count("max_retries", 2),
         sleep=sleep,
+        asleep=asleep,
     )
+
+
+class StreamBroken(Exception):
+    """A streamed answer went wrong before its final event; the message is a fixed text that
+    says how, never the stream's content. The answer is asked for again as a whole."""
+
+
+class StreamFailed(Exception):
+    """The stream carried the API's error event; ``error`` is its error object."""
+
+    def __init__(self, error: object) -> None:
+        super().__init__("the stream carried an error event")
+        self.error = error
+
+
+class StreamAssembler(Protocol):
+    """Builds one streamed answer from its events, passing its text on as it arrives."""
+
+    def feed(self, event: ServerSentEvent) -> bool:
+        """Take the next event; ``True`` when it was the answer's final one. Raises
+        :class:`StreamBroken` for an event that makes no sense, :class:`StreamFailed` for an
+        error event."""
+        ...
+
+    def answer(self) -> Any:
+        """The whole answer, in the shape the API sends when it does not stream."""
+        ...
 
 
 def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
@@ -97,50 +162,300 @@ def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
     times with exponential backoff, or after the server's ``retry-after-ms`` or ``Retry-After``
     up to a cap; ``x-should-retry: true|false`` overrides the status, and a 429 whose error code
     is ``insufficient_quota`` is not retried. Any other status fails at once, and so does a
-    2xx answer whose body is an error object.
+    2xx answer whose body is an error object or exceeds ``ANSWER_MAX_BYTES``.
     """
+    return _post(http, body, lambda content_type: _JsonReader(http))
+
+
+async def apost_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
+    """:func:`post_json` on the running event loop."""
+    return await _apost(http, body, lambda content_type: _JsonReader(http))
+
+
+def post_stream(
+    http: HttpSettings,
+    body: Mapping[str, Any],
+    assembler: Callable[[], StreamAssembler],
+    *,
+    on_delta: Callable[[Delta], None],
+) -> Any:
+    """The answer that a fresh ``assembler()`` builds from the server-sent events of POSTing
+    ``body`` (which asks for a stream).
+
+    Statuses and transport failures are retried as by :func:`post_json`. A stream that breaks
+    before its final event (cut, malformed, ended early) is retried as a whole within the same
+    ``max_retries``, after ``on_delta(StreamRestarted())``; an error event fails at once. A
+    server that answers ``application/json`` instead is read as :func:`post_json` reads it.
+    """
+    return _post(http, body, _stream_readers(http, assembler, on_delta))
+
+
+async def apost_stream(
+    http: HttpSettings,
+    body: Mapping[str, Any],
+    assembler: Callable[[], StreamAssembler],
+    *,
+    on_delta: Callable[[Delta], None],
+) -> Any:
+    """:func:`post_stream` on the running event loop; ``on_delta`` is called on its thread."""
+    return await _apost(http, body, _stream_readers(http, assembler, on_delta))
+
+
+# -- the sans-IO pieces ------------------------------------------------------------------------
+
+
+class _Reader(Protocol):
+    def feed(self, chunk: bytes) -> bool:
+        """Take the next bytes of a 2xx answer; ``True`` once the answer is whole."""
+        ...
+
+    def finish(self) -> Any:
+        """The answer, once the body ended or :meth:`feed` said it is whole."""
+        ...
+
+    def retried(self) -> None:
+        """This reader's attempt failed and another follows."""
+        ...
+
+
+@final
+class _Attempts:
+    """The retry decisions of one request: after each failed attempt, the seconds to wait
+    before the next one, or the ``ProviderError`` to give up with."""
+
+    __slots__ = ("_done", "_http")
+
+    def __init__(self, http: HttpSettings) -> None:
+        self._http = http
+        self._done = 0
+
+    def refused(self, status: int, headers: Mapping[str, str], content: bytes) -> float:
+        """After an answer with a non-2xx ``status``."""
+        failure = f"HTTP {status}: {excerpt(content, self._http.secrets)}"
+        if not _retried(status, headers, content):
+            raise ProviderError(f'provider "{self._http.provider}": {failure}', status_code=status)
+        return self.failed(failure, status=status, headers=headers)
+
+    def failed(
+        self, failure: str, *, status: int | None = None, headers: Mapping[str, str] | None = None
+    ) -> float:
+        """After an attempt that failed with ``failure`` (safe text) and may be retried."""
+        http = self._http
+        attempts = http.max_retries + 1
+        delay = min(BACKOFF_BASE_SECONDS * 2.0**self._done, BACKOFF_CAP_SECONDS)
+        if headers is not None:
+            delay = _retry_after(headers, delay)
+        self._done += 1
+        if self._done < attempts:
+            logger().warning(
+                "nrllm.provider.retry",
+                provider=http.provider,
+                attempt=self._done,
+                status=status,
+                delay_seconds=delay,
+            )
+            return delay
+        logger().error(
+            "nrllm.provider.failed", provider=http.provider, attempts=attempts, status=status
+        )
+        raise ProviderError(
+            f'provider "{http.provider}": {failure} '
+            f"(after {attempts} attempt{'s' if attempts > 1 else ''})",
+            status_code=status,
+        )
+
+    def transport_failed(self, exc: Exception, *, answering: bool) -> float:
+        """After httpx raised ``exc``, a transport failure whose text is never shown;
+        ``answering`` when it came while a 2xx answer was being read."""
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):
+            return self.failed(f"timed out after {self._http.timeout:g} s")
+        if answering:
+            return self.failed(f"the connection broke mid-answer ({type(exc).__name__})")
+        return self.failed(f"could not reach the server ({type(exc).__name__})")
+
+
+@final
+class _ErrorReader:
+    """The start of a non-2xx answer's body, all that an error excerpt reads."""
+
+    __slots__ = ("_body",)
+
+    def __init__(self) -> None:
+        self._body = bytearray()
+
+    def feed(self, chunk: bytes) -> bool:
+        self._body += chunk
+        return len(self._body) >= _ERROR_READ_BYTES
+
+    def finish(self) -> bytes:
+        return bytes(self._body[:_ERROR_READ_BYTES])
+
+    def retried(self) -> None:
+        pass
+
+
+@final
+class _JsonReader:
+    __slots__ = ("_body", "_http")
+
+    def __init__(self, http: HttpSettings) -> None:
+        self._http = http
+        self._body = bytearray()
+
+    def feed(self, chunk: bytes) -> bool:
+        self._body += chunk
+        _check_size(self._http, len(self._body))
+        return False
+
+    def finish(self) -> Any:
+        return _decode(self._http, bytes(self._body))
+
+    def retried(self) -> None:
+        pass
+
+
+@final
+class _StreamReader:
+    __slots__ = ("_assembler", "_done", "_http", "_on_delta", "_parser", "_size")
+
+    def __init__(
+        self, http: HttpSettings, assembler: StreamAssembler, on_delta: Callable[[Delta], None]
+    ) -> None:
+        self._http = http
+        self._assembler = assembler
+        self._on_delta = on_delta
+        self._parser = SseParser()
+        self._size = 0
+        self._done = False
+
+    def feed(self, chunk: bytes) -> bool:
+        self._size += len(chunk)
+        _check_size(self._http, self._size)
+        return self._take(self._parser.feed(chunk))
+
+    def finish(self) -> Any:
+        if not (self._done or self._take(self._parser.close())):
+            raise StreamBroken("the stream ended before its final event")
+        return self._assembler.answer()
+
+    def _take(self, events: list[ServerSentEvent]) -> bool:
+        for event in events:
+            try:
+                self._done = self._assembler.feed(event)
+            except StreamFailed as failed:
+                raise _answered_error(self._http, failed.error) from None
+            if self._done:
+                return True
+        return False
+
+    def retried(self) -> None:
+        self._on_delta(StreamRestarted())
+
+
+def _stream_readers(
+    http: HttpSettings, assembler: Callable[[], StreamAssembler], on_delta: Callable[[Delta], None]
+) -> Callable[[str], _Reader]:
+    def reader(content_type: str) -> _Reader:
+        # A gateway's error object, or a server that ignores "stream", comes as one JSON body.
+        if content_type.startswith("application/json"):
+            return _JsonReader(http)
+        return _StreamReader(http, assembler(), on_delta)
+
+    return reader
+
+
+def _check_size(http: HttpSettings, size: int) -> None:
+    if size > ANSWER_MAX_BYTES:
+        raise ProviderError(
+            f'provider "{http.provider}" answered with more than {ANSWER_MAX_BYTES} bytes'
+        )
+
+
+def _request(http: HttpSettings, body: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "method": "POST",
+        "url": http.url,
+        "content": _json.dumps(body),
+        "headers": {**http.headers, "content-type": "application/json"},
+    }
+
+
+def _answering(read: _Reader | None) -> bool:
+    return read is not None and not isinstance(read, _ErrorReader)
+
+
+def _reader_for(response: httpx.Response, reader: Callable[[str], _Reader]) -> _Reader:
+    if not 200 <= response.status_code < 300:
+        return _ErrorReader()
+    content_type: str = response.headers.get("content-type", "")
+    return reader(content_type.lower())
+
+
+# -- the two drivers ---------------------------------------------------------------------------
+
+
+def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _Reader]) -> Any:
     import httpx
 
-    content = _json.dumps(body)
-    headers = {**http.headers, "content-type": "application/json"}
-    attempts = http.max_retries + 1
-    failure = ""
-    status: int | None = None
+    request = _request(http, body)
+    attempts = _Attempts(http)
     with httpx.Client(timeout=http.timeout) as client:
-        for attempt in range(attempts):
-            delay = min(BACKOFF_BASE_SECONDS * 2**attempt, BACKOFF_CAP_SECONDS)
+        while True:
+            read: _Reader | None = None
             try:
-                response = client.post(http.url, content=content, headers=headers)
-            except httpx.TimeoutException:
-                failure, status = f"timed out after {http.timeout:g} s", None
+                with client.stream(**request) as response:
+                    read = _reader_for(response, reader)
+                    for chunk in response.iter_bytes():
+                        if read.feed(chunk):
+                            break
+                    if not isinstance(read, _ErrorReader):
+                        return read.finish()
+                    delay = attempts.refused(response.status_code, response.headers, read.finish())
             except httpx.TransportError as exc:
-                failure, status = f"could not reach the server ({type(exc).__name__})", None
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    return _decode(http, response.content)
-                failure = f"HTTP {status}: {excerpt(response.content, http.secrets)}"
-                if not _retried(status, response.headers, response.content):
-                    raise ProviderError(
-                        f'provider "{http.provider}": {failure}', status_code=status
-                    )
-                delay = _retry_after(response.headers, delay)
-            if attempt + 1 < attempts:
-                logger().warning(
-                    "nrllm.provider.retry",
-                    provider=http.provider,
-                    attempt=attempt + 1,
-                    status=status,
-                    delay_seconds=delay,
-                )
-                http.sleep(delay)
-    logger().error(
-        "nrllm.provider.failed", provider=http.provider, attempts=attempts, status=status
-    )
-    raise ProviderError(
-        f'provider "{http.provider}": {failure} '
-        f"(after {attempts} attempt{'s' if attempts > 1 else ''})",
-        status_code=status,
+                delay = attempts.transport_failed(exc, answering=_answering(read))
+            except StreamBroken as exc:
+                delay = attempts.failed(f"the stream broke: {exc}")
+            if read is not None:
+                read.retried()
+            http.sleep(delay)
+
+
+async def _apost(
+    http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _Reader]
+) -> Any:
+    import anyio
+    import httpx
+
+    request = _request(http, body)
+    attempts = _Attempts(http)
+    sleep = anyio.sleep if http.asleep is None else http.asleep
+    async with httpx.AsyncClient(timeout=http.timeout) as client:
+        while True:
+            read: _Reader | None = None
+            try:
+                async with client.stream(**request) as response:
+                    read = _reader_for(response, reader)
+                    async for chunk in response.aiter_bytes():
+                        if read.feed(chunk):
+                            break
+                    if not isinstance(read, _ErrorReader):
+                        return read.finish()
+                    delay = attempts.refused(response.status_code, response.headers, read.finish())
+            except httpx.TransportError as exc:
+                delay = attempts.transport_failed(exc, answering=_answering(read))
+            except StreamBroken as exc:
+                delay = attempts.failed(f"the stream broke: {exc}")
+            if read is not None:
+                read.retried()
+            await sleep(delay)
+
+
+def _answered_error(http: HttpSettings, error: object) -> ProviderError:
+    # Some OpenAI-compatible gateways report a failure in a 200 answer, and a stream in an event.
+    return ProviderError(
+        f'provider "{http.provider}" answered with an error: {_error_text(http, error)}'
     )
 
 
@@ -151,10 +466,7 @@ def _decode(http: HttpSettings, content: bytes) -> Any:
         raise ProviderError(f'provider "{http.provider}" answered with malformed JSON') from None
     error = data.get("error") if isinstance(data, dict) else None
     if error is not None:
-        # Some OpenAI-compatible gateways report a failure in a 200 answer.
-        raise ProviderError(
-            f'provider "{http.provider}" answered with an error: {_error_text(http, error)}'
-        )
+        raise _answered_error(http, error)
     return data
 
 

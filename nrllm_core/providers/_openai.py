@@ -3,43 +3,52 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final, final
 
 from nrllm_core import _json
 from nrllm_core._messages import (
     ChatMessage,
+    Delta,
     ProviderAnswer,
     ProviderError,
     Role,
     Stop,
+    TextDelta,
+    ThinkingDelta,
     ToolCall,
     ToolChoice,
     ToolSpec,
     Usage,
 )
+from nrllm_core.providers._api import HttpProvider
 from nrllm_core.providers._http import (
     HttpSettings,
+    StreamBroken,
+    StreamFailed,
     http_settings,
-    post_json,
     response_id,
     token_count,
 )
 from nrllm_core.providers._settings import Settings
+from nrllm_core.providers._sse import ServerSentEvent
 
 __all__ = ["OpenAIProvider", "openai_factory"]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 _STOPS: Final = {"length": Stop.LENGTH, "content_filter": Stop.REFUSAL}
 CONTENT_FILTERED: Final = "The provider's content filter stopped the answer."
+_REASONING_KEYS: Final = ("reasoning_content", "reasoning")
 
 
 @final
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """``POST {base_url}/chat/completions`` with function tools."""
 
     __slots__ = ("_http", "_options", "model", "name")
+    # Without include_usage a streamed answer reports no usage at all.
+    STREAM_FIELDS: ClassVar = {"stream": True, "stream_options": {"include_usage": True}}
 
     def __init__(
         self,
@@ -62,6 +71,7 @@ class OpenAIProvider:
         *,
         environ: Mapping[str, str],
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> OpenAIProvider:
         """Build from a provider section; ``api_key_env`` is optional (local servers need none)."""
         read = Settings(name, settings)
@@ -82,6 +92,7 @@ class OpenAIProvider:
             headers=headers,
             secrets=secrets,
             sleep=sleep,
+            asleep=asleep,
         )
         return cls(name=name, model=read.text("model"), http=http, options=options)
 
@@ -117,15 +128,8 @@ class OpenAIProvider:
                 body["tool_choice"] = "none"
         return body
 
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(post_json(self._http, body))
+    def _assembler(self, on_delta: Callable[[Delta], None]) -> _Chunks:
+        return _Chunks(on_delta)
 
     def _parse(self, data: Any) -> ProviderAnswer:
         choices = data.get("choices") if isinstance(data, dict) else None
@@ -166,6 +170,118 @@ class OpenAIProvider:
             thinking=thinking if isinstance(thinking, str) and thinking else None,
             stop=stop,
         )
+
+
+@final
+class _Chunks:
+    """A streamed chat completion, assembled into the answer the API sends unstreamed: the
+    first choice's text, refusal, reasoning and tool-call fragments (joined by their index),
+    its finish reason, the id, and the usage that the last chunk carries."""
+
+    __slots__ = (
+        "_calls",
+        "_content",
+        "_finish",
+        "_id",
+        "_on_delta",
+        "_reasoning",
+        "_refusal",
+        "_seen",
+        "_usage",
+    )
+
+    def __init__(self, on_delta: Callable[[Delta], None]) -> None:
+        self._on_delta = on_delta
+        self._id: object = None
+        self._seen = False
+        self._content: list[str] = []
+        self._refusal: list[str] = []
+        self._reasoning: dict[str, list[str]] = {key: [] for key in _REASONING_KEYS}
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: object = None
+        self._usage: object = None
+
+    def feed(self, event: ServerSentEvent) -> bool:
+        if event.data == "[DONE]":
+            return True
+        try:
+            chunk = _json.loads(event.data)
+        except ValueError:
+            raise StreamBroken("a malformed event") from None
+        if not isinstance(chunk, dict):
+            raise StreamBroken("an event that is not an object")
+        if chunk.get("error") is not None:
+            raise StreamFailed(chunk["error"])
+        if self._id is None:
+            self._id = chunk.get("id")
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice)
+        return False
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        self._seen = True
+        if choice.get("finish_reason") is not None:
+            self._finish = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self._content.append(text)
+            self._on_delta(TextDelta(text=text))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str):
+            self._refusal.append(refusal)
+        for key in _REASONING_KEYS:
+            thought = delta.get(key)
+            if isinstance(thought, str) and thought:
+                self._reasoning[key].append(thought)
+                self._on_delta(ThinkingDelta(text=thought))
+        fragments = delta.get("tool_calls")
+        for fragment in fragments if isinstance(fragments, list) else ():
+            self._call(fragment)
+
+    def _call(self, fragment: object) -> None:
+        if not isinstance(fragment, dict) or type(fragment.get("index")) is not int:
+            raise StreamBroken("a tool call fragment without an index")
+        call = self._calls.setdefault(fragment["index"], {"id": None, "name": [], "arguments": []})
+        if call["id"] is None and isinstance(fragment.get("id"), str):
+            call["id"] = fragment["id"]
+        function = fragment.get("function")
+        if isinstance(function, dict):
+            for key in ("name", "arguments"):
+                if isinstance(function.get(key), str):
+                    call[key].append(function[key])
+
+    def answer(self) -> Any:
+        if not self._seen:
+            return {"id": self._id, "choices": []}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self._content) if self._content else None,
+            "refusal": "".join(self._refusal) if self._refusal else None,
+        }
+        for key, parts in self._reasoning.items():
+            if parts:
+                message[key] = "".join(parts)
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {
+                        "name": "".join(call["name"]),
+                        "arguments": "".join(call["arguments"]),
+                    },
+                }
+                for _, call in sorted(self._calls.items())
+            ]
+        choice = {"index": 0, "message": message, "finish_reason": self._finish}
+        return {"id": self._id, "choices": [choice], "usage": self._usage}
 
 
 def _wire_message(message: ChatMessage) -> dict[str, Any]:

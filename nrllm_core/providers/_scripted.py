@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -12,9 +13,11 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._messages import (
     ChatMessage,
+    Delta,
     ProviderAnswer,
     ProviderError,
     Role,
+    TextDelta,
     ToolCall,
     ToolChoice,
     ToolSpec,
@@ -27,6 +30,8 @@ __all__ = ["ScriptedProvider", "scripted_factory"]
 _TURN_KEYS: Final = frozenset({"content", "tool_calls", "usage"})
 _CALL_KEYS: Final = frozenset({"id", "name", "arguments"})
 _USAGE_KEYS: Final = frozenset(a.name for a in attrs.fields(Usage))
+# A streamed turn's text comes a word at a time, each with the whitespace after it.
+_WORD: Final = re.compile(r"\s*\S+\s*|\s+")
 
 
 @final
@@ -42,7 +47,8 @@ class ScriptedProvider:
     """Answers turn N with the script's turn N.
 
     N is the number of assistant messages in the transcript it is handed, so the provider keeps
-    no state: a run resumed in another process continues where it left off.
+    no state: a run resumed in another process continues where it left off. Streamed, the
+    turn's text arrives a word at a time.
     """
 
     __slots__ = ("_turns", "name", "script")
@@ -97,6 +103,38 @@ class ScriptedProvider:
             usage=turn.usage,
             finish_reason="tool_calls" if calls else "stop",
         )
+
+    async def acomplete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> ProviderAnswer:
+        return self.complete(messages, tools, tool_choice=tool_choice)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+        on_delta: Callable[[Delta], None],
+    ) -> ProviderAnswer:
+        answer = self.complete(messages, tools, tool_choice=tool_choice)
+        for word in _WORD.findall(answer.content):
+            on_delta(TextDelta(text=word))
+        return answer
+
+    async def astream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+        on_delta: Callable[[Delta], None],
+    ) -> ProviderAnswer:
+        return self.stream(messages, tools, tool_choice=tool_choice, on_delta=on_delta)
 
 
 def _error(name: str, script: Path, message: str) -> ProviderConfigError:

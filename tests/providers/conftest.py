@@ -17,6 +17,15 @@ from typing_extensions import is_typeddict
 
 
 @attrs.define
+class Stream:
+    """A streamed answer: ``chunks`` written and flushed one by one; ``cut`` breaks the
+    connection after them."""
+
+    chunks: list[bytes]
+    cut: bool = False
+
+
+@attrs.define
 class Reply:
     body: Any
     status: int = 200
@@ -38,6 +47,9 @@ class Loopback:
                 loopback.raw.append(raw)
                 loopback.bodies.append(json.loads(raw))
                 reply = loopback.replies.pop(0)
+                if isinstance(reply.body, Stream):
+                    self._stream(reply.status, reply.body)
+                    return
                 body = reply.body
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(reply.status)
@@ -47,6 +59,17 @@ class Loopback:
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, status: int, stream: Stream) -> None:
+                total = sum(len(chunk) for chunk in stream.chunks)
+                self.send_response(status)
+                self.send_header("content-type", "text/event-stream")
+                # A cut stream promises more than it sends: the client sees the connection break.
+                self.send_header("content-length", str(total + 1 if stream.cut else total))
+                self.end_headers()
+                for chunk in stream.chunks:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -59,6 +82,10 @@ class Loopback:
     ) -> None:
         """Queue answers: SDK models' ``model_dump_json()`` text, or JSON data."""
         self.replies.extend(Reply(body, status, headers or {}) for body in bodies)
+
+    def stream(self, *chunks: bytes, cut: bool = False) -> None:
+        """Queue a ``text/event-stream`` answer of ``chunks``, broken after them if ``cut``."""
+        self.replies.append(Reply(Stream(list(chunks), cut)))
 
 
 @pytest.fixture
@@ -171,6 +198,20 @@ def anthropic_oracle() -> Callable[[Any], None]:
     from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
     return _oracle(MessageCreateParamsNonStreaming)
+
+
+@pytest.fixture(scope="session")
+def openai_stream_oracle() -> Callable[[Any], None]:
+    from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+    return _oracle(CompletionCreateParamsStreaming)
+
+
+@pytest.fixture(scope="session")
+def anthropic_stream_oracle() -> Callable[[Any], None]:
+    from anthropic.types.message_create_params import MessageCreateParamsStreaming
+
+    return _oracle(MessageCreateParamsStreaming)
 
 
 # -- the semantic checks -----------------------------------------------------------------------

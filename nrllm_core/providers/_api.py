@@ -1,0 +1,93 @@
+"""What the HTTP provider kinds share: one JSON model API called whole or streamed, sync or
+async, every answer parsed by one function."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial as partial
+from typing import Any, ClassVar
+
+from nrllm_core._messages import ChatMessage, Delta, ProviderAnswer, ToolChoice, ToolSpec
+from nrllm_core.providers._http import (
+    HttpSettings,
+    StreamAssembler,
+    apost_json,
+    apost_stream,
+    post_json,
+    post_stream,
+)
+
+__all__ = ["HttpProvider"]
+
+
+class HttpProvider(abc.ABC):
+    """A provider kind over HTTP: its ``request_body``, sent as it is or with
+    ``STREAM_FIELDS`` added, and ``_parse`` of the answer, whole or as its ``_assembler``
+    builds it from the stream, so that both mean the same."""
+
+    __slots__ = ()
+
+    _http: HttpSettings
+    # What a request adds to ask for a stream.
+    STREAM_FIELDS: ClassVar[Mapping[str, Any]]
+
+    @abc.abstractmethod
+    def request_body(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> dict[str, Any]:
+        """The JSON request."""
+
+    @abc.abstractmethod
+    def _parse(self, data: Any) -> ProviderAnswer: ...
+
+    @abc.abstractmethod
+    def _assembler(self, on_delta: Callable[[Delta], None]) -> StreamAssembler: ...
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> ProviderAnswer:
+        body = self.request_body(messages, tools, tool_choice=tool_choice)
+        return self._parse(post_json(self._http, body))
+
+    async def acomplete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> ProviderAnswer:
+        body = self.request_body(messages, tools, tool_choice=tool_choice)
+        return self._parse(await apost_json(self._http, body))
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+        on_delta: Callable[[Delta], None],
+    ) -> ProviderAnswer:
+        body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
+        assembler = partial(self._assembler, on_delta)
+        return self._parse(post_stream(self._http, body, assembler, on_delta=on_delta))
+
+    async def astream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: ToolChoice = "auto",
+        on_delta: Callable[[Delta], None],
+    ) -> ProviderAnswer:
+        body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
+        assembler = partial(self._assembler, on_delta)
+        return self._parse(await apost_stream(self._http, body, assembler, on_delta=on_delta))
