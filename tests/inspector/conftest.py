@@ -278,6 +278,11 @@ def hostile() -> dict[str, str]:
 
 
 @pytest.fixture
+def hostile_delta() -> str:
+    return HOSTILE_DELTA
+
+
+@pytest.fixture
 def gates() -> Any:
     """The points the `gated` provider's stream waits at; cleared before, set after a test."""
     for gate in GATES:
