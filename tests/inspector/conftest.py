@@ -235,14 +235,14 @@ SCRIPTS = {
 }
 
 
-def write_config(folder: Path) -> Path:
+def write_config(folder: Path, *, streaming: bool) -> Path:
     sections = []
     for name, script in SCRIPTS.items():
         (folder / f"{name}.toml").write_text(script, encoding="utf-8")
         sections.append(
             f'[providers.{name}]\nkind = "scripted"\nscript = "{name}.toml"\ntrust_zone = "local"\n'
         )
-    for name in STREAMS:
+    for name in STREAMS if streaming else ():
         sections.append(f'[providers.{name}]\nkind = "streaming"\ntrust_zone = "local"\n')
     sections.append('[defaults]\nprovider = "demo"\n')
     sections.append('[skills.tables]\nallowed_tools = ["table_tool"]\n')
@@ -252,9 +252,13 @@ def write_config(folder: Path) -> Path:
     return path
 
 
-def make_host(folder: Path, environ: dict[str, str] | None = None) -> Host:
+def make_host(
+    folder: Path, environ: dict[str, str] | None = None, *, streaming: bool = True
+) -> Host:
+    """A host on the scripted providers and, with ``streaming``, the in-test streaming ones
+    (a process that loads no in-test plugin can read only a configuration without them)."""
     return Host.from_config(
-        write_config(folder),
+        write_config(folder, streaming=streaming),
         plugins=[InspectorTools(), StreamingProviders()],
         load_entry_points=False,
         data_dir=folder / "data",
