@@ -30,9 +30,9 @@ def step_event(event: TraceEvent) -> dict[str, Any]:
 def ndjson_response(job: Callable[[Emit], None], *, what: str) -> StreamingResponse:
     """Stream what ``job`` emits, one canonical JSON object a line.
 
-    ``job`` runs in a worker thread and must emit exactly one terminal event (``emit`` may be
-    called from any thread, one call at a time); if it raises
+    ``job`` runs in a worker thread and must emit exactly one terminal event; if it raises
     instead, the stream ends with a generic ``error`` event and the log keeps the exception.
+    ``emit`` may be called from any thread, one call at a time.
     """
     from starlette.responses import StreamingResponse
 
