@@ -11,6 +11,7 @@ from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
 from nrllm_core.inspector._guard import Guard
+from nrllm_core.inspector._live import LiveRun
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
 from nrllm_core.log import logger
 
@@ -95,15 +96,16 @@ class _Api:
         def job(emit: Emit) -> None:
             actor = host.config.actor()
             emit(_context(host.gate(provider=provider, skill=skill, actor=actor)))
-            outcome = host.run(
+            live = LiveRun(emit)
+            stream = host.stream(
                 prompt,
                 provider=provider,
                 skill=skill,
                 max_rounds=max_rounds,
                 actor=actor,
-                on_event=_stepper(emit),
+                on_event=live.step,
             )
-            emit(_terminal(outcome))
+            emit(_terminal(live.read(stream)))
 
         return ndjson_response(job, what="run")
 

@@ -32,6 +32,7 @@ def ndjson_response(job: Callable[[Emit], None], *, what: str) -> StreamingRespo
 
     ``job`` runs in a worker thread and must emit exactly one terminal event; if it raises
     instead, the stream ends with a generic ``error`` event and the log keeps the exception.
+    ``emit`` may be called from any thread, one call at a time.
     """
     from starlette.responses import StreamingResponse
 
@@ -45,9 +46,12 @@ def ndjson_response(job: Callable[[Emit], None], *, what: str) -> StreamingRespo
 async def _lines(job: Callable[[Emit], None], what: str) -> AsyncIterator[bytes]:
     import anyio
     import anyio.from_thread
+    import anyio.lowlevel
     import anyio.to_thread
 
     send, receive = anyio.create_memory_object_stream[bytes](max_buffer_size=math.inf)
+    # A streamed run's steps are emitted from its own thread, which anyio did not start.
+    loop = anyio.lowlevel.current_token()
     finished = False
 
     def emit(data: dict[str, Any]) -> None:
@@ -59,7 +63,7 @@ async def _lines(job: Callable[[Emit], None], what: str) -> AsyncIterator[bytes]
         # The reader may be gone (a closed tab): the run goes on and is still persisted, so
         # a dropped line must never raise into the host's recorder.
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            anyio.from_thread.run_sync(send.send_nowait, line)
+            anyio.from_thread.run_sync(send.send_nowait, line, token=loop)
 
     def work() -> None:
         try:

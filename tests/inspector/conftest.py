@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,19 @@ import pytest
 
 from nrllm_core import (
     ArtifactType,
+    ChatMessage,
     DataClass,
+    ProviderAnswer,
+    StreamRestarted,
+    TextDelta,
+    ThinkingDelta,
     Tool,
     ToolArtifact,
+    ToolCall,
     ToolContext,
     ToolResult,
+    ToolSpec,
+    Usage,
     hookimpl,
     tool,
 )
@@ -100,6 +109,103 @@ class InspectorTools:
             registry.register(t)
 
 
+# -- a provider that streams ----------------------------------------------------------------------
+
+HOSTILE_DELTA = "<img src=x onerror=\"document.title='pwned-delta'\"><b>bold?</b>"
+# Hold the `gated` provider's stream at two points until a test lets each go.
+GATES = (threading.Event(), threading.Event())
+Piece = TextDelta | ThinkingDelta | StreamRestarted | threading.Event
+
+# Each streaming provider's turns: the pieces it streams (an event is waited on) and the
+# calls it asks for; its answer's text is what it streamed after its last restart.
+STREAMS: dict[str, list[tuple[list[Piece], tuple[ToolCall, ...]]]] = {
+    "streamed": [
+        (
+            [
+                ThinkingDelta(text="A table "),
+                ThinkingDelta(text="helps."),
+                TextDelta(text="Let "),
+                TextDelta(text="me "),
+                TextDelta(text="look."),
+            ],
+            (ToolCall(id="c0", name="table_tool", arguments={"city": "Oslo"}),),
+        ),
+        ([TextDelta(text="Oslo "), TextDelta(text="has "), TextDelta(text="1000.")], ()),
+    ],
+    "restarted": [
+        (
+            [
+                TextDelta(text="A broken "),
+                TextDelta(text="answ"),
+                StreamRestarted(),
+                TextDelta(text="The whole "),
+                TextDelta(text="answer."),
+            ],
+            (),
+        )
+    ],
+    "gated": [
+        (
+            [
+                TextDelta(text="First words"),
+                GATES[0],
+                TextDelta(text=HOSTILE_DELTA),
+                GATES[1],
+                TextDelta(text=" Last words."),
+            ],
+            (),
+        )
+    ],
+}
+
+
+class _Streaming:
+    __slots__ = ("_turns",)
+
+    def __init__(self, turns: list[tuple[list[Piece], tuple[ToolCall, ...]]]) -> None:
+        self._turns = turns
+
+    def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
+        return self.stream(messages, tools, on_delta=lambda delta: None)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: str = "auto",
+        on_delta: Callable[[Any], None],
+    ) -> ProviderAnswer:
+        pieces, calls = self._turns[sum(1 for m in messages if m.role.value == "assistant")]
+        text: list[str] = []
+        thinking: list[str] = []
+        for piece in pieces:
+            if isinstance(piece, threading.Event):
+                piece.wait(timeout=30)
+                continue
+            on_delta(piece)
+            if isinstance(piece, StreamRestarted):
+                text.clear()
+                thinking.clear()
+            else:
+                (text if isinstance(piece, TextDelta) else thinking).append(piece.text)
+        return ProviderAnswer(
+            content="".join(text),
+            thinking="".join(thinking) or None,
+            tool_calls=calls,
+            usage=Usage(),
+            finish_reason="tool_calls" if calls else "stop",
+        )
+
+
+class StreamingProviders:
+    """The provider kind ``streaming``: a provider named after its entry in ``STREAMS``."""
+
+    @hookimpl
+    def nrllm_register_providers(self, registry: Any) -> None:
+        registry.register("streaming", lambda name, *args, **kwargs: _Streaming(STREAMS[name]))
+
+
 def _calls(*names_and_args: tuple[str, dict[str, Any]]) -> str:
     calls = ", ".join(
         f'{{ name = "{name}", id = "c{i}", arguments = {_toml(args)} }}'
@@ -129,13 +235,15 @@ SCRIPTS = {
 }
 
 
-def write_config(folder: Path) -> Path:
+def write_config(folder: Path, *, streaming: bool) -> Path:
     sections = []
     for name, script in SCRIPTS.items():
         (folder / f"{name}.toml").write_text(script, encoding="utf-8")
         sections.append(
             f'[providers.{name}]\nkind = "scripted"\nscript = "{name}.toml"\ntrust_zone = "local"\n'
         )
+    for name in STREAMS if streaming else ():
+        sections.append(f'[providers.{name}]\nkind = "streaming"\ntrust_zone = "local"\n')
     sections.append('[defaults]\nprovider = "demo"\n')
     sections.append('[skills.tables]\nallowed_tools = ["table_tool"]\n')
     sections.append('[actor]\nid = "operator"\n')
@@ -144,10 +252,14 @@ def write_config(folder: Path) -> Path:
     return path
 
 
-def make_host(folder: Path, environ: dict[str, str] | None = None) -> Host:
+def make_host(
+    folder: Path, environ: dict[str, str] | None = None, *, streaming: bool = True
+) -> Host:
+    """A host on the scripted providers and, with ``streaming``, the in-test streaming ones
+    (a process that loads no in-test plugin can read only a configuration without them)."""
     return Host.from_config(
-        write_config(folder),
-        plugins=[InspectorTools()],
+        write_config(folder, streaming=streaming),
+        plugins=[InspectorTools(), StreamingProviders()],
         load_entry_points=False,
         data_dir=folder / "data",
         environ=environ or {},
@@ -167,6 +279,21 @@ def host_factory() -> Any:
 @pytest.fixture
 def hostile() -> dict[str, str]:
     return {"label": HOSTILE_LABEL, "cell": HOSTILE_CELL, "text": HOSTILE_TEXT}
+
+
+@pytest.fixture
+def hostile_delta() -> str:
+    return HOSTILE_DELTA
+
+
+@pytest.fixture
+def gates() -> Any:
+    """The points the `gated` provider's stream waits at; cleared before, set after a test."""
+    for gate in GATES:
+        gate.clear()
+    yield GATES
+    for gate in GATES:
+        gate.set()
 
 
 @pytest.fixture

@@ -13,10 +13,12 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from nrllm_core import Usage, _json
-from nrllm_core._host import ApprovalRefused
+from nrllm_core import Finished, TextDelta, ToolCallStarted, Usage, _json
+from nrllm_core._host import ApprovalRefused, RunOutcome
+from nrllm_core._payloads import RunStep, StepKind, TraceEvent
 from nrllm_core.inspector import create_app
 from nrllm_core.inspector._guard import cookie_name
+from nrllm_core.inspector._live import LiveRun
 
 TOKEN = "test-token-123"
 ORIGIN = "http://127.0.0.1:8765"
@@ -237,7 +239,18 @@ def test_no_asset_comes_from_another_site_and_no_script_is_inline():
 
 def test_config_lists_providers_skills_and_tools(client):
     config = client.get("/api/config").json()
-    assert config["providers"] == ["counted", "crafted", "demo", "empty", "hostile", "mail", "slow"]
+    assert config["providers"] == [
+        "counted",
+        "crafted",
+        "demo",
+        "empty",
+        "gated",
+        "hostile",
+        "mail",
+        "restarted",
+        "slow",
+        "streamed",
+    ]
     assert config["default_provider"] == "demo"
     assert config["skills"] == ["tables"]
     assert "table_tool" in config["tools"]
@@ -248,7 +261,13 @@ def test_config_lists_providers_skills_and_tools(client):
 
 def test_a_run_streams_context_then_each_step_then_one_terminal(client):
     stream = events(post(client, "/api/run", {"prompt": "Where?", "provider": "demo"}))
-    context, *steps, terminal = stream
+    context, *between, terminal = stream
+    # A provider that does not stream sends its whole text at once, just before its step.
+    assert [e for e in between if e["event"] != "step"] == [
+        {"event": "text", "text": "Calling."},
+        {"event": "text", "text": "Oslo it is."},
+    ]
+    steps = [e for e in between if e["event"] == "step"]
     assert context == {
         "event": "context",
         "provider": "demo",
@@ -264,7 +283,6 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
             "wait_tool",
         ],
     }
-    assert all(e["event"] == "step" for e in steps)
     kinds = [e["step"]["kind"] for e in steps]
     assert kinds == [
         "start",
@@ -365,7 +383,7 @@ def test_an_unexpected_exception_never_reaches_the_page(client, host, monkeypatc
     def explode(*args, **kwargs):
         raise RuntimeError("sk-secret-value in a traceback")
 
-    monkeypatch.setattr(host, "run", explode)
+    monkeypatch.setattr(host, "stream", explode)
     with capture_logs() as logs:
         stream = events(post(client, "/api/run", {"prompt": "x"}))
     assert [e["event"] for e in stream] == ["context", "error"]
@@ -374,6 +392,135 @@ def test_an_unexpected_exception_never_reaches_the_page(client, host, monkeypatc
     assert [log["event"] for log in logs if log["log_level"] == "error"] == [
         "nrllm.inspector.stream_failed"
     ]
+
+
+# -- the model's text as it streams ---------------------------------------------------------------
+
+
+def shape(stream):
+    """Each event as its name, a step as its kind, the model's text as its piece."""
+    out = []
+    for e in stream:
+        if e["event"] == "step":
+            out.append(e["step"]["kind"])
+        elif e["event"] in ("text", "thinking"):
+            out.append(f"{e['event']}:{e['text']}")
+        else:
+            out.append(e["event"])
+    return out
+
+
+def test_the_models_text_streams_before_its_step_and_the_outcome(client):
+    stream = events(post(client, "/api/run", {"prompt": "Where?", "provider": "streamed"}))
+    assert shape(stream) == [
+        "context",
+        "start",
+        "gate",
+        "request",
+        "thinking:A table ",
+        "thinking:helps.",
+        "text:Let ",
+        "text:me ",
+        "text:look.",
+        "llm",
+        "tool",
+        "request",
+        "text:Oslo ",
+        "text:has ",
+        "text:1000.",
+        "llm",
+        "finish",
+        "done",
+    ]
+    llm = [e["step"] for e in stream if e["event"] == "step" and e["step"]["kind"] == "llm"]
+    assert [(s["content"], s.get("thinking")) for s in llm] == [
+        ("Let me look.", "A table helps."),
+        ("Oslo has 1000.", None),
+    ]
+    assert stream[-1]["final_content"] == "Oslo has 1000."
+
+
+def test_a_text_event_holds_the_models_text_only_never_an_artifact(client):
+    stream = events(post(client, "/api/run", {"prompt": "Where?", "provider": "streamed"}))
+    pieces = [e for e in stream if e["event"] in ("text", "thinking")]
+    assert {tuple(sorted(e)) for e in pieces} == {("event", "text")}
+    # The tool's table went to the tool step; none of it is in the model's text.
+    (tool_step,) = [e["step"] for e in stream if e.get("step", {}).get("kind") == "tool"]
+    assert tool_step["tool_artifacts"][0]["label"] == "Cities"
+    text = json.dumps(pieces)
+    for shown in ("Cities", "people", "Other", "Oslo: 2 rows"):
+        assert shown not in text
+
+
+def test_a_restarted_stream_says_so_and_the_step_has_the_whole_answer_only(client):
+    stream = events(post(client, "/api/run", {"prompt": "Again", "provider": "restarted"}))
+    assert shape(stream)[4:] == [
+        "text:A broken ",
+        "text:answ",
+        "restart",
+        "text:The whole ",
+        "text:answer.",
+        "llm",
+        "finish",
+        "done",
+    ]
+    assert stream[-1]["final_content"] == "The whole answer."
+
+
+def llm_event(sequence, content, *calls):
+    fields = {"content": content, "requested_tool_calls": [{"id": c} for c in calls] or None}
+    step = RunStep(kind=StepKind.LLM, round=1, duration_ms=0.0, fields=fields)
+    return TraceEvent(run_id="r", sequence=sequence, step=step)
+
+
+def tool_event(sequence):
+    return TraceEvent(
+        run_id="r", sequence=sequence, step=RunStep(kind=StepKind.TOOL, round=1, duration_ms=0.0)
+    )
+
+
+def outcome():
+    done = RunOutcome(run_id="r", status="completed", termination_reason=None, final_content="")
+    return Finished(outcome=done)
+
+
+def test_a_model_step_recorded_before_its_last_text_is_read_waits_for_it():
+    # The run's thread records the step while the reader has not yet taken the text's end.
+    emitted: list[dict[str, object]] = []
+    live = LiveRun(emitted.append)
+
+    def raced():
+        yield TextDelta(text="Half ")
+        live.step(llm_event(1, "Half done."))
+        live.step(tool_event(2))
+        yield TextDelta(text="done.")
+        yield outcome()
+
+    live.read(raced())
+    assert [(e["event"], e.get("text") or e.get("step", {}).get("kind")) for e in emitted] == [
+        ("text", "Half "),
+        ("text", "done."),
+        ("step", "llm"),
+        ("step", "tool"),
+    ]
+
+
+def test_a_model_step_whose_text_never_matches_goes_out_when_its_call_starts():
+    emitted: list[dict[str, object]] = []
+    live = LiveRun(emitted.append)
+
+    def stream():
+        live.step(llm_event(1, "not what was streamed", "c0"))
+        yield TextDelta(text="Something else.")
+        yield ToolCallStarted(call_id="c1", name="other")
+        assert [e["event"] for e in emitted] == ["text"]
+        yield ToolCallStarted(call_id="c0", name="plain_tool")
+        assert [e["event"] for e in emitted] == ["text", "step"]
+        live.step(llm_event(2, "never streamed"))
+        yield outcome()
+
+    assert live.read(stream()).status == "completed"
+    assert [e["event"] for e in emitted] == ["text", "step", "step"]
 
 
 @pytest.mark.parametrize(
@@ -508,15 +655,12 @@ def test_approving_an_unknown_run_is_an_error_event(client):
     assert stream == [{"event": "error", "run_id": "nope", "error": "No run with this id."}]
 
 
-def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(client, host, tmp_path):
+def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(
+    client, host_factory, tmp_path
+):
     waiting = suspend(client)
     other_key = base64.urlsafe_b64encode(b"k" * 32).decode()
-    stranger = type(host).from_config(
-        tmp_path / "nrllm.toml",
-        load_entry_points=False,
-        data_dir=tmp_path / "data",
-        environ={"NRLLM_STATE_KEY": other_key},
-    )
+    stranger = host_factory(tmp_path, environ={"NRLLM_STATE_KEY": other_key})
     with TestClient(create_app(stranger, token=TOKEN), base_url=ORIGIN) as other:
         other.get(f"/?token={TOKEN}")
         inbox = other.get("/api/approvals").json()["approvals"]
@@ -552,13 +696,9 @@ def test_host_pending_returns_the_turn_of_a_suspended_run_only(client, host):
     assert pending.pending[0].preview == ("To: ops@example.org", "Subject: hello")
 
 
-def test_host_pending_refuses_a_state_it_cannot_open(client, host, tmp_path):
+def test_host_pending_refuses_a_state_it_cannot_open(client, host_factory, tmp_path):
     waiting = suspend(client)
-    stranger = type(host).from_config(
-        tmp_path / "nrllm.toml",
-        load_entry_points=False,
-        data_dir=tmp_path / "data",
-        environ={"NRLLM_STATE_KEY": base64.urlsafe_b64encode(b"z" * 32).decode()},
-    )
+    other_key = base64.urlsafe_b64encode(b"z" * 32).decode()
+    stranger = host_factory(tmp_path, environ={"NRLLM_STATE_KEY": other_key})
     with pytest.raises(ApprovalRefused, match=r"^the suspended state cannot be opened$"):
         stranger.pending(waiting["run_id"])

@@ -173,6 +173,66 @@ def test_steps_arrive_while_the_run_streams(page, release):
     assert p.locator("[data-outcome=done] pre").inner_text() == "Waited."
 
 
+def test_the_models_text_shows_as_it_arrives_then_becomes_its_step(page, gates, hostile_delta):
+    p = page.page
+    title = p.title()
+    run_prompt(p, "Speak", "gated")
+    shown = ".answer .answer-text"
+    # The provider is held after its first words: they are on the page, the run is not over.
+    p.wait_for_function(f"() => document.querySelector('{shown}')?.textContent === 'First words'")
+    assert p.locator("#running").is_visible()
+    assert p.locator(".answer .summary").inner_text() == "answering…"
+    assert p.locator(".step[data-kind=llm]").count() == 0
+    assert p.locator("[data-outcome]").count() == 0
+    gates[0].set()
+    p.wait_for_function(
+        f"() => document.querySelector('{shown}')?.textContent.endsWith('<b>bold?</b>')"
+    )
+    # Markup in the model's text is text: nothing was injected, nothing ran.
+    assert p.locator(shown).inner_text() == f"First words{hostile_delta}"
+    assert p.locator("img").count() == 0
+    assert p.locator(".answer b").count() == 0
+    assert p.locator("script").count() == 1
+    assert p.title() == title
+    assert p.locator("[data-outcome]").count() == 0
+    gates[1].set()
+    p.wait_for_selector("[data-outcome=done]")
+    whole = f"First words{hostile_delta} Last words."
+    assert p.locator(".answer").count() == 0
+    assert p.locator(".step[data-kind=llm] .tabpanel").first.inner_text() == whole
+    assert p.locator("[data-outcome=done] pre").inner_text() == whole
+    kinds = p.locator(".steps > li").evaluate_all("nodes => nodes.map(n => n.dataset.kind)")
+    assert kinds == ["start", "gate", "request", "llm", "finish"]
+    assert p.locator("img").count() == 0
+    assert p.title() == title
+
+
+def test_a_restart_voids_the_text_so_far_and_an_early_end_says_so(page):
+    p = page.page
+    body = ndjson(
+        {"event": "context", "provider": "demo", "zone": "local", "offered": []},
+        {"event": "thinking", "text": "Hmm."},
+        {"event": "text", "text": "A broken answ"},
+        {"event": "restart"},
+        {"event": "text", "text": "The whole "},
+        {"event": "text", "text": CRAFTED},
+        {"event": "error", "run_id": "r1", "error": "the model provider failed"},
+    )
+    p.route(
+        "**/api/run",
+        lambda route: route.fulfill(status=200, content_type="application/x-ndjson", body=body),
+    )
+    run_prompt(p, "Again", "demo")
+    p.wait_for_selector("[data-outcome=error]")
+    answer = p.locator(".answer")
+    assert answer.locator(".answer-text").inner_text() == f"The whole {CRAFTED_TEXT}"
+    assert answer.locator(".thinking").is_hidden()
+    assert answer.get_by_text("The stream broke").is_visible()
+    assert answer.locator(".summary").inner_text() == (
+        "the run ended before the model's step was recorded"
+    )
+
+
 def test_the_billed_tokens_show_as_text_in_the_outcome_and_the_step(page):
     p = page.page
     run_prompt(p, "Count", "counted")

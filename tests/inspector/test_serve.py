@@ -25,7 +25,8 @@ def test_an_address_other_than_loopback_needs_allow_remote(address):
 
 def test_serve_prints_the_tokened_address_and_guards_every_request(tmp_path, host_factory):
     config = tmp_path / "nrllm.toml"
-    host_factory(tmp_path)  # writes the configuration next to its scripts
+    # Writes the configuration next to its scripts; the server loads no in-test plugin.
+    host_factory(tmp_path, streaming=False)
     process = subprocess.Popen(
         [sys.executable, "-m", "nrllm_core", "--config", str(config), "serve", "--port", "0"],
         stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
 // The live run stream: POST, read NDJSON line by line, render each event as it arrives.
 
-import { asText, clear, el, pretty } from "./dom.js";
+import { append, asText, clear, el, pretty } from "./dom.js";
 import { stepCard, usageText } from "./steps.js";
 
 export async function postJson(url, body) {
@@ -50,14 +50,11 @@ export async function streamRun(url, body, container, { onTerminal = () => {}, r
       buffer = lines.pop();
       for (const line of lines) {
         const event = parse(line);
-        if (!event) continue;
-        if (event.event === "context") view.context(event);
-        else if (event.event === "step") view.step(event.step);
-        else finish(event);
+        if (event) show(view, event, finish);
       }
     }
     const last = parse(buffer);
-    if (last && last.event !== "step" && last.event !== "context") finish(last);
+    if (last) show(view, last, finish);
     if (!terminal) finish({ event: "error", error: "The stream ended without an outcome." });
   } catch {
     if (!terminal) finish({ event: "error", error: "The connection to the inspector was lost." });
@@ -65,6 +62,14 @@ export async function streamRun(url, body, container, { onTerminal = () => {}, r
     if (running) running.hidden = true;
     container.removeAttribute("aria-busy");
   }
+}
+
+function show(view, event, finish) {
+  if (event.event === "context") view.context(event);
+  else if (event.event === "step") view.step(event.step);
+  else if (event.event === "text" || event.event === "thinking") view.piece(event.event, event.text);
+  else if (event.event === "restart") view.restart();
+  else finish(event);
 }
 
 function parse(line) {
@@ -80,12 +85,21 @@ function parse(line) {
 function runView(container) {
   const label = el("p", {
     class: "note live",
-    text: "Live view: each step as it happens, unfiltered, from memory. The Runs page shows what the audit kept.",
+    text: "Live view: each step and the model's text as they happen, unfiltered, from memory. The Runs page shows what the audit kept.",
   });
   const context = el("dl", { class: "context", hidden: true });
   const steps = el("ol", { class: "steps", "aria-label": "Run steps" });
   const outcome = el("div", { class: "outcome", "aria-live": "polite" });
   container.append(label, context, steps, outcome);
+  // The model's text as it streams, in the timeline where its step will stand.
+  let answer = null;
+  const answering = () => {
+    if (!answer) {
+      answer = answerView();
+      steps.append(answer.node);
+    }
+    return answer;
+  };
   return {
     context(event) {
       context.hidden = false;
@@ -101,11 +115,56 @@ function runView(container) {
       }
     },
     step(step) {
-      steps.append(stepCard(step));
+      if (answer && step?.kind === "llm") {
+        answer.node.replaceWith(stepCard(step));
+        answer = null;
+      } else {
+        steps.append(stepCard(step));
+      }
+    },
+    piece(kind, text) {
+      answering().add(kind, text);
+    },
+    restart() {
+      answering().restart();
     },
     terminal(event) {
+      answer?.stopped();
+      answer = null;
       clear(outcome);
       outcome.append(outcomeView(event));
+    },
+  };
+}
+
+function answerView() {
+  const status = el("span", { class: "summary", text: "answering…" });
+  const broke = el("p", { class: "muted", hidden: true, text: "The stream broke: the model is asked again, and what it said before is void." });
+  const thinking = el("pre", { class: "pre thinking", "aria-label": "Thinking", hidden: true });
+  const text = el("pre", { class: "pre answer-text" });
+  const node = el(
+    "li",
+    { class: "step answer", "data-kind": "answer" },
+    el("div", { class: "step-head" }, el("span", { class: "kind", text: "model" }), status),
+    broke,
+    thinking,
+    text,
+  );
+  return {
+    node,
+    add(kind, piece) {
+      const into = kind === "thinking" ? thinking : text;
+      into.hidden = false;
+      append(into, piece ?? "");
+    },
+    restart() {
+      clear(thinking);
+      clear(text);
+      thinking.hidden = true;
+      broke.hidden = false;
+    },
+    stopped() {
+      status.textContent = "the run ended before the model's step was recorded";
     },
   };
 }
