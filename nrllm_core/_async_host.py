@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
 
 from nrllm_core._drive import Cancellation, Driver, Watchers, adrive
-from nrllm_core._events import StreamEvent, astream_events
+from nrllm_core._events import AsyncEventStream, StreamEvent
 from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome
 from nrllm_core._loop import Record, RunCancelled
 from nrllm_core._payloads import TraceEvent, WirePayload
@@ -55,9 +55,12 @@ class AsyncHost:
     ) -> AsyncIterator[StreamEvent]:
         """:meth:`Host.stream`, as an async iterator (use it in ``async for``). Leaving the
         loop early cancels the run."""
-        walker: Driver[Drive, RunOutcome] = Driver(self.host._run_flow(prompt, **options))
-        first = await _in_thread(walker.next)
-        async for event in astream_events(lambda watchers: self._walked(walker, first, watchers)):
+        events = AsyncEventStream(options.get("on_event"))
+        options["on_event"] = events.observer
+        flow = self.host._run_flow(prompt, **options)
+        walker: Driver[Drive, RunOutcome] = Driver(flow)
+        first = await _next(walker)
+        async for event in events.start(lambda watchers: self._walked(walker, first, watchers)):
             yield event
 
     async def approve(

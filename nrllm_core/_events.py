@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -12,19 +13,20 @@ import attrs
 from nrllm_core._drive import Watchers
 from nrllm_core._invoke import Admitted
 from nrllm_core._messages import StreamRestarted, TextDelta, ThinkingDelta
-from nrllm_core._payloads import WirePayload
+from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from nrllm_core._host import RunOutcome
 
 __all__ = [
+    "AsyncEventStream",
+    "EventStream",
     "Finished",
     "StreamEvent",
     "Suspended",
     "ToolAnswered",
     "ToolCallStarted",
-    "astream_events",
-    "stream_events",
 ]
 
 
@@ -93,53 +95,110 @@ class _Raised:
     error: BaseException
 
 
-def stream_events(run: Callable[[Watchers], RunOutcome]) -> Iterator[StreamEvent]:
-    """Start ``run`` on a thread and yield its events as they come, its last event last.
-
-    A reader that stops early does not stop the run: it goes on to its end on its thread.
-    """
-    events: queue.SimpleQueue[StreamEvent | _Raised] = queue.SimpleQueue()
-
-    def work() -> None:
-        try:
-            events.put(_last(run(_watchers(events.put))))
-        except BaseException as exc:
-            events.put(_Raised(exc))
-
-    threading.Thread(target=work, name="nrllm-stream", daemon=True).start()
-    return _read(events)
+@final
+@attrs.frozen
+class _Step:
+    event: TraceEvent
 
 
-def _read(events: queue.SimpleQueue[StreamEvent | _Raised]) -> Iterator[StreamEvent]:
-    while True:
-        event = events.get()
-        if isinstance(event, _Raised):
-            raise event.error
-        yield event
-        if isinstance(event, Suspended | Finished):
-            return
+def _observed(on_event: Callable[[TraceEvent], None], event: TraceEvent) -> None:
+    try:
+        on_event(event)
+    except Exception:
+        logger().error("nrllm.trace.observer_failed", run_id=event.run_id, exc_info=True)
 
 
-async def astream_events(
-    run: Callable[[Watchers], Awaitable[RunOutcome]],
-) -> AsyncIterator[StreamEvent]:
-    """Run ``run`` in a task beside the reader and yield its events as they come.
+@final
+class EventStream:
+    """One run's events for one reader, in the order they happened: the deltas and calls it
+    yields, and the steps it hands ``on_event`` between them, on the reader's thread (a step
+    never overtakes the text it records)."""
 
-    The run belongs to the reader: leaving the ``async for`` early cancels it (it settles
-    ``cancelled``).
-    """
-    import anyio
+    __slots__ = ("_events", "_on_event")
 
-    send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=1_000_000)
+    def __init__(self, on_event: Callable[[TraceEvent], None] | None) -> None:
+        self._events: queue.SimpleQueue[StreamEvent | _Step | _Raised] = queue.SimpleQueue()
+        self._on_event = on_event
 
-    async def work() -> None:
-        async with send:
-            await send.send(_last(await run(_watchers(send.send_nowait))))
+    @property
+    def observer(self) -> Callable[[TraceEvent], None] | None:
+        """What the run's recorder calls for each step (``None``: nobody watches steps)."""
+        if self._on_event is None:
+            return None
+        return lambda event: self._events.put(_Step(event))
 
-    async with anyio.create_task_group() as group, receive:
-        group.start_soon(work)
-        try:
-            async for event in receive:
-                yield event
-        finally:
-            group.cancel_scope.cancel()
+    def start(self, run: Callable[[Watchers], RunOutcome]) -> Iterator[StreamEvent]:
+        """Start ``run`` on a thread and yield its events as they come, its last event last.
+
+        A reader that stops early does not stop the run: it goes on to its end on its thread.
+        """
+
+        def work() -> None:
+            try:
+                self._events.put(_last(run(_watchers(self._events.put))))
+            except BaseException as exc:
+                self._events.put(_Raised(exc))
+
+        threading.Thread(target=work, name="nrllm-stream", daemon=True).start()
+        return self._read()
+
+    def _read(self) -> Iterator[StreamEvent]:
+        while True:
+            event = self._events.get()
+            if isinstance(event, _Raised):
+                raise event.error
+            if isinstance(event, _Step):
+                if self._on_event is not None:
+                    _observed(self._on_event, event.event)
+                continue
+            yield event
+            if isinstance(event, Suspended | Finished):
+                return
+
+
+@final
+class AsyncEventStream:
+    """:class:`EventStream` for an event loop: the run is a task beside the reader, and
+    leaving the ``async for`` early cancels it (it settles ``cancelled``)."""
+
+    __slots__ = ("_on_event", "_receive", "_send")
+
+    def __init__(self, on_event: Callable[[TraceEvent], None] | None) -> None:
+        import anyio
+
+        self._send, self._receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
+        self._on_event = on_event
+
+    @property
+    def observer(self) -> Callable[[TraceEvent], None] | None:
+        """Called from the worker threads that record the run's steps."""
+        if self._on_event is None:
+            return None
+
+        def step(event: TraceEvent) -> None:
+            import anyio.from_thread
+
+            anyio.from_thread.run_sync(self._send.send_nowait, _Step(event))
+
+        return step
+
+    async def start(
+        self, run: Callable[[Watchers], Awaitable[RunOutcome]]
+    ) -> AsyncIterator[StreamEvent]:
+        import anyio
+
+        async def work() -> None:
+            async with self._send:
+                await self._send.send(_last(await run(_watchers(self._send.send_nowait))))
+
+        async with anyio.create_task_group() as group, self._receive:
+            group.start_soon(work)
+            try:
+                async for event in self._receive:
+                    if isinstance(event, _Step):
+                        if self._on_event is not None:
+                            _observed(self._on_event, event.event)
+                        continue
+                    yield event
+            finally:
+                group.cancel_scope.cancel()

@@ -21,7 +21,7 @@ from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig, RunConfig, config_loader
 from nrllm_core._drive import Cancellation, Driver, Watchers, drive
-from nrllm_core._events import StreamEvent, stream_events
+from nrllm_core._events import EventStream, StreamEvent
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
 from nrllm_core._loop import (
@@ -279,12 +279,17 @@ class Host:
         """Run a prompt as :meth:`run` does, yielding what happens as it happens: the model's
         text and thinking as they stream, each call as it starts, each answer that goes back
         to the model (its wire payload only), and last the run's :class:`Suspended` or
-        :class:`Finished` event. The run goes on in a thread while the caller reads.
+        :class:`Finished` event. The run goes on in a thread while the caller reads;
+        ``on_event`` is called on the reader's thread, between the events, in the order the
+        run made them (a step never comes before the text it records).
         """
-        walker: Driver[Drive, RunOutcome] = Driver(self._run_flow(prompt, **options))
+        events = EventStream(options.get("on_event"))
+        options["on_event"] = events.observer
+        flow = self._run_flow(prompt, **options)
+        walker: Driver[Drive, RunOutcome] = Driver(flow)
         # Begun here, not on the thread: a bad prompt or provider raises to the caller.
         first = walker.next()
-        return stream_events(lambda watchers: self._walked(walker, first, watchers))
+        return events.start(lambda watchers: self._walked(walker, first, watchers))
 
     def _run_flow(
         self,

@@ -305,3 +305,52 @@ async def test_a_run_cancelled_before_its_loop_starts_settles_cancelled(
     assert (info.status, info.termination_reason) == ("cancelled", "cancelled")
     assert nrllm.requests == []
     assert nrllm.host.store.verify(info.run_id).broken == ()
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_stream_hands_each_step_to_on_event_in_order_on_the_readers_thread(tmp_path, driver):
+    from nrllm_core._manager import make_plugin_manager
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"content": "one two three"}]}), encoding="utf-8")
+    host = Host.from_config(
+        data={
+            "providers": {"m": {"kind": "scripted", "script": str(script)}},
+            "defaults": {"provider": "m"},
+        },
+        pm=make_plugin_manager(load_entry_points=False),
+        data_dir=tmp_path / "data",
+    )
+    seen: list[tuple[str, str, int]] = []
+
+    def on_event(event: Any) -> None:
+        seen.append(("step", event.step.kind.value, threading.get_ident()))
+
+    def read(event: Any) -> None:
+        seen.append(("event", type(event).__name__, threading.get_ident()))
+
+    async def read_async() -> None:
+        async for event in AsyncHost(host).stream("go", on_event=on_event):
+            read(event)
+
+    try:
+        if driver == "sync":
+            for event in host.stream("go", on_event=on_event):
+                read(event)
+        else:
+            anyio.run(read_async)
+    finally:
+        host.store.close()
+
+    assert [(what, name) for what, name, _ in seen] == [
+        ("step", "start"),
+        ("step", "gate"),
+        ("step", "request"),
+        ("event", "TextDelta"),
+        ("event", "TextDelta"),
+        ("event", "TextDelta"),
+        ("step", "llm"),
+        ("step", "finish"),
+        ("event", "Finished"),
+    ]
+    assert len({thread for *_, thread in seen}) == 1

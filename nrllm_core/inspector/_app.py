@@ -11,7 +11,7 @@ from nrllm_core._host import ApprovalRefused, Host, RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
 from nrllm_core.inspector._guard import Guard
-from nrllm_core.inspector._live import LiveRun
+from nrllm_core.inspector._live import live_text
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
 from nrllm_core.log import logger
 
@@ -96,16 +96,15 @@ class _Api:
         def job(emit: Emit) -> None:
             actor = host.config.actor()
             emit(_context(host.gate(provider=provider, skill=skill, actor=actor)))
-            live = LiveRun(emit)
             stream = host.stream(
                 prompt,
                 provider=provider,
                 skill=skill,
                 max_rounds=max_rounds,
                 actor=actor,
-                on_event=live.step,
+                on_event=_stepper(emit),
             )
-            emit(_terminal(live.read(stream)))
+            emit(_terminal(live_text(stream, emit)))
 
         return ndjson_response(job, what="run")
 

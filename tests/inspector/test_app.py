@@ -13,12 +13,11 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from nrllm_core import Finished, TextDelta, ToolCallStarted, Usage, _json
+from nrllm_core import Finished, Usage, _json
 from nrllm_core._host import ApprovalRefused, RunOutcome
 from nrllm_core._payloads import RunStep, StepKind, TraceEvent
 from nrllm_core.inspector import create_app
 from nrllm_core.inspector._guard import cookie_name
-from nrllm_core.inspector._live import LiveRun
 
 TOKEN = "test-token-123"
 ORIGIN = "http://127.0.0.1:8765"
@@ -262,10 +261,12 @@ def test_config_lists_providers_skills_and_tools(client):
 def test_a_run_streams_context_then_each_step_then_one_terminal(client):
     stream = events(post(client, "/api/run", {"prompt": "Where?", "provider": "demo"}))
     context, *between, terminal = stream
-    # A provider that does not stream sends its whole text at once, just before its step.
+    # The scripted provider streams its text a word at a time, each before its step.
     assert [e for e in between if e["event"] != "step"] == [
         {"event": "text", "text": "Calling."},
-        {"event": "text", "text": "Oslo it is."},
+        {"event": "text", "text": "Oslo "},
+        {"event": "text", "text": "it "},
+        {"event": "text", "text": "is."},
     ]
     steps = [e for e in between if e["event"] == "step"]
     assert context == {
@@ -482,45 +483,6 @@ def tool_event(sequence):
 def outcome():
     done = RunOutcome(run_id="r", status="completed", termination_reason=None, final_content="")
     return Finished(outcome=done)
-
-
-def test_a_model_step_recorded_before_its_last_text_is_read_waits_for_it():
-    # The run's thread records the step while the reader has not yet taken the text's end.
-    emitted: list[dict[str, object]] = []
-    live = LiveRun(emitted.append)
-
-    def raced():
-        yield TextDelta(text="Half ")
-        live.step(llm_event(1, "Half done."))
-        live.step(tool_event(2))
-        yield TextDelta(text="done.")
-        yield outcome()
-
-    live.read(raced())
-    assert [(e["event"], e.get("text") or e.get("step", {}).get("kind")) for e in emitted] == [
-        ("text", "Half "),
-        ("text", "done."),
-        ("step", "llm"),
-        ("step", "tool"),
-    ]
-
-
-def test_a_model_step_whose_text_never_matches_goes_out_when_its_call_starts():
-    emitted: list[dict[str, object]] = []
-    live = LiveRun(emitted.append)
-
-    def stream():
-        live.step(llm_event(1, "not what was streamed", "c0"))
-        yield TextDelta(text="Something else.")
-        yield ToolCallStarted(call_id="c1", name="other")
-        assert [e["event"] for e in emitted] == ["text"]
-        yield ToolCallStarted(call_id="c0", name="plain_tool")
-        assert [e["event"] for e in emitted] == ["text", "step"]
-        live.step(llm_event(2, "never streamed"))
-        yield outcome()
-
-    assert live.read(stream()).status == "completed"
-    assert [e["event"] for e in emitted] == ["text", "step", "step"]
 
 
 @pytest.mark.parametrize(
