@@ -61,10 +61,11 @@ class Tools:
             registry.register(t)
 
 
-def make_host(folder: Path, name: str, tool_name: str, runs: int, url: str | None) -> Host:
+def make_host(folder: Path, name: str, tool_name: str, url: str | None) -> Host:
+    # The scripted model answers by the run's own turn: every run plays these two turns.
     turn = {"tool_calls": [{"name": tool_name, "arguments": {"n": 1}}]}
     script = folder / f"{name}.json"
-    script.write_text(json.dumps({"turns": [turn, {"content": "done"}] * runs}))
+    script.write_text(json.dumps({"turns": [turn, {"content": "done"}]}))
     store = {"url": url} if url else {}
     return Host.from_config(
         data={
@@ -79,7 +80,7 @@ def make_host(folder: Path, name: str, tool_name: str, runs: int, url: str | Non
 
 def one_run_ms(folder: Path, repeats: int) -> float:
     runs = 200
-    host = make_host(folder, "one", "quick", (runs + 20) * repeats, None)
+    host = make_host(folder, "one", "quick", None)
     async_host = AsyncHost(host)
     times = []
 
@@ -101,9 +102,8 @@ def one_run_ms(folder: Path, repeats: int) -> float:
 
 def at_once(folder: Path, backend: str, url: str | None, repeats: int) -> tuple[float, float]:
     """(AsyncHost runs/s, thread-per-run Host runs/s) for 100 runs at once."""
-    total = RUNS_AT_ONCE * (repeats + 1)
-    async_host = AsyncHost(make_host(folder, f"{backend}-async", "wait_async", total, url))
-    sync_host = make_host(folder, f"{backend}-sync", "wait_sync", total, url)
+    async_host = AsyncHost(make_host(folder, f"{backend}-async", "wait_async", url))
+    sync_host = make_host(folder, f"{backend}-sync", "wait_sync", url)
     async_rates, thread_rates = [], []
 
     async def async_batch() -> float:

@@ -59,7 +59,8 @@ def _host(folder: Path, tool_name: str, repeats: int) -> Host:
         "tool_calls": [{"name": tool_name, "arguments": {"n": n}} for n in range(CALLS)],
     }
     script = folder / f"{tool_name}.json"
-    script.write_text(json.dumps({"turns": [turn, {"content": "all done"}] * (repeats + 1)}))
+    # The scripted model answers by the run's own turn: every run plays these two turns.
+    script.write_text(json.dumps({"turns": [turn, {"content": "all done"}]}))
     return Host.from_config(
         data={
             "providers": {"m": {"kind": "scripted", "script": str(script)}},
