@@ -73,7 +73,7 @@ def _host(folder: Path, tool_name: str, repeats: int) -> Host:
 
 
 def _pydantic_ai(asynchronous: bool) -> Callable[[], Any]:
-    from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, Tool, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -83,21 +83,16 @@ def _pydantic_ai(asynchronous: bool) -> Callable[[], Any]:
             )
         return ModelResponse(parts=[TextPart("all done")])
 
-    agent = Agent(FunctionModel(model))
-    if asynchronous:
+    async def wait_async(n: int) -> str:
+        await anyio.sleep(WAIT)
+        return f"done {n}"
 
-        @agent.tool_plain
-        async def wait(n: int) -> str:
-            await anyio.sleep(WAIT)
-            return f"done {n}"
+    def wait_sync(n: int) -> str:
+        time.sleep(WAIT)
+        return f"done {n}"
 
-    else:
-
-        @agent.tool_plain
-        def wait(n: int) -> str:
-            time.sleep(WAIT)
-            return f"done {n}"
-
+    wait = Tool(wait_async if asynchronous else wait_sync, takes_ctx=False, name="wait")
+    agent = Agent(FunctionModel(model), tools=[wait])
     return lambda: agent.run("go")
 
 
