@@ -19,7 +19,7 @@ from nrllm_core._catalog import RegisteredTool, ToolRegistry
 from nrllm_core._config import ConfigError, HostConfig, load_config
 from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
 from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
-from nrllm_core._host import ApprovalRefused, Host, RefusalReason, RunOutcome
+from nrllm_core._host import ApprovalRefused, Host, NoApprover, RefusalReason, RunOutcome
 from nrllm_core._invoke import ainvoke, invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import (
@@ -72,6 +72,7 @@ __all__ = [
     "GateReport",
     "Host",
     "HostConfig",
+    "NoApprover",
     "PluginManager",
     "Provider",
     "ProviderAnswer",

@@ -52,7 +52,7 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     from nrllm_core.store import Store
 
-__all__ = ["ApprovalRefused", "Host", "RefusalReason", "RunOutcome"]
+__all__ = ["ApprovalRefused", "Host", "NoApprover", "RefusalReason", "RunOutcome"]
 
 _AUDIT_PLUGIN: Final = "nrllm.audit"
 _NOBODY: Final = Watchers()
@@ -113,6 +113,13 @@ class RefusalReason(enum.StrEnum):
     FOUR_EYES = "four_eyes"
     ALREADY_DECIDED = "already_decided"
     REPLAYED = "replayed"
+
+
+class NoApprover(Exception):
+    """Raised by the ``approve`` callback of :meth:`Host.invoke` when nobody can decide the
+    call (no way to ask a person, or four-eyes with only the initiator there). The call is
+    refused with this exception's message as its answer (it must be safe to show), and the
+    approval step records the denial with no approver and ``reason`` ``no_approver``."""
 
 
 class ApprovalRefused(Exception):
@@ -384,7 +391,8 @@ class Host:
         it counts as offered; with one, that provider's (or zone's) gate decides, narrowed to
         ``skill``. ``kind`` names the run's kind (``mcp`` for ``nrllm mcp serve``). With
         ``approve``, a tool that needs approval runs only if ``approve(call, turn_digest)``
-        answers who approved it; ``None`` denies it. The decision is recorded before the call.
+        answers who approved it; ``None`` denies it, and raising :class:`NoApprover` refuses it
+        with that exception's message. The decision is recorded before the call.
         An ``async def`` tool runs on a private event loop thread; the call is answered as
         timed out past ``[run] tool_timeout_seconds``.
         """
@@ -496,21 +504,23 @@ class Host:
             preview_failed=failed,
         )
         digest = turn_digest(context.run_id, secrets.token_hex(16), [pending])
-        approver = approve(pending, digest)
+        refusal: str | None = None
+        try:
+            approver = approve(pending, digest)
+        except NoApprover as exc:
+            approver, refusal = None, str(exc)
+        fields: dict[str, Any] = {
+            "decision": "denied" if approver is None else "approved",
+            "approver": approver,
+            "turn_digest": digest,
+        }
+        if refusal is not None:
+            fields["reason"] = "no_approver"
         audited = recorder.record(
-            RunStep(
-                kind=StepKind.APPROVAL,
-                round=0,
-                duration_ms=0.0,
-                fields={
-                    "decision": "denied" if approver is None else "approved",
-                    "approver": approver,
-                    "turn_digest": digest,
-                },
-            )
+            RunStep(kind=StepKind.APPROVAL, round=0, duration_ms=0.0, fields=fields)
         )
         if approver is None or not audited:
-            content = f'Error: tool "{call.name}" was denied by the operator.'
+            content = refusal or f'Error: tool "{call.name}" was denied by the operator.'
             if approver is not None:
                 content = "Error: the approval could not be written to the audit; nothing ran."
             return refuse(

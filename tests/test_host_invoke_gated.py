@@ -110,6 +110,27 @@ def test_a_denied_approval_runs_nothing(host):
     assert detail.steps[2].payload["decision"] == "denied"
 
 
+def test_an_approval_nobody_can_give_refuses_with_the_callbacks_message(host):
+    from nrllm_core import NoApprover
+
+    def approve(pending, digest):
+        raise NoApprover(f'Error: tool "{pending.name}" needs an approval nobody here can give')
+
+    wire = host.invoke("write_note", {"text": "hi"}, zone=TrustZone.LOCAL, approve=approve)
+
+    assert (wire.content, wire.is_error) == (
+        'Error: tool "write_note" needs an approval nobody here can give',
+        True,
+    )
+    assert calls == []
+    (run,) = host.runs()
+    detail = host.store.get_run(run.run_id)
+    assert detail is not None
+    approval, tool = detail.steps[2].payload, detail.steps[3].payload
+    assert (approval["decision"], approval.get("approver")) == ("denied", None)
+    assert tool["tool_outcome"] == "refused"
+
+
 def test_a_tool_the_zone_refuses_is_not_even_asked_about(host):
     asked = []
     host.invoke(

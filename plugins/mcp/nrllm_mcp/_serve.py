@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from nrllm_core import Host, TrustZone
+from nrllm_core import Host, NoApprover, TrustZone
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -86,18 +86,16 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         elicits = ctx.session.check_client_capability(
             types.ClientCapabilities(elicitation=types.ElicitationCapability())
         )
+
         # Without elicitation, or under four-eyes, nobody here can approve: the call is still
         # a run, whose approval step records the denial and whose tool step the refusal.
-        unanswerable: list[str] = []
-
         def approve(pending: Any, digest: str) -> str | None:
             if not elicits or _four_eyes(host, served):
                 from nrllm_core.log import logger
 
                 reason = "fourEyes" if elicits else "noElicitation"
                 logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason=reason)
-                unanswerable.append(pending.name)
-                return None
+                raise NoApprover(cannot_approve(pending.name))
             return anyio.from_thread.run(_ask, ctx, pending, digest, host.config.actor().id)
 
         def call() -> Any:
@@ -112,8 +110,6 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             )
 
         wire = await anyio.to_thread.run_sync(call)
-        if unanswerable:
-            return _text(cannot_approve(name), is_error=True)
         return _text(wire.content, is_error=wire.is_error)
 
     return Server("nrllm", on_list_tools=list_tools, on_call_tool=call_tool)

@@ -136,6 +136,8 @@ def test_an_approval_declined_through_elicitation_runs_nothing(served):
 
 
 def test_a_client_without_elicitation_cannot_approve(served):
+    keep_content(served)
+
     async def body(session):
         return await session.call_tool("write_note", {"text": "buy milk"})
 
@@ -148,6 +150,12 @@ def test_a_client_without_elicitation_cannot_approve(served):
     assert_refused_run(served, "write_note")
 
 
+def keep_content(env):
+    """The served host's audit keeps (redacted) content, so a test can read an answer there."""
+    config = Path(env["NRLLM_CONFIG"])
+    config.write_text(config.read_text() + '[privacy]\nlevel = "redacted"\n')
+
+
 def assert_refused_run(env, tool):
     """The refused call is a run of kind mcp: its approval denied by no one, its tool refused."""
     ((info, detail),) = runs_of(env)
@@ -157,6 +165,10 @@ def assert_refused_run(env, tool):
     assert approval.payload["decision"] == "denied"
     assert approval.payload.get("approver") is None
     assert (step.payload["tool_name"], step.payload["tool_outcome"]) == (tool, "refused")
+    # The audit keeps the very answer the client got.
+    assert step.payload["tool_result"] == (
+        f'Error: tool "{tool}" needs an approval this client cannot give'
+    )
 
 
 @pytest.fixture
@@ -267,6 +279,7 @@ def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
         + '[providers.desk]\nkind = "scripted"\nscript = "none.toml"\ntrust_zone = "local"\n'
         + "four_eyes = true\n"
     )
+    keep_content(served)
     elicit, asked = answering("accept")
 
     async def body(session):
