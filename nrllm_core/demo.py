@@ -17,7 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from nrllm_core._events import Finished
 from nrllm_core._host import Host, RunOutcome
+from nrllm_core._messages import TextDelta
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._private_files import private_dir
 from nrllm_core._serde import to_json, trace_dict
@@ -263,9 +265,13 @@ def main(home: Path) -> int:
     print("  wire   (what the model receives):")
     print(textwrap.indent(wire.content, "           "))
 
-    _section("3. A governed run against the cloud provider")
-    outcome = host.run("Which pages are published?", provider="cloud", on_event=_show_event)
-    _show_outcome(outcome)
+    _section("3. A governed run against the cloud provider, its answer streamed")
+    for event in host.stream("Which pages are published?", provider="cloud", on_event=_show_event):
+        if isinstance(event, TextDelta):
+            # Each piece as the model streams it (the scripted model: a word at a time).
+            print(f"  text   {event.text!r}")
+        elif isinstance(event, Finished):
+            _show_outcome(event.outcome)
 
     _section("4. A write tool suspends the run before it executes")
     suspended = host.run("Draft a page with our opening hours.", provider="cloud_writer")
