@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
-from nrllm_core._drive import Cancellation, Driver, Watchers, adrive
+from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive
 from nrllm_core._events import AsyncEventStream, StreamEvent
 from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome
 from nrllm_core._loop import Record, RunCancelled
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncHost"]
 
 T = TypeVar("T")
-_NOBODY: Final = Watchers()
 
 
 @final
@@ -48,7 +47,7 @@ class AsyncHost:
 
     async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunOutcome:
         """:meth:`Host.run`, awaited."""
-        return await self._walk(self.host._run_flow(prompt, **options), _NOBODY)
+        return await self._walk(self.host._run_flow(prompt, **options), NOBODY)
 
     async def stream(
         self, prompt: str, **options: Unpack[RunOptions]
@@ -74,13 +73,13 @@ class AsyncHost:
     ) -> RunOutcome:
         """:meth:`Host.approve`, awaited."""
         flow = self.host._approve_flow(run_id, approve, approver, turn_digest, on_event)
-        return await self._walk(flow, _NOBODY)
+        return await self._walk(flow, NOBODY)
 
     async def invoke(
         self, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[InvokeOptions]
     ) -> WirePayload:
         """:meth:`Host.invoke`, awaited (``approve`` is called in a worker thread)."""
-        return await self._walk(self.host._invoke_flow(tool_name, arguments, **options), _NOBODY)
+        return await self._walk(self.host._invoke_flow(tool_name, arguments, **options), NOBODY)
 
     def cancel(self, run_id: str) -> bool:
         """:meth:`Host.cancel`: callable from any thread or task."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import attrs
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from anyio import CancelScope, CapacityLimiter
 
-__all__ = ["Cancellation", "Driver", "Watchers", "adrive", "drive"]
+__all__ = ["NOBODY", "Cancellation", "Driver", "Watchers", "adrive", "drive"]
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -44,7 +44,8 @@ class Watchers:
     on_wire: Callable[[WirePayload], None] | None = None
 
 
-_NOBODY = Watchers()
+# Nobody watches the run live: the model is not asked to stream.
+NOBODY: Final = Watchers()
 
 
 @final
@@ -132,7 +133,7 @@ def drive(
     record: Callable[[Record], bool],
     limits: RunConfig,
     cancellation: Cancellation | None = None,
-    watchers: Watchers = _NOBODY,
+    watchers: Watchers = NOBODY,
 ) -> T:
     """Drive ``core`` on this thread; a turn's calls run on threads of their own."""
     driver: Driver[Effect, T] = Driver(core)
@@ -231,7 +232,7 @@ def _run_threads(
                 future.cancel()
                 results[index] = cancelled(started=started[index] is not None)
             elif (began := started[index]) is not None and time.monotonic() - began > timeout:
-                results[index] = timed_out(calls[index], timeout, time.perf_counter() - timeout)
+                results[index] = timed_out(calls[index], timeout, time.monotonic() - began)
         waiting = [f for i, f in enumerate(futures) if results[i] is None]
         if waiting:
             concurrent.futures.wait(
@@ -253,7 +254,7 @@ async def adrive(
     limits: RunConfig,
     limiter: CapacityLimiter,
     cancellation: Cancellation | None = None,
-    watchers: Watchers = _NOBODY,
+    watchers: Watchers = NOBODY,
 ) -> T:
     """Drive ``core`` on the running event loop; a turn's calls run in a task group.
 
@@ -389,7 +390,7 @@ async def _run_tasks(
             with anyio.move_on_after(timeout) as deadline:
                 results[index] = await aexecute(pm, admitted, limiter)
             if deadline.cancelled_caught:
-                results[index] = timed_out(admitted, timeout, began)
+                results[index] = timed_out(admitted, timeout, time.perf_counter() - began)
 
     async with anyio.create_task_group() as group:
         for index, admitted in enumerate(calls):

@@ -20,7 +20,7 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig, RunConfig, config_loader
-from nrllm_core._drive import Cancellation, Driver, Watchers, drive
+from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, drive
 from nrllm_core._events import EventStream, StreamEvent
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
@@ -28,6 +28,7 @@ from nrllm_core._loop import (
     Effect,
     LoopOutcome,
     PendingCall,
+    Record,
     RunCancelled,
     SuspendedRunState,
     TerminationReason,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["ApprovalRefused", "Host", "NoApprover", "RefusalReason", "RunOutcome"]
 
 _AUDIT_PLUGIN: Final = "nrllm.audit"
-_NOBODY: Final = Watchers()
 T = TypeVar("T")
 
 
@@ -276,7 +276,7 @@ class Host:
         ``on_event`` sees each step of this run, unfiltered, as it happens. An empty or
         whitespace-only prompt raises ``ValueError`` before anything is recorded or sent.
         """
-        return self._walk(self._run_flow(prompt, **options), _NOBODY)
+        return self._walk(self._run_flow(prompt, **options), NOBODY)
 
     def stream(
         self,
@@ -396,7 +396,7 @@ class Host:
         An ``async def`` tool runs on a private event loop thread; the call is answered as
         timed out past ``[run] tool_timeout_seconds``.
         """
-        return self._walk(self._invoke_flow(tool_name, arguments, **options), _NOBODY)
+        return self._walk(self._invoke_flow(tool_name, arguments, **options), NOBODY)
 
     def _invoke_flow(
         self,
@@ -546,7 +546,7 @@ class Host:
         expired, and written to the audit before anything executes.
         """
         flow = self._approve_flow(run_id, approve, approver, turn_digest, on_event)
-        return self._walk(flow, _NOBODY)
+        return self._walk(flow, NOBODY)
 
     def _approve_flow(
         self,
@@ -941,7 +941,7 @@ class Host:
         )
 
 
-def _record(recorder: RunRecorder, effect: Any) -> bool:
+def _record(recorder: RunRecorder, effect: Record) -> bool:
     delivered: bool = recorder.record(effect.step)
     return delivered
 

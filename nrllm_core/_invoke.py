@@ -253,7 +253,7 @@ def execute(pm: PluginManager, admitted: Admitted, timeout: float | None = None)
         if inspect.isawaitable(raw):
             raw = loop_thread().run(raw, timeout)
     except TimedOut:
-        return timed_out(admitted, timeout or 0.0, started)
+        return timed_out(admitted, timeout or 0.0, time.perf_counter() - started)
     except Exception:
         return failed(admitted, started)
     return checked(admitted, raw, started)
@@ -299,14 +299,14 @@ def failed(admitted: Admitted, started: float) -> Executed:
     )
 
 
-def timed_out(admitted: Admitted, timeout: float, started: float) -> Executed:
+def timed_out(admitted: Admitted, timeout: float, seconds: float) -> Executed:
     """A call still running past ``[run] tool_timeout_seconds``: it fails alone."""
     name = admitted.registered.name
     logger().warning("nrllm.tool.timed_out", tool=name, call_id=admitted.context.call_id)
     return Executed(
         result=ToolResult.error(f'Error: tool "{name}" timed out after {timeout:g} seconds.'),
         outcome=_ERROR,
-        seconds=time.perf_counter() - started,
+        seconds=seconds,
     )
 
 
