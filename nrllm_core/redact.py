@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -34,7 +35,7 @@ _LINE: Final = re.compile(f"[^{_BREAKS}]+")
 
 # A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
-_TRIGGER: Final = re.compile(
+_TRIGGER: Final = (
     r"@|[?&;][\w\-]+=|(?i:bearer|pass|pwd|secret|credential|contrase|key|token|authoriz)|-{4}"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
@@ -231,20 +232,24 @@ _AT_RUN_START: Final = (
     + "|".join((_URL_USERINFO, _AUTHORIZATION, _BEARER, _BARE_ASSIGNMENT, _JWT, _AWS_SECRET))
     + f")|{_EMAIL})"
 )
-_CATALOGUE: Final = re.compile(
-    "|".join(
-        (
-            _KEY_BLOCK,
-            _URL_QUERY_CREDENTIAL,
-            _XML_ELEMENT,
-            _QUOTED_ASSIGNMENT,
-            _LINE_ASSIGNMENT,
-            _VENDOR_KEY,
-            _AT_RUN_START,
-        )
-    ),
-    re.VERBOSE,
+_CATALOGUE: Final = "|".join(
+    (
+        _KEY_BLOCK,
+        _URL_QUERY_CREDENTIAL,
+        _XML_ELEMENT,
+        _QUOTED_ASSIGNMENT,
+        _LINE_ASSIGNMENT,
+        _VENDOR_KEY,
+        _AT_RUN_START,
+    )
 )
+
+
+# Compiling the catalogue takes longer than the rest of ``import nrllm_core``, so it waits
+# for the first text to mask.
+@functools.cache
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    return re.compile(_TRIGGER), re.compile(_CATALOGUE, re.VERBOSE)
 
 
 def _kept(match: re.Match[str], kind: str) -> str:
@@ -280,10 +285,11 @@ def _masked(match: re.Match[str]) -> str:
 
 def mask_secrets(text: str) -> str:
     """Mask credentials and e-mail addresses in ``text`` with ``***``, without a length cap."""
-    if _TRIGGER.search(text) is None:
+    trigger, catalogue = _compiled()
+    if trigger.search(text) is None:
         return text
     for _ in range(_MAX_PASSES):
-        masked = _CATALOGUE.sub(_masked, text)
+        masked = catalogue.sub(_masked, text)
         if masked == text:
             break
         text = masked
