@@ -1,7 +1,7 @@
 """Shared fixtures: a capturing sink plugin, a tools plugin, and managers with no entry points.
 
 The tool doubles here are the suite's one copy: a test module imports them
-(``from .conftest import Counting``) rather than keeping its own twin.
+(``from .conftest import Counting, Probe``) rather than keeping its own twin.
 """
 
 from __future__ import annotations
@@ -94,6 +94,24 @@ class Counting(Tool):
         # Whatever the previewer returns: the tests of bad previews return bad values.
         lines: list[str] | None = self.previewer(arguments)
         return lines
+
+
+class Probe(Tool):
+    """A tool whose every property a test sets, which counts its calls and answers with the
+    actor it ran for."""
+
+    description = "A probe."
+
+    def __init__(self, name: str, group: str = "content", **spec: Any) -> None:
+        self.name = name
+        self.group = group
+        self.calls = 0
+        for key, value in spec.items():
+            setattr(self, key, value)
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls += 1
+        return ToolResult.text(f"ran for {context.actor.id}")
 
 
 @pytest.fixture
