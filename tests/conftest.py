@@ -1,10 +1,15 @@
-"""Shared fixtures: a capturing sink plugin, a tools plugin, and managers with no entry points."""
+"""Shared fixtures: a capturing sink plugin, a tools plugin, and managers with no entry points.
+
+The tool doubles here are the suite's one copy: a test module imports them
+(``from .conftest import Counting, Probe``) rather than keeping its own twin.
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -13,10 +18,14 @@ import pytest
 
 from nrllm_core import (
     Actor,
+    DataClass,
+    Effect,
     PluginManager,
     Tool,
+    ToolArtifact,
     ToolContext,
     ToolRegistry,
+    ToolResult,
     hookimpl,
     make_plugin_manager,
 )
@@ -38,6 +47,71 @@ class ToolsPlugin:
     def nrllm_register_tools(self, registry: ToolRegistry) -> None:
         for t in self.tools:
             registry.register(t)
+
+
+class Counting(Tool):
+    """A public-content tool that keeps the arguments of each execution in ``calls``: a
+    read unless given another effect, answering ``"<name> done"`` unless given ``content``,
+    with an optional artifact and an optional ``previewer`` of the arguments."""
+
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+    parameters = MappingProxyType(
+        {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "additionalProperties": False,
+        }
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        effect: Effect = Effect.READ_ONLY,
+        requires_approval: bool = False,
+        previewer: Callable[[dict[str, Any]], Any] | None = None,
+        content: str | None = None,
+        artifact: ToolArtifact | None = None,
+    ) -> None:
+        self.name = name
+        self.description = f"The {name} tool."
+        self.effect = effect
+        self.requires_approval = requires_approval
+        self.previewer = previewer
+        self.content = f"{name} done" if content is None else content
+        self.artifact = artifact
+        self.calls: list[dict[str, Any]] = []
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        extra = () if self.artifact is None else (self.artifact,)
+        return ToolResult.text(self.content, *extra)
+
+    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
+        if self.previewer is None:
+            return None
+        # Whatever the previewer returns: the tests of bad previews return bad values.
+        lines: list[str] | None = self.previewer(arguments)
+        return lines
+
+
+class Probe(Tool):
+    """A tool whose every property a test sets, which counts its calls and answers with the
+    actor it ran for."""
+
+    description = "A probe."
+
+    def __init__(self, name: str, group: str = "content", **spec: Any) -> None:
+        self.name = name
+        self.group = group
+        self.calls = 0
+        for key, value in spec.items():
+            setattr(self, key, value)
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls += 1
+        return ToolResult.text(f"ran for {context.actor.id}")
 
 
 @pytest.fixture

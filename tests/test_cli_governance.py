@@ -1,8 +1,13 @@
-"""``nrllm tools``, ``nrllm config check`` and the gate on ``nrllm invoke --provider``."""
+"""``nrllm tools``, ``nrllm config check`` and the gate on ``nrllm invoke --provider``.
+
+What a command shows and how it exits is tested through the command; which tools the gate
+offers, and why, through the ``nrllm`` fixture's ``offered``, on the same tools.
+"""
 
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,18 +16,12 @@ import pytest
 import structlog
 from click.testing import CliRunner, Result
 
-from nrllm_core import (
-    DataClass,
-    Effect,
-    Tool,
-    ToolContext,
-    ToolRegistry,
-    ToolResult,
-    hookimpl,
-    make_plugin_manager,
-)
+from nrllm_core import DataClass, DenialReason, Effect, TrustZone, make_plugin_manager
 from nrllm_core._manager import PluginManager
 from nrllm_core.cli import _main, cli
+from nrllm_core.pytest_plugin import Harness
+
+from .conftest import Probe, ToolsPlugin
 
 CONFIG = """
 [tools]
@@ -46,31 +45,6 @@ permissions = ["notes.read"]
 """
 
 
-class Probe(Tool):
-    description = "A probe."
-
-    def __init__(self, name: str, group: str, **spec: Any) -> None:
-        self.name = name
-        self.group = group
-        self.calls = 0
-        for key, value in spec.items():
-            setattr(self, key, value)
-
-    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        self.calls += 1
-        return ToolResult.text(f"ran for {context.actor.id}")
-
-
-class Plugin:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for tool in self.tools:
-            registry.register(tool)
-
-
 @pytest.fixture
 def tools() -> dict[str, Probe]:
     return {
@@ -89,13 +63,21 @@ def cli_env(
     monkeypatch.delenv("NRLLM_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
 
+    # A manager per command, as the command makes one; the nrllm fixture's is its own host's.
     def plugin_manager() -> PluginManager:
-        return make_plugin_manager(plugins=[Plugin(*tools.values())], load_entry_points=False)
+        return make_plugin_manager(plugins=[ToolsPlugin(*tools.values())], load_entry_points=False)
 
     monkeypatch.setattr(_main, "_plugin_manager", plugin_manager)
     # Captured, so that log lines cannot mix into the command's stdout.
     with structlog.testing.capture_logs() as logs:
         yield logs
+
+
+@pytest.fixture
+def harness(nrllm: Harness, tools: dict[str, Probe]) -> Harness:
+    """The nrllm fixture with the tools the commands list (``nrllm`` here runs a command)."""
+    nrllm.load(ToolsPlugin(*tools.values()))
+    return nrllm
 
 
 @pytest.fixture
@@ -167,9 +149,6 @@ def test_the_skill_narrows_the_listing(config_file: Path) -> None:
     offered = [t["name"] for t in data["tools"] if t["offered"]]
     assert data["skill"] == "writing"
     assert offered == ["notes"]
-    reasons = {t["name"]: t["reason"] for t in data["tools"]}
-    assert reasons["secrets"] == "configurationGroup"
-    assert reasons["off"] == "toolDisabled"
 
 
 def test_without_a_configuration_the_zone_is_external_global() -> None:
@@ -179,12 +158,6 @@ def test_without_a_configuration_the_zone_is_external_global() -> None:
         "externalGlobal",
         "editorContent",
     )
-    assert {t["name"] for t in data["tools"] if t["offered"]} == {
-        "notes",
-        "off",
-        "widget",
-        "writer",
-    }
 
 
 def test_the_environment_variable_names_the_configuration(
@@ -221,9 +194,46 @@ def test_observe_mode_is_shown(tmp_path: Path) -> None:
     path.write_text('[tools]\ndata_class_enforcement = "observe"\n', encoding="utf-8")
     data = tools_json(config=path)
     secrets = {t["name"]: t for t in data["tools"]}["secrets"]
-    assert (secrets["offered"], secrets["reason"], secrets["observed"]) == (True, None, "trustZone")
+    assert (secrets["offered"], secrets["observed"]) == (True, "trustZone")
     table = nrllm("--config", str(path), "tools").stdout
     assert "yes (observed: trustZone)" in table
+
+
+# -- the gate behind the listing -----------------------------------------------------------------
+
+
+def test_a_skill_offers_only_its_tools_and_says_why_not_the_others(harness: Harness) -> None:
+    # The configuration the commands read: its disabled tool and its skill.
+    harness.config = tomllib.loads(CONFIG)
+
+    report = harness.offered(TrustZone.LOCAL, skill="writing")
+
+    assert report.offered_names == ("notes",)
+    reasons = {d.tool: d.reason for d in report.decisions}
+    assert reasons["secrets"] is DenialReason.CONFIGURATION_GROUP
+    assert reasons["off"] is DenialReason.TOOL_DISABLED
+
+
+def test_external_global_offers_the_tools_up_to_editor_content(harness: Harness) -> None:
+    report = harness.offered(TrustZone.EXTERNAL_GLOBAL)
+
+    assert report.ceiling is DataClass.EDITOR_CONTENT
+    assert set(report.offered_names) == {"notes", "off", "widget", "writer"}
+
+
+def test_observe_mode_offers_what_the_zone_refuses_and_names_the_refusal(
+    harness: Harness,
+) -> None:
+    harness.config = {"tools": {"data_class_enforcement": "observe"}}
+
+    decisions = {d.tool: d for d in harness.offered(TrustZone.EXTERNAL_GLOBAL).decisions}
+
+    secrets = decisions["secrets"]
+    assert (secrets.offered, secrets.reason, secrets.observed) == (
+        True,
+        None,
+        DenialReason.TRUST_ZONE,
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,20 +1,16 @@
 """``nrllm run`` and ``nrllm approve``: the JSON shape, exit statuses, the printed commands.
 
-The tools come from an in-test plugin that the command loads through its entry point: a module
-and its ``.dist-info`` on ``sys.path``, nothing pip-installed.
+The tools are the suite's shared ``Counting`` doubles, in the plugin manager each command
+makes; the printed commands run in this process, so they find the same tools.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shlex
 import textwrap
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import attrs
@@ -22,8 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 from structlog.testing import capture_logs
 
-from nrllm_core.cli import cli
+from nrllm_core import Effect, make_plugin_manager
+from nrllm_core.cli import _main, cli
 from nrllm_core.store import Store
+
+from .conftest import Counting, ToolsPlugin
 
 RUN_KEYS = {
     "run_id",
@@ -38,48 +37,6 @@ RUN_KEYS = {
 }
 PENDING_KEYS = {"call_id", "name", "arguments", "requires_approval", "preview"}
 
-PLUGIN_MODULE = '''
-"""Tools for the CLI tests; every execution is counted in CALLS."""
-
-from nrllm_core import DataClass, Effect, ToolRegistry, ToolResult, Tool, hookimpl, tool
-
-CALLS = []
-
-
-class WriteNote(Tool):
-    name = "write_note"
-    description = "Write a note."
-    group = "content"
-    data_class = DataClass.PUBLIC_CONTENT
-    effect = Effect.NON_IDEMPOTENT_WRITE
-    parameters = {
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "required": ["text"],
-        "additionalProperties": False,
-    }
-
-    def execute(self, arguments, context):
-        CALLS.append(("write_note", arguments["text"]))
-        return ToolResult.text("written")
-
-    def preview(self, arguments, context):
-        return [f"would write: {arguments['text']}"]
-
-
-@tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
-def read_notes() -> ToolResult:
-    """Read the notes."""
-    CALLS.append(("read_notes", None))
-    return ToolResult.text("no notes yet")
-
-
-@hookimpl
-def nrllm_register_tools(registry: ToolRegistry) -> None:
-    registry.register(WriteNote())
-    registry.register(read_notes)
-'''
-
 WRITE_TURN = {
     "tool_calls": [
         {"name": "write_note", "arguments": {"text": "hello"}},
@@ -93,33 +50,33 @@ class Env:
     config: Path
     home: Path
     script: Path
-    plugin: ModuleType
+    write: Counting
+    read: Counting
 
     def turns(self, *turns: dict[str, Any]) -> None:
         self.script.write_text(json.dumps({"turns": list(turns)}), encoding="utf-8")
 
     @property
-    def calls(self) -> list[tuple[str, Any]]:
-        calls: list[tuple[str, Any]] = self.plugin.CALLS
-        return calls
+    def calls(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The arguments of each execution so far: of ``write_note``, of ``read_notes``."""
+        return list(self.write.calls), list(self.read.calls)
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    name = f"nrllm_cli_{uuid.uuid4().hex[:8]}"
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / f"{name}.py").write_text(PLUGIN_MODULE, encoding="utf-8")
-    info = site / f"{name}-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n", encoding="utf-8"
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
+    write = Counting(
+        "write_note",
+        effect=Effect.NON_IDEMPOTENT_WRITE,
+        previewer=lambda arguments: [f"would write: {arguments['text']}"],
     )
-    (info / "entry_points.txt").write_text(f"[nrllm]\n{name} = {name}\n", encoding="utf-8")
-    monkeypatch.syspath_prepend(str(site))
+    read = Counting("read_notes")
+    monkeypatch.setattr(
+        _main,
+        "_plugin_manager",
+        lambda: make_plugin_manager(plugins=[ToolsPlugin(write, read)], load_entry_points=False),
+    )
     home = tmp_path / "home"
     monkeypatch.setenv("NRLLM_HOME", str(home))
-    monkeypatch.setenv("NRLLM_LOAD_PLUGINS", name)
     monkeypatch.delenv("NRLLM_STATE_KEY", raising=False)
     monkeypatch.delenv("NRLLM_CONFIG", raising=False)
     config = tmp_path / "conf dir" / "nrllm.toml"
@@ -148,8 +105,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     )
     # The configuration names the script, so it must be there; each test writes its turns.
     (config.parent / "turns.json").write_text('{"turns": []}', encoding="utf-8")
-    plugin = importlib.import_module(name)
-    return Env(config=config, home=home, script=config.parent / "turns.json", plugin=plugin)
+    return Env(
+        config=config, home=home, script=config.parent / "turns.json", write=write, read=read
+    )
 
 
 def nrllm(env: Env, *args: str) -> Result:
@@ -220,7 +178,7 @@ def test_run_json_awaiting_approval_lists_the_whole_turn(env):
             "preview": [],
         },
     ]
-    assert env.calls == []
+    assert env.calls == ([], [])
 
 
 def test_run_json_failed_exits_1_with_the_error(env):
@@ -291,7 +249,7 @@ def test_run_clamps_max_rounds_with_a_warning(env):
 
     data = as_json(result)
     assert (data["status"], data["termination_reason"]) == ("completed", "max_iterations")
-    assert env.calls.count(("read_notes", None)) == 20
+    assert len(env.read.calls) == 20
     assert any(e["event"] == "nrllm.loop.rounds_clamped" for e in logs)
 
 
@@ -321,7 +279,7 @@ def test_run_readable_prints_the_exact_approve_and_deny_commands(env):
     with capture_logs():
         done = CliRunner().invoke(cli, approve[1:])
     assert (done.exit_code, done.stdout) == (0, "done\n")
-    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+    assert env.calls == ([{"text": "hello"}], [{}])
 
 
 def test_the_printed_deny_command_denies(env):
@@ -333,7 +291,7 @@ def test_the_printed_deny_command_denies(env):
         done = CliRunner().invoke(cli, deny[1:])
 
     assert (done.exit_code, done.stdout) == (0, "understood\n")
-    assert env.calls == []
+    assert env.calls == ([], [])
 
 
 # -- nrllm approve -------------------------------------------------------------------------------
@@ -353,7 +311,7 @@ def test_approve_without_a_digest_off_a_terminal_exits_2_naming_digest(env):
 
     assert result.exit_code == 2
     assert "--digest" in result.stderr
-    assert env.calls == []
+    assert env.calls == ([], [])
     assert nrllm(env, "approve", pending["run_id"], "--deny").exit_code == 2
 
 
@@ -384,7 +342,7 @@ def test_approve_without_a_digest_on_a_terminal_shows_the_turn_and_asks(env):
         "Approve? [y/N]: y",
         "done",
     ]
-    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+    assert env.calls == ([{"text": "hello"}], [{}])
 
 
 @pytest.mark.usefixtures("terminal")
@@ -397,7 +355,7 @@ def test_the_prompt_defaults_to_no_and_decides_nothing(env, answer):
     assert result.exit_code == 1
     assert "Approve? [y/N]" in result.stdout
     assert "nothing was decided" in result.stderr
-    assert env.calls == []
+    assert env.calls == ([], [])
     again = nrllm(env, "approve", pending["run_id"], "--digest", pending["turn_digest"])
     assert again.exit_code == 0, again.output
 
@@ -413,7 +371,7 @@ def test_a_denial_on_a_terminal_asks_too(env):
     # With --json the turn and the question go to stderr: stdout stays one JSON object.
     assert f"turn digest: {pending['turn_digest']}" in result.stderr
     assert "Deny? [y/N]" in result.stderr
-    assert env.calls == []
+    assert env.calls == ([], [])
 
 
 def test_the_terminal_check_is_stdin_being_a_tty(monkeypatch):
@@ -451,7 +409,7 @@ def test_a_state_put_back_after_the_run_exits_1_as_stale(env):
 
     assert result.exit_code == 1
     assert "stale" in as_json(result)["error"]
-    assert env.calls == [("write_note", "hello"), ("read_notes", None)]
+    assert env.calls == ([{"text": "hello"}], [{}])
 
 
 def test_approve_json_prints_the_outcome(env):
@@ -477,7 +435,7 @@ def test_approve_deny_executes_nothing(env):
     )
 
     assert as_json(result)["status"] == "completed"
-    assert env.calls == []
+    assert env.calls == ([], [])
 
 
 @pytest.mark.parametrize("case", ["unknown-run", "stale-digest", "replayed"])
@@ -490,7 +448,7 @@ def test_a_refused_approval_exits_1_with_the_reason(env, case):
         digest = "0" * 64
     else:
         assert nrllm(env, "approve", run_id, "--digest", digest).exit_code == 0
-    calls_before = list(env.calls)
+    calls_before = env.calls
 
     result = nrllm(env, "approve", run_id, "--digest", digest, "--json")
 
@@ -521,7 +479,7 @@ def test_approve_as_names_the_approver_and_four_eyes_applies(env):
     assert "four-eyes" in as_json(refused)["error"]
     refused_default = nrllm(env, *decide)
     assert refused_default.exit_code == 1
-    assert env.calls == []
+    assert env.calls == ([], [])
 
     done = nrllm(env, *decide, "--as", "bob")
 

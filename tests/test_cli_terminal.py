@@ -34,9 +34,7 @@ from nrllm_core import (
     Tool,
     ToolArtifact,
     ToolContext,
-    ToolRegistry,
     ToolResult,
-    hookimpl,
     make_plugin_manager,
 )
 from nrllm_core._manager import PluginManager
@@ -46,6 +44,8 @@ from nrllm_core.log import use_logger
 from nrllm_repurpose._cli import repurpose
 from nrllm_repurpose._records import ArtifactStatus, JobStatus
 from nrllm_repurpose._store import JobStore
+
+from .conftest import ToolsPlugin
 
 HOSTILE = "A\x1b[2J\x1b]0;owned\x07\x9b31m\u202eZ"
 SHOWN = "A\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202eZ"
@@ -87,13 +87,6 @@ class WriteHostile(Tool):
         return [f"would write {arguments['text']}"]
 
 
-class HostilePlugin:
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        registry.register(EchoHostile())
-        registry.register(WriteHostile())
-
-
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     folder = tmp_path / "home"
@@ -104,7 +97,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
     def plugin_manager() -> PluginManager:
         pm = make_plugin_manager(plugins=[nrllm_repurpose], load_entry_points=False)
-        pm.register(HostilePlugin(), name=f"evil{HOSTILE}")
+        pm.register(ToolsPlugin(EchoHostile(), WriteHostile()), name=f"evil{HOSTILE}")
         pm.load_errors["broken"] = f"RuntimeError: {HOSTILE}"
         return pm
 

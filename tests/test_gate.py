@@ -15,8 +15,6 @@ from nrllm_core import (
     StepKind,
     Tool,
     ToolContext,
-    ToolRegistry,
-    ToolResult,
     TrustZone,
     hookimpl,
     make_plugin_manager,
@@ -26,6 +24,8 @@ from nrllm_core._gate import DenialReason, GateReport, decide, gate_step, live_g
 from nrllm_core._invoke import invoke
 from nrllm_core._manager import PluginManager
 from nrllm_core._payloads import AuditRecord
+
+from .conftest import Probe, ToolsPlugin
 
 # Written out from the specification rather than read from the code under test.
 CEILINGS = {
@@ -46,33 +46,6 @@ ANN = Actor(id="ann")
 ADMIN = Actor(id="root", admin=True)
 
 
-class Probe(Tool):
-    """A tool whose every property a test sets, and which counts its calls."""
-
-    description = "A probe."
-
-    def __init__(self, name: str, group: str = "content", **spec: Any) -> None:
-        self.name = name
-        self.group = group
-        self.calls = 0
-        for key, value in spec.items():
-            setattr(self, key, value)
-
-    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        self.calls += 1
-        return ToolResult.text(f"ran for {context.actor.id}")
-
-
-class Plugin:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for tool in self.tools:
-            registry.register(tool)
-
-
 class Raiser:
     """A plugin answering ``nrllm_tool_data_class`` for some tools."""
 
@@ -85,7 +58,7 @@ class Raiser:
 
 
 def manager(*tools: Tool, extra: tuple[object, ...] = ()) -> PluginManager:
-    return make_plugin_manager(plugins=[Plugin(*tools), *extra], load_entry_points=False)
+    return make_plugin_manager(plugins=[ToolsPlugin(*tools), *extra], load_entry_points=False)
 
 
 def zones_config(**extra: Any) -> HostConfig:

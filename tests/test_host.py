@@ -11,7 +11,6 @@ import sys
 import textwrap
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,107 +18,24 @@ import pytest
 
 from nrllm_core import (
     AuditRecord,
-    ChatMessage,
-    DataClass,
     Effect,
-    ProviderRegistry,
     StepKind,
     Tool,
     ToolContext,
-    ToolRegistry,
     ToolResult,
-    ToolSpec,
     Usage,
     hookimpl,
 )
 from nrllm_core._host import ApprovalRefused, Host
 from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES
-from nrllm_core.providers._scripted import scripted_factory
 from nrllm_core.store import Store
+
+from .conftest import Counting, ToolsPlugin
 
 # Every test here runs against both drivers: Host as it is, and AsyncHost.
 pytestmark = pytest.mark.usefixtures("driven")
 
 SECRET = "sk-live-PREVIEW-SECRET-0123456789"
-
-
-class Counting(Tool):
-    """A tool that counts its executions, with an optional preview."""
-
-    group = "content"
-    data_class = DataClass.PUBLIC_CONTENT
-    parameters = {  # noqa: RUF012 - read once by the catalog
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "additionalProperties": False,
-    }
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        effect: Effect = Effect.READ_ONLY,
-        requires_approval: bool = False,
-        previewer: Callable[[dict[str, Any]], Any] | None = None,
-    ) -> None:
-        self.name = name
-        self.description = f"The {name} tool."
-        self.effect = effect
-        self.requires_approval = requires_approval
-        self.previewer = previewer
-        self.calls: list[dict[str, Any]] = []
-
-    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        self.calls.append(arguments)
-        return ToolResult.text(f"{self.name} done")
-
-    def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
-        if self.previewer is None:
-            return None
-        lines: list[str] | None = self.previewer(arguments)
-        return lines
-
-
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
-
-
-class _Wrapped:
-    def __init__(self, inner: Any, transcripts: list[list[dict[str, Any]]]) -> None:
-        self._inner = inner
-        self._transcripts = transcripts
-
-    def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
-        self._transcripts.append([m.to_dict() for m in messages])
-        return self._inner.complete(messages, tools)
-
-
-class Recording:
-    """The provider kind ``recording``: the scripted provider, keeping every transcript."""
-
-    def __init__(self) -> None:
-        self.transcripts: list[list[dict[str, Any]]] = []
-
-    @hookimpl
-    def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
-        def factory(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
-            inner = scripted_factory(name, settings, config_dir=config_dir, environ=environ)
-            return _Wrapped(inner, self.transcripts)
-
-        registry.register("recording", factory)
-
-    def tool_messages(self, index: int = -1) -> list[tuple[str, str]]:
-        return [
-            (m["tool_call_id"], m["content"])
-            for m in self.transcripts[index]
-            if m["role"] == "tool"
-        ]
 
 
 class FailingAudit:
@@ -139,56 +55,19 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def config_data(script: Path, **provider: Any) -> dict[str, Any]:
+def config_data(script: Path) -> dict[str, Any]:
+    """A configuration of a host built by hand, for what the nrllm fixture does not set: its
+    environment, its store."""
     return {
-        "providers": {
-            "model": {"kind": "recording", "script": str(script), "trust_zone": "local", **provider}
-        },
+        "providers": {"model": {"kind": "scripted", "script": str(script), "trust_zone": "local"}},
         "defaults": {"provider": "model"},
         "actor": {"id": "alice"},
     }
 
 
-@pytest.fixture
-def recording() -> Recording:
-    return Recording()
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def make_host(tmp_path: Path, home: Path, recording: Recording) -> Iterator[Callable[..., Host]]:
-    hosts: list[Host] = []
-
-    def build(
-        turns: list[dict[str, Any]],
-        *tools: Tool,
-        plugins: Sequence[object] = (),
-        data: dict[str, Any] | None = None,
-        path: Path | None = None,
-        **provider: Any,
-    ) -> Host:
-        script = tmp_path / "script.json"
-        script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
-        if path is None and data is None:
-            data = config_data(script, **provider)
-        host = Host.from_config(
-            path,
-            data=data,
-            plugins=[Tools(*tools), recording, *plugins],
-            load_entry_points=False,
-            data_dir=home,
-            environ={},
-        )
-        hosts.append(host)
-        return host
-
-    yield build
-    for host in hosts:
-        host.store.close()
+def write_script(path: Path, turns: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    return path
 
 
 def tool_messages(nrllm: Any) -> list[tuple[str | None, str]]:
@@ -208,7 +87,7 @@ def test_a_turn_with_a_write_suspends_before_any_of_its_calls_runs(nrllm):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
     flagged = Counting("send_mail", requires_approval=True)
-    nrllm.load(Tools(read, write, flagged))
+    nrllm.load(ToolsPlugin(read, write, flagged))
     host = nrllm.host
 
     turn = write_turn("read_notes", "write_note", "send_mail", "read_notes")
@@ -236,7 +115,7 @@ def test_an_idempotent_write_and_a_declared_approval_each_suspend(nrllm):
         Counting("put_note", effect=Effect.IDEMPOTENT_WRITE),
         Counting("ask_first", requires_approval=True),
     )
-    nrllm.load(Tools(*tools))
+    nrllm.load(ToolsPlugin(*tools))
     for tool in tools:
         assert nrllm.run("go", script=[write_turn(tool.name)]).status == "awaiting_approval"
         assert tool.calls == []
@@ -250,7 +129,7 @@ def test_previews_are_shown_and_bounded(nrllm):
         Counting("plain", requires_approval=True),
         Counting("echo", requires_approval=True, previewer=lambda a: [f"will write {a['text']}"]),
     ]
-    nrllm.load(Tools(*tools))
+    nrllm.load(ToolsPlugin(*tools))
     turn = write_turn("many", "wide", "plain", "echo")
 
     previews = {p.name: p.preview for p in nrllm.run("go", script=[turn]).pending}
@@ -282,7 +161,9 @@ def _raise(arguments: dict[str, Any]) -> list[str]:
     ids=["raises", "empty", "not-a-list", "not-strings"],
 )
 def test_a_failing_preview_shows_a_fixed_message(nrllm, previewer, expected):
-    nrllm.load(Tools(Counting("risky", effect=Effect.NON_IDEMPOTENT_WRITE, previewer=previewer)))
+    nrllm.load(
+        ToolsPlugin(Counting("risky", effect=Effect.NON_IDEMPOTENT_WRITE, previewer=previewer))
+    )
 
     (pending,) = nrllm.run("go", script=[write_turn("risky")]).pending
 
@@ -302,7 +183,7 @@ def test_approval_resumes_the_run_to_completion(nrllm):
         {**write_turn("read_notes", "write_note"), "usage": usage},
         {"content": "saved", "usage": usage},
     ]
-    nrllm.load(Tools(read, write))
+    nrllm.load(ToolsPlugin(read, write))
     suspended = nrllm.run("go", script=turns)
     assert suspended.usage == Usage(prompt_tokens=7, completion_tokens=2)
 
@@ -327,7 +208,7 @@ def test_approval_resumes_the_run_to_completion(nrllm):
 def test_denial_tells_the_model_and_executes_nothing(nrllm):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    nrllm.load(Tools(read, write))
+    nrllm.load(ToolsPlugin(read, write))
     turns = [write_turn("write_note", "read_notes"), {"content": "understood"}]
 
     done = nrllm.deny(nrllm.run("go", script=turns))
@@ -341,69 +222,65 @@ def test_denial_tells_the_model_and_executes_nothing(nrllm):
 
 
 @pytest.mark.parametrize("digest", [None, "", "0" * 64], ids=["missing", "empty", "forged"])
-def test_a_missing_or_forged_digest_is_refused_and_nothing_runs(make_host, digest):
+def test_a_missing_or_forged_digest_is_refused_and_nothing_runs(nrllm, digest):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), {"content": "done"}], write)
-    suspended = host.run("go")
+    nrllm.load(ToolsPlugin(write))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
 
     with pytest.raises(ApprovalRefused):
-        host.approve(suspended.run_id, approver="bob", turn_digest=digest)
+        nrllm.host.approve(suspended.run_id, approver="bob", turn_digest=digest)
 
     assert write.calls == []
-    assert [r.status for r in host.runs()] == ["awaiting_approval"]
+    assert [r.status for r in nrllm.host.runs()] == ["awaiting_approval"]
     # The refusal consumed nothing: the right digest still works.
-    assert (
-        host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest).status
-        == "completed"
-    )
+    assert nrllm.approve(suspended).status == "completed"
     assert len(write.calls) == 1
 
 
-def test_a_stale_digest_from_an_earlier_suspension_is_refused(make_host):
+def test_a_stale_digest_from_an_earlier_suspension_is_refused(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), write_turn("write_note"), {"content": "ok"}], write)
-    first = host.run("go")
-    second = host.approve(first.run_id, approver="bob", turn_digest=first.turn_digest)
+    nrllm.load(ToolsPlugin(write))
+    first = nrllm.run(
+        "go", script=[write_turn("write_note"), write_turn("write_note"), {"content": "ok"}]
+    )
+    second = nrllm.approve(first)
     assert second.status == "awaiting_approval"
+    assert second.run_id == first.run_id
     assert second.turn_digest != first.turn_digest
     assert len(write.calls) == 1
 
     with pytest.raises(ApprovalRefused, match="stale"):
-        host.approve(first.run_id, approver="bob", turn_digest=first.turn_digest)
+        nrllm.approve(first)
 
     assert len(write.calls) == 1
-    done = host.approve(first.run_id, approver="bob", turn_digest=second.turn_digest)
+    done = nrllm.approve(second)
     assert done.status == "completed"
     assert len(write.calls) == 2
 
 
-def test_a_replayed_approval_is_refused(make_host):
+def test_a_replayed_approval_is_refused(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), {"content": "done"}], write)
-    suspended = host.run("go")
-    host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    nrllm.load(ToolsPlugin(write))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
+    nrllm.approve(suspended)
 
     with pytest.raises(ApprovalRefused, match="not awaiting approval"):
-        host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+        nrllm.approve(suspended)
 
     assert len(write.calls) == 1
 
 
-def test_concurrent_approvals_of_one_turn_apply_exactly_once(make_host):
+def test_concurrent_approvals_of_one_turn_apply_exactly_once(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), {"content": "done"}], write)
-    suspended = host.run("go")
+    nrllm.load(ToolsPlugin(write))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
     barrier = threading.Barrier(8)
     results: list[str] = []
 
     def approve() -> None:
         barrier.wait()
         try:
-            results.append(
-                host.approve(
-                    suspended.run_id, approver="bob", turn_digest=suspended.turn_digest
-                ).status
-            )
+            results.append(nrllm.approve(suspended).status)
         except ApprovalRefused:
             results.append("refused")
 
@@ -417,77 +294,60 @@ def test_concurrent_approvals_of_one_turn_apply_exactly_once(make_host):
     assert len(write.calls) == 1
 
 
-def test_an_unknown_run_is_refused(make_host):
-    host = make_host([{"content": "x"}])
+def test_an_unknown_run_is_refused(nrllm):
     with pytest.raises(ApprovalRefused, match="not awaiting approval"):
-        host.approve("no-such-run", approver="bob", turn_digest="0" * 64)
+        nrllm.host.approve("no-such-run", approver="bob", turn_digest="0" * 64)
 
 
 @pytest.mark.parametrize("where", ["provider", "skill"])
-def test_four_eyes_refuses_the_initiator_and_accepts_another_approver(make_host, tmp_path, where):
+def test_four_eyes_refuses_the_initiator_and_accepts_another_approver(nrllm, tmp_path, where):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    script = tmp_path / "four-eyes.json"
-    script.write_text(
-        json.dumps({"turns": [write_turn("write_note"), {"content": "done"}]}), encoding="utf-8"
+    nrllm.load(ToolsPlugin(write))
+    script = write_script(
+        tmp_path / "four-eyes.json", [write_turn("write_note"), {"content": "done"}]
     )
-    data = config_data(script, four_eyes=where == "provider")
-    data["skills"] = {"notes": {"allowed_tools": ["write_note"], "four_eyes": where == "skill"}}
-    host = make_host([], write, data=data)
-    suspended = host.run("go", skill="notes")
+    provider = {"kind": "scripted", "script": str(script), "trust_zone": "local"}
+    nrllm.config = {
+        "providers": {"model": {**provider, "four_eyes": where == "provider"}},
+        "skills": {"notes": {"allowed_tools": ["write_note"], "four_eyes": where == "skill"}},
+    }
+    suspended = nrllm.host.run("go", provider="model", skill="notes")
 
+    # The fixture approves as its own actor, who started the run.
     with pytest.raises(ApprovalRefused, match="four-eyes"):
-        host.approve(suspended.run_id, approver="alice", turn_digest=suspended.turn_digest)
+        nrllm.approve(suspended)
     assert write.calls == []
 
-    done = host.approve(suspended.run_id, approver="carol", turn_digest=suspended.turn_digest)
+    done = nrllm.host.approve(suspended.run_id, approver="carol", turn_digest=suspended.turn_digest)
     assert done.status == "completed"
     assert len(write.calls) == 1
 
 
-def test_without_four_eyes_the_initiator_may_approve(make_host):
+def test_without_four_eyes_the_initiator_may_approve(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), {"content": "done"}], write)
-    suspended = host.run("go")
+    nrllm.load(ToolsPlugin(write))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
 
-    done = host.approve(suspended.run_id, approver="alice", turn_digest=suspended.turn_digest)
+    # The fixture approves as its own actor, who started the run.
+    done = nrllm.approve(suspended)
 
     assert done.status == "completed"
 
 
-def test_a_tool_disabled_in_the_file_between_suspend_and_resume_is_not_executed(
-    make_host, tmp_path, recording
-):
+def test_a_tool_disabled_between_suspend_and_resume_is_not_executed(nrllm):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    script = tmp_path / "turns.json"
-    script.write_text(
-        json.dumps({"turns": [write_turn("write_note", "read_notes"), {"content": "ok"}]}),
-        encoding="utf-8",
-    )
-    config = tmp_path / "nrllm.toml"
-    base = textwrap.dedent(
-        f"""
-        [actor]
-        id = "alice"
-        [defaults]
-        provider = "model"
-        [providers.model]
-        kind = "recording"
-        script = "{script.name}"
-        trust_zone = "local"
-        """
-    )
-    config.write_text(base, encoding="utf-8")
-    host = make_host([], read, write, path=config)
-    suspended = host.run("go")
-    config.write_text(base + '[tools]\ndisabled = ["write_note"]\n', encoding="utf-8")
+    nrllm.load(ToolsPlugin(read, write))
+    suspended = nrllm.run("go", script=[write_turn("write_note", "read_notes"), {"content": "ok"}])
+    # The host reads its configuration again at the decision, as it reads a changed file.
+    nrllm.config = {"tools": {"disabled": ["write_note"]}}
 
-    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    done = nrllm.approve(suspended)
 
     assert done.status == "completed"
     assert write.calls == []
     assert len(read.calls) == 1
-    assert recording.tool_messages() == [
+    assert tool_messages(nrllm) == [
         ("call_0_0", 'Error: tool "write_note" is no longer permitted and was not executed.'),
         ("call_0_1", "read_notes done"),
     ]
@@ -496,13 +356,13 @@ def test_a_tool_disabled_in_the_file_between_suspend_and_resume_is_not_executed(
 # -- the audit comes first -----------------------------------------------------------------------
 
 
-def test_the_approval_is_audited_before_the_write_executes(make_host):
+def test_the_approval_is_audited_before_the_write_executes(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), {"content": "done"}], write)
-    suspended = host.run("go")
-    host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    nrllm.load(ToolsPlugin(write))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
+    nrllm.host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
 
-    steps = host.store.get_run(suspended.run_id).steps
+    steps = nrllm.host.store.get_run(suspended.run_id).steps
 
     (approval,) = [s for s in steps if s.kind == "approval"]
     (tool_step,) = [s for s in steps if s.kind == "tool"]
@@ -513,51 +373,41 @@ def test_the_approval_is_audited_before_the_write_executes(make_host):
     assert [s.sequence for s in steps] == list(range(1, len(steps) + 1))
 
 
-def test_when_the_approval_cannot_be_audited_nothing_executes(make_host):
+def test_when_the_approval_cannot_be_audited_nothing_executes(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host(
-        [write_turn("write_note"), {"content": "done"}],
-        write,
-        plugins=[FailingAudit(StepKind.APPROVAL)],
-    )
-    suspended = host.run("go")
+    nrllm.load(ToolsPlugin(write))
+    nrllm.load(FailingAudit(StepKind.APPROVAL))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
 
-    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    done = nrllm.approve(suspended)
 
     assert (done.status, done.termination_reason) == ("failed", "audit_unavailable")
     assert done.error == "the approval could not be written to the audit; nothing was executed"
     assert write.calls == []
-    (info,) = host.runs()
+    (info,) = nrllm.host.runs()
     assert (info.status, info.termination_reason) == ("failed", "audit_unavailable")
 
 
-def test_a_write_whose_tool_step_cannot_be_audited_stops_the_run(make_host, recording):
+def test_a_write_whose_tool_step_cannot_be_audited_stops_the_run(nrllm):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host(
-        [write_turn("write_note"), {"content": "never asked"}],
-        write,
-        plugins=[FailingAudit(StepKind.TOOL, tool="write_note")],
-    )
-    suspended = host.run("go")
-    asked_before = len(recording.transcripts)
+    nrllm.load(ToolsPlugin(write))
+    nrllm.load(FailingAudit(StepKind.TOOL, tool="write_note"))
+    suspended = nrllm.run("go", script=[write_turn("write_note"), {"content": "never asked"}])
+    asked_before = len(nrllm.requests)
 
-    done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+    done = nrllm.approve(suspended)
 
     assert (done.status, done.termination_reason) == ("failed", "audit_unavailable")
     assert "write_note" in (done.error or "")
-    assert len(recording.transcripts) == asked_before
-    assert [r.status for r in host.runs()] == ["failed"]
+    assert len(nrllm.requests) == asked_before
+    assert [r.status for r in nrllm.host.runs()] == ["failed"]
 
 
-def test_a_read_whose_tool_step_cannot_be_audited_does_not_stop_the_run(make_host):
-    read = Counting("read_notes")
-    host = make_host(
-        [write_turn("read_notes"), {"content": "fine"}],
-        read,
-        plugins=[FailingAudit(StepKind.TOOL)],
-    )
+def test_a_read_whose_tool_step_cannot_be_audited_does_not_stop_the_run(nrllm):
+    nrllm.load(ToolsPlugin(Counting("read_notes")))
+    nrllm.load(FailingAudit(StepKind.TOOL))
 
-    outcome = host.run("go")
+    outcome = nrllm.run("go", script=[write_turn("read_notes"), {"content": "fine"}])
 
     assert (outcome.status, outcome.final_content) == ("completed", "fine")
 
@@ -565,35 +415,35 @@ def test_a_read_whose_tool_step_cannot_be_audited_does_not_stop_the_run(make_hos
 # -- the state store at suspension ----------------------------------------------------------------
 
 
-def test_a_state_store_failure_at_suspension_fails_the_run(make_host, monkeypatch):
+def test_a_state_store_failure_at_suspension_fails_the_run(nrllm, monkeypatch):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host([write_turn("write_note"), {"content": "done"}], write)
+    nrllm.load(ToolsPlugin(write))
 
     def broken(self: Store, run_id: str, *, sealed: bytes, turn_digest: str) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(Store, "suspend_run", broken)
-    outcome = host.run("go")
+    outcome = nrllm.run("go", script=[write_turn("write_note"), {"content": "done"}])
 
     assert (outcome.status, outcome.termination_reason) == ("failed", "suspend_failed")
     assert outcome.pending == ()
     assert outcome.turn_digest is None
     assert outcome.error == "the run could not be suspended: its state could not be stored"
     assert write.calls == []
-    (info,) = host.runs()
+    (info,) = nrllm.host.runs()
     assert (info.status, info.termination_reason) == ("failed", "suspend_failed")
-    assert host.store.suspension(outcome.run_id) is None
+    assert nrllm.host.store.suspension(outcome.run_id) is None
 
 
-def test_an_unusable_state_key_at_suspension_fails_the_run(make_host, tmp_path, home):
+def test_an_unusable_state_key_at_suspension_fails_the_run(tmp_path):
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    script = tmp_path / "k.json"
-    script.write_text(json.dumps({"turns": [write_turn("write_note")]}), encoding="utf-8")
+    script = write_script(tmp_path / "k.json", [write_turn("write_note")])
+    # Built by hand: the nrllm fixture's host has an empty environment.
     host = Host.from_config(
         data=config_data(script),
-        plugins=[Tools(write), Recording()],
+        plugins=[ToolsPlugin(write)],
         load_entry_points=False,
-        data_dir=home,
+        data_dir=tmp_path / "home",
         # The audit chain has a key of its own, so only sealing meets the unusable one.
         environ={"NRLLM_STATE_KEY": "too-short", "NRLLM_AUDIT_KEY": "A" * 43},
     )
@@ -642,10 +492,10 @@ def install_plugin(site: Path, name: str) -> None:
     (info / "entry_points.txt").write_text(f"[nrllm]\n{name} = {name}\n", encoding="utf-8")
 
 
-def test_a_run_suspended_here_is_approved_and_completed_by_another_process(
-    tmp_path, home, monkeypatch
-):
+def test_a_run_suspended_here_is_approved_and_completed_by_another_process(tmp_path, monkeypatch):
+    # Built by hand: the other process finds the plugin through its installed entry point.
     name = f"nrllm_e2e_{uuid.uuid4().hex[:8]}"
+    home = tmp_path / "home"
     site = tmp_path / "site"
     install_plugin(site, name)
     monkeypatch.syspath_prepend(str(site))
@@ -749,18 +599,13 @@ def test_a_run_suspended_here_is_approved_and_completed_by_another_process(
 def test_twenty_runs_at_once_against_one_store_all_complete_gap_free(backend, tmp_path):
     read = Counting("read_notes")
     write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-    script = tmp_path / "many.json"
-    script.write_text(
-        json.dumps(
-            {"turns": [write_turn("read_notes"), write_turn("write_note"), {"content": "done"}]}
-        ),
-        encoding="utf-8",
-    )
-    data = config_data(script)
+    turns = [write_turn("read_notes"), write_turn("write_note"), {"content": "done"}]
+    data = config_data(write_script(tmp_path / "many.json", turns))
+    # Built by hand: the nrllm fixture's store is SQLite only.
     data["store"] = {"url": backend.url} if backend.url else {}
     host = Host.from_config(
         data=data,
-        plugins=[Tools(read, write), Recording()],
+        plugins=[ToolsPlugin(read, write)],
         load_entry_points=False,
         data_dir=backend.data_dir,
         environ={},
@@ -801,7 +646,7 @@ def test_twenty_runs_at_once_against_one_store_all_complete_gap_free(backend, tm
         host.store.close()
 
 
-def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path):
+def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(nrllm):
     class Secrets(Tool):
         name = "secrets"
         description = "Reads the vault."
@@ -812,26 +657,14 @@ def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path
             Secrets.executed += 1
             return ToolResult.text("the vault")
 
-    class Plugin:
-        @hookimpl
-        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-            registry.register(Secrets())
+    nrllm.load(ToolsPlugin(Secrets()))
 
-    script = tmp_path / "none.json"
-    script.write_text('{"turns": []}', encoding="utf-8")
-    host = Host.from_config(
-        data={"providers": {"cloud": {"kind": "scripted", "script": str(script)}}},
-        plugins=[Plugin()],
-        load_entry_points=False,
-        data_dir=tmp_path,
-    )
-
-    wire = host.invoke("secrets", {}, provider="cloud")
+    wire = nrllm.host.invoke("secrets", {}, provider=nrllm.scripted([]))
 
     assert (wire.content, wire.is_error) == ('Error: tool "secrets" not permitted', True)
     assert Secrets.executed == 0
-    (info,) = host.runs()
-    detail = host.store.get_run(info.run_id)
+    (info,) = nrllm.host.runs()
+    detail = nrllm.host.store.get_run(info.run_id)
     assert detail is not None
     assert [s.kind for s in detail.steps] == ["start", "gate", "tool", "finish"]
     assert [(d.tool, d.reason, d.zone) for d in detail.decisions] == [
@@ -842,126 +675,107 @@ def test_a_gated_direct_call_records_the_gate_decision_then_the_refusal(tmp_path
 # -- hardening: what a reviewer broke, pinned -----------------------------------------------------
 
 
-def test_a_write_switched_on_mid_turn_still_waits_for_approval(make_host, tmp_path):
+def test_a_write_switched_on_mid_turn_still_waits_for_approval(nrllm):
     """The approval scan asks what the run was offered, not the live configuration: a tool
     switched on between the scan and execution can never run unapproved."""
     wipe = Counting("wipe", effect=Effect.NON_IDEMPOTENT_WRITE)
-    config = tmp_path / "nrllm.toml"
-    script = tmp_path / "script.json"
 
     class Enabler(Counting):
         def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-            config.write_text(body(disabled=[]), encoding="utf-8")
+            # The host reads its configuration on each use, as it reads a changed file.
+            nrllm.config = {"tools": {"disabled": []}}
             return super().execute(arguments, context)
 
-    def body(disabled: list[str]) -> str:
-        return (
-            f'[providers.model]\nkind = "recording"\nscript = "{script}"\ntrust_zone = "local"\n'
-            f'[defaults]\nprovider = "model"\n[actor]\nid = "alice"\n'
-            f"[tools]\ndisabled = {json.dumps(disabled)}\n"
-        )
-
-    config.write_text(body(disabled=["wipe"]), encoding="utf-8")
+    nrllm.config = {"tools": {"disabled": ["wipe"]}}
     slow_read = Enabler("slow_read")
-    host = make_host(
-        [{"tool_calls": [call("slow_read"), call("wipe")]}, {"content": "done"}],
-        slow_read,
-        wipe,
-        path=config,
-    )
+    nrllm.load(ToolsPlugin(slow_read, wipe))
 
-    outcome = host.run("go")
+    outcome = nrllm.run(
+        "go", script=[{"tool_calls": [call("slow_read"), call("wipe")]}, {"content": "done"}]
+    )
 
     assert len(slow_read.calls) == 1
     assert wipe.calls == []
     assert outcome.status == "completed"
-    (info,) = host.runs()
-    steps = host.store.get_run(info.run_id).steps
+    (info,) = nrllm.host.runs()
+    steps = nrllm.host.store.get_run(info.run_id).steps
     tool_steps = [s.payload for s in steps if s.kind == "tool"]
     assert [p["tool_name"] for p in tool_steps] == ["slow_read", "wipe"]
     assert tool_steps[1]["tool_is_error"] is True
 
 
-def test_a_denied_turns_state_put_back_cannot_be_approved_later(make_host, home):
+def test_a_denied_turns_state_put_back_cannot_be_approved_later(nrllm):
     wipe = Counting("wipe_prod", effect=Effect.NON_IDEMPOTENT_WRITE)
     touch = Counting("touch_file", effect=Effect.NON_IDEMPOTENT_WRITE)
-    host = make_host(
-        [
+    nrllm.load(ToolsPlugin(wipe, touch))
+    first = nrllm.run(
+        "go",
+        script=[
             {"tool_calls": [call("wipe_prod")]},
             {"tool_calls": [call("touch_file")]},
             {"content": "done"},
         ],
-        wipe,
-        touch,
     )
-    first = host.run("go")
-    old_sealed = host.store.suspension(first.run_id).sealed
-    second = host.approve(
-        first.run_id, approve=False, approver="bob", turn_digest=first.turn_digest
-    )
+    old_sealed = nrllm.host.store.suspension(first.run_id).sealed
+    second = nrllm.deny(first)
     assert second.status == "awaiting_approval"
     # Someone with write access to the database, but not the key, puts the old state back.
-    with sqlite3.connect(home / "nrllm.db") as db:
+    with sqlite3.connect(nrllm.folder / "nrllm.db") as db:
         db.execute("UPDATE suspensions SET sealed = ? WHERE run_id = ?", (old_sealed, first.run_id))
     db.close()
 
     with pytest.raises(ApprovalRefused, match="cannot be opened"):
-        host.approve(first.run_id, approver="bob", turn_digest=second.turn_digest)
+        nrllm.approve(second)
     assert wipe.calls == []
     assert touch.calls == []
 
 
-def test_a_failing_live_viewer_cannot_keep_a_step_from_the_audit(make_host):
-    lookup = Counting("lookup")
-    host = make_host([{"tool_calls": [call("lookup")]}, {"content": "done"}], lookup)
+def test_a_failing_live_viewer_cannot_keep_a_step_from_the_audit(nrllm):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
+    model = nrllm.scripted([{"tool_calls": [call("lookup")]}, {"content": "done"}])
 
     def viewer(event: Any) -> None:
         if event.step.kind is StepKind.TOOL:
             raise RuntimeError("the browser went away")
 
-    outcome = host.run("go", on_event=viewer)
+    outcome = nrllm.host.run("go", provider=model, on_event=viewer)
 
     assert outcome.status == "completed"
-    detail = host.store.get_run(outcome.run_id)
+    detail = nrllm.host.store.get_run(outcome.run_id)
     assert "tool" in [s.kind for s in detail.steps]
 
 
-def test_a_refusal_sent_to_the_model_is_bounded_and_reaches_the_wire_sinks(make_host, recording):
-    from nrllm_core.testing import SinkRecorder
-
-    sinks = SinkRecorder()
-    wipe = Counting("wipe", effect=Effect.NON_IDEMPOTENT_WRITE)
+def test_a_refusal_sent_to_the_model_is_bounded_and_reaches_the_wire_sinks(nrllm):
+    nrllm.load(ToolsPlugin(Counting("wipe", effect=Effect.NON_IDEMPOTENT_WRITE)))
     invented = "x" * 200_000
-    host = make_host(
-        [{"tool_calls": [call("wipe"), {"name": invented, "arguments": {}}]}, {"content": "ok"}],
-        wipe,
-        plugins=[sinks],
+    outcome = nrllm.run(
+        "go",
+        script=[
+            {"tool_calls": [call("wipe"), {"name": invented, "arguments": {}}]},
+            {"content": "ok"},
+        ],
     )
-    outcome = host.run("go")
-    host.approve(outcome.run_id, approve=False, approver="bob", turn_digest=outcome.turn_digest)
+    nrllm.deny(outcome)
 
-    sizes = [len(content.encode()) for _, content in recording.tool_messages()]
+    sizes = [len(content.encode()) for _, content in tool_messages(nrllm)]
     assert max(sizes) <= 50_000
-    assert len(sinks.wire) == 2
-    assert all(w.is_error for w in sinks.wire)
+    assert len(nrllm.sinks.wire) == 2
+    assert all(w.is_error for w in nrllm.sinks.wire)
 
 
-def test_an_unexpected_failure_settles_the_run_instead_of_leaving_it_running(
-    make_host, monkeypatch
-):
-    lookup = Counting("lookup")
-    host = make_host([{"tool_calls": [call("lookup")]}, {"content": "done"}], lookup)
+def test_an_unexpected_failure_settles_the_run_instead_of_leaving_it_running(nrllm, monkeypatch):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk unplugged at /secret/path")
 
     # A failure outside every guard of the loop: the store refuses a write mid-run.
     monkeypatch.setattr(Store, "record_decisions", broken)
-    outcome = host.run("go")
+    outcome = nrllm.run("go", script=[{"tool_calls": [call("lookup")]}, {"content": "done"}])
 
     assert (outcome.status, outcome.termination_reason) == ("failed", "internal_error")
     assert outcome.error == "the run failed unexpectedly (OSError); the log has the details"
-    (info,) = host.runs()
+    (info,) = nrllm.host.runs()
     assert (info.status, info.termination_reason) == ("failed", "internal_error")
 
 
@@ -977,17 +791,16 @@ def test_a_configuration_file_that_disappears_refuses_every_tool(tmp_path, monke
         load()
 
 
-def test_a_model_chosen_tool_name_is_masked_in_the_metadata_audit(make_host):
+def test_a_model_chosen_tool_name_is_masked_in_the_metadata_audit(nrllm):
     secret = "sk-proj-" + "A1b2C3d4" * 5
-    lookup = Counting("lookup")
-    host = make_host(
-        [
+    nrllm.load(ToolsPlugin(Counting("lookup")))
+    outcome = nrllm.run(
+        "go",
+        script=[
             {"tool_calls": [{"id": "call-1", "name": f"tool-{secret}", "arguments": {}}]},
             {"content": "done"},
         ],
-        lookup,
     )
-    outcome = host.run("go")
-    stored = json.dumps([s.payload for s in host.store.get_run(outcome.run_id).steps])
+    stored = json.dumps([s.payload for s in nrllm.host.store.get_run(outcome.run_id).steps])
     assert secret not in stored
     assert "***" in stored

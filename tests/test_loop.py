@@ -1,14 +1,14 @@
 """The loop rules: rounds and the cap, step order, plain completions, synthesis, usage, failures.
 
-Runs go through ``Host`` with the real ``scripted`` provider; a ``recording`` provider kind wraps
-it to keep what each model call was handed.
+Runs go through the ``nrllm`` fixture's host and its scripted model, whose requests it keeps;
+the tests of the loop alone drive it on the fixture's plugin manager.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +20,20 @@ from structlog.testing import capture_logs
 from nrllm_core import (
     Actor,
     ChatMessage,
-    DataClass,
     Effect,
     ProviderError,
     ProviderRegistry,
     RunRecorder,
     StepKind,
-    Tool,
     ToolArtifact,
     ToolContext,
-    ToolRegistry,
-    ToolResult,
     ToolSpec,
     TraceEvent,
     Usage,
     hookimpl,
-    make_plugin_manager,
 )
 from nrllm_core._config import RunConfig
 from nrllm_core._drive import drive
-from nrllm_core._host import Host
 from nrllm_core._loop import (
     MAX_ROUNDS_CAP,
     MAX_ROUNDS_DEFAULT,
@@ -53,78 +47,22 @@ from nrllm_core._loop import (
 )
 from nrllm_core._sealing import load_state_key, open_sealed
 from nrllm_core.providers import ScriptedProvider
-from nrllm_core.providers._scripted import scripted_factory
+
+from .conftest import Counting, ToolsPlugin
 
 # Every test here runs against both drivers: Host as it is, and AsyncHost.
 pytestmark = pytest.mark.usefixtures("driven")
 
 
-class Counting(Tool):
-    """A tool that counts its executions; optionally returns an artifact."""
+class _Asked:
+    """A model for the loop alone, keeping the names of the tools each request offered."""
 
-    group = "content"
-    data_class = DataClass.PUBLIC_CONTENT
-    parameters = {  # noqa: RUF012 - read once by the catalog
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "additionalProperties": False,
-    }
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        effect: Effect = Effect.READ_ONLY,
-        content: str | None = None,
-        artifact: ToolArtifact | None = None,
-    ) -> None:
-        self.name = name
-        self.description = f"The {name} tool."
-        self.effect = effect
-        self.content = content or f"{name} done"
-        self.artifact = artifact
-        self.calls: list[dict[str, Any]] = []
-
-    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        self.calls.append(arguments)
-        extra = () if self.artifact is None else (self.artifact,)
-        return ToolResult.text(self.content, *extra)
-
-
-class Tools:
-    def __init__(self, *tools: Tool) -> None:
-        self.tools = tools
-
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        for t in self.tools:
-            registry.register(t)
-
-
-@attrs.define
-class Call:
-    """What one model call was handed, and the last step recorded before it."""
-
-    messages: list[dict[str, Any]]
-    tools: list[str]
-    last_step: tuple[StepKind, int] | None
-
-
-class _Wrapped:
-    def __init__(self, inner: ScriptedProvider, owner: Recording) -> None:
+    def __init__(self, inner: ScriptedProvider) -> None:
         self._inner = inner
-        self._owner = owner
+        self.tools: list[list[str]] = []
 
     def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> Any:
-        events = self._owner.events
-        last = (events[-1].step.kind, events[-1].step.round) if events else None
-        self._owner.calls.append(
-            Call(
-                messages=[m.to_dict() for m in messages],
-                tools=[t.name for t in tools],
-                last_step=last,
-            )
-        )
+        self.tools.append([t.name for t in tools])
         return self._inner.complete(messages, tools)
 
 
@@ -138,30 +76,27 @@ class _Crashing:
         raise RuntimeError("boom with api_key=sk-live-0123456789abcdefghij")
 
 
-class Recording:
-    """Provider kinds ``recording`` (scripted, remembering each call) and ``failing``."""
-
-    def __init__(self) -> None:
-        self.calls: list[Call] = []
-        self.events: list[TraceEvent] = []
+class BrokenModels:
+    """Provider kinds whose model fails: ``failing`` with a provider error, ``crashing`` with
+    an exception whose text holds a key."""
 
     @hookimpl
     def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
-        def recording(
-            name: str, settings: Any, *, config_dir: Path | None, environ: Any
-        ) -> _Wrapped:
-            inner = scripted_factory(name, settings, config_dir=config_dir, environ=environ)
-            return _Wrapped(inner, self)
-
         def failing(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
             return _Failing()
 
         def crashing(name: str, settings: Any, *, config_dir: Path | None, environ: Any) -> Any:
             return _Crashing()
 
-        registry.register("recording", recording)
         registry.register("failing", failing)
         registry.register("crashing", crashing)
+
+
+def broken_model(nrllm: Any, kind: str) -> str:
+    """Load the broken kinds and configure a model of ``kind``; returns its provider name."""
+    nrllm.load(BrokenModels())
+    nrllm.config = {"providers": {"model": {"kind": kind, "trust_zone": "local"}}}
+    return "model"
 
 
 def offered_per_request(nrllm: Any) -> list[list[str]]:
@@ -177,43 +112,6 @@ def write_script(folder: Path, turns: list[dict[str, Any]]) -> Path:
 
 def calls(name: str, count: int = 1, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}] * count}
-
-
-@pytest.fixture
-def recording() -> Recording:
-    return Recording()
-
-
-@pytest.fixture
-def make_host(tmp_path: Path, recording: Recording) -> Iterator[Callable[..., Host]]:
-    hosts: list[Host] = []
-
-    def build(
-        turns: list[dict[str, Any]],
-        *tools: Tool,
-        kind: str = "recording",
-        extra: dict[str, Any] | None = None,
-    ) -> Host:
-        script = write_script(tmp_path, turns)
-        data: dict[str, Any] = {
-            "providers": {"model": {"kind": kind, "script": str(script), "trust_zone": "local"}},
-            "defaults": {"provider": "model"},
-            "actor": {"id": "alice"},
-            **(extra or {}),
-        }
-        host = Host.from_config(
-            data=data,
-            plugins=[Tools(*tools), recording],
-            load_entry_points=False,
-            data_dir=tmp_path / "home",
-            environ={},
-        )
-        hosts.append(host)
-        return host
-
-    yield build
-    for host in hosts:
-        host.store.close()
 
 
 # -- rounds ---------------------------------------------------------------------------------------
@@ -241,7 +139,7 @@ def test_a_larger_limit_is_clamped_to_twenty_with_a_warning():
 def test_the_default_run_has_five_rounds_then_one_tool_less_synthesis(nrllm):
     lookup = Counting("lookup")
     turns = [{**calls("lookup"), "content": f"answer {i}"} for i in range(10)]
-    nrllm.load(Tools(lookup))
+    nrllm.load(ToolsPlugin(lookup))
 
     outcome = nrllm.run("go", script=turns)
 
@@ -252,37 +150,41 @@ def test_the_default_run_has_five_rounds_then_one_tool_less_synthesis(nrllm):
     assert offered_per_request(nrllm) == [["lookup"]] * 5 + [[]]
 
 
-def test_max_rounds_fifty_runs_twenty_rounds_and_warns(make_host, recording):
+def test_max_rounds_fifty_runs_twenty_rounds_and_warns(nrllm):
     lookup = Counting("lookup")
-    host = make_host([{**calls("lookup"), "content": f"t{i}"} for i in range(25)], lookup)
+    nrllm.load(ToolsPlugin(lookup))
+    model = nrllm.scripted([{**calls("lookup"), "content": f"t{i}"} for i in range(25)])
 
     with capture_logs() as logs:
-        outcome = host.run("go", max_rounds=50)
+        outcome = nrllm.host.run("go", provider=model, max_rounds=50)
 
     assert outcome.termination_reason == "max_iterations"
     assert outcome.final_content == "t20"
     assert len(lookup.calls) == 20
-    assert len(recording.calls) == 21
+    assert len(nrllm.requests) == 21
     assert {"event": "nrllm.loop.rounds_clamped", "requested": 50, "cap": 20} in [
         {k: v for k, v in entry.items() if k != "log_level"} for entry in logs
     ]
 
 
-def test_each_round_records_its_request_before_the_provider_call_then_the_answer(
-    make_host, recording
-):
-    lookup = Counting("lookup")
-    host = make_host([calls("lookup", text="x"), {"content": "done"}], lookup)
+def test_each_round_records_its_request_before_the_provider_call_then_the_answer(nrllm):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
+    model = nrllm.scripted([calls("lookup", text="x"), {"content": "done"}])
+    # Each step as it is recorded, with how many model calls had been made by then.
+    seen: list[tuple[TraceEvent, int]] = []
 
-    outcome = host.run("go", on_event=recording.events.append)
+    outcome = nrllm.host.run(
+        "go", provider=model, on_event=lambda e: seen.append((e, len(nrllm.requests)))
+    )
 
     assert outcome.status == "completed"
     # At the moment of each model call, the last recorded step is that round's request.
-    assert [c.last_step for c in recording.calls] == [
-        (StepKind.REQUEST, 1),
-        (StepKind.REQUEST, 2),
+    last_before_each_call = [
+        [(e.step.kind, e.step.round) for e, made in seen if made < call][-1]
+        for call in range(1, len(nrllm.requests) + 1)
     ]
-    steps = [(e.sequence, e.step.kind, e.step.round) for e in recording.events]
+    assert last_before_each_call == [(StepKind.REQUEST, 1), (StepKind.REQUEST, 2)]
+    steps = [(e.sequence, e.step.kind, e.step.round) for e, _ in seen]
     assert steps == [
         (1, StepKind.START, 0),
         (2, StepKind.GATE, 0),
@@ -293,13 +195,13 @@ def test_each_round_records_its_request_before_the_provider_call_then_the_answer
         (7, StepKind.LLM, 2),
         (8, StepKind.FINISH, 0),
     ]
-    stored = host.store.get_run(outcome.run_id)
+    stored = nrllm.host.store.get_run(outcome.run_id)
     assert [(s.sequence, s.kind, s.round) for s in stored.steps] == steps
 
 
 def test_an_answer_without_tool_calls_completes_the_run(nrllm):
     lookup = Counting("lookup")
-    nrllm.load(Tools(lookup))
+    nrllm.load(ToolsPlugin(lookup))
 
     outcome = nrllm.run("hi", script=[{"content": "hello"}])
 
@@ -315,7 +217,7 @@ def test_no_tools_offered_is_one_plain_completion_with_an_empty_tools_sequence(n
     lookup = Counting("lookup")
     turn = {**calls("lookup"), "content": "plain answer"}
     if disabled:
-        nrllm.load(Tools(lookup))
+        nrllm.load(ToolsPlugin(lookup))
         nrllm.config = {"tools": {"disabled": ["lookup"]}}
 
     outcome = nrllm.run("hi", script=[turn])
@@ -351,13 +253,12 @@ def _loop(pm: Any, provider: Any, max_rounds: int) -> Any:
     )
 
 
-def test_the_cap_with_calls_pending_ends_in_one_last_request_for_text(tmp_path, recording):
-    lookup = Counting("lookup")
-    pm = make_plugin_manager(plugins=[Tools(lookup)], load_entry_points=False)
+def test_the_cap_with_calls_pending_ends_in_one_last_request_for_text(nrllm, tmp_path):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
     script = write_script(tmp_path, [{**calls("lookup"), "content": f"c{i}"} for i in range(5)])
-    provider = _Wrapped(ScriptedProvider.load("model", script), recording)
+    provider = _Asked(ScriptedProvider.load("model", script))
 
-    outcome = _loop(pm, provider, max_rounds=2)
+    outcome = _loop(nrllm.pm, provider, max_rounds=2)
 
     result = outcome.result
     assert outcome.suspended is None
@@ -369,14 +270,14 @@ def test_the_cap_with_calls_pending_ends_in_one_last_request_for_text(tmp_path, 
     assert result.final_content == "c2"
     assert [i.name for i in result.invocations] == ["lookup", "lookup"]
     # This provider takes no tool_choice: the last request for text only offers no tools.
-    assert [c.tools for c in recording.calls] == [["lookup"], ["lookup"], []]
+    assert provider.tools == [["lookup"], ["lookup"], []]
 
 
-def test_a_run_that_finishes_in_time_is_not_truncated(tmp_path):
-    pm = make_plugin_manager(plugins=[Tools(Counting("lookup"))], load_entry_points=False)
+def test_a_run_that_finishes_in_time_is_not_truncated(nrllm, tmp_path):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
     script = write_script(tmp_path, [calls("lookup"), {"content": "done"}])
 
-    result = _loop(pm, ScriptedProvider.load("model", script), max_rounds=2).result
+    result = _loop(nrllm.pm, ScriptedProvider.load("model", script), max_rounds=2).result
 
     assert (result.termination_reason, result.truncated) == (TerminationReason.COMPLETED, False)
     assert result.iterations == 2
@@ -388,7 +289,7 @@ def test_usage_sums_every_model_call(nrllm):
         {**calls("lookup"), "usage": {"prompt_tokens": 20, "completion_tokens": 2}},
         {"content": "done", "usage": {"prompt_tokens": 30, "completion_tokens": 3}},
     ]
-    nrllm.load(Tools(Counting("lookup")))
+    nrllm.load(ToolsPlugin(Counting("lookup")))
 
     outcome = nrllm.run("go", script=turns)
 
@@ -397,37 +298,37 @@ def test_usage_sums_every_model_call(nrllm):
     assert (info.prompt_tokens, info.completion_tokens) == (60, 6)
 
 
-def test_usage_includes_the_synthesis_call(tmp_path):
-    pm = make_plugin_manager(plugins=[Tools(Counting("lookup"))], load_entry_points=False)
+def test_usage_includes_the_synthesis_call(nrllm, tmp_path):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
     usage = {"prompt_tokens": 5, "completion_tokens": 1}
     script = write_script(tmp_path, [{**calls("lookup"), "usage": usage}] * 3)
 
-    result = _loop(pm, ScriptedProvider.load("model", script), max_rounds=2).result
+    result = _loop(nrllm.pm, ScriptedProvider.load("model", script), max_rounds=2).result
 
     assert result.usage == Usage(prompt_tokens=15, completion_tokens=3)
 
 
-def test_a_provider_error_fails_the_run_with_a_clear_message(make_host):
+def test_a_provider_error_fails_the_run_with_a_clear_message(nrllm):
     lookup = Counting("lookup")
-    host = make_host([], lookup, kind="failing")
+    nrllm.load(ToolsPlugin(lookup))
 
-    outcome = host.run("go")
+    outcome = nrllm.host.run("go", provider=broken_model(nrllm, "failing"))
 
     assert outcome.status == "failed"
     assert outcome.termination_reason == "provider_failed"
     assert outcome.error == "the model provider failed: upstream answered 503"
     assert outcome.final_content == ""
     assert lookup.calls == []
-    (info,) = host.runs()
+    (info,) = nrllm.host.runs()
     assert (info.status, info.termination_reason) == ("failed", "provider_failed")
 
 
-def test_a_provider_that_crashes_fails_the_run_without_its_text(make_host):
-    lookup = Counting("lookup")
-    host = make_host([], lookup, kind="crashing")
+def test_a_provider_that_crashes_fails_the_run_without_its_text(nrllm):
+    nrllm.load(ToolsPlugin(Counting("lookup")))
+    model = broken_model(nrllm, "crashing")
 
     with structlog.testing.capture_logs() as logs:
-        outcome = host.run("go")
+        outcome = nrllm.host.run("go", provider=model)
 
     assert (outcome.status, outcome.termination_reason) == ("failed", "provider_failed")
     assert (
@@ -436,13 +337,13 @@ def test_a_provider_that_crashes_fails_the_run_without_its_text(make_host):
     )
     assert "sk-live" not in repr(outcome)
     assert [e["event"] for e in logs if e["log_level"] == "error"] == ["nrllm.provider.crashed"]
-    (info,) = host.runs()
+    (info,) = nrllm.host.runs()
     assert (info.status, info.termination_reason) == ("failed", "provider_failed")
 
 
 def test_a_script_that_runs_out_fails_the_run_saying_so(nrllm):
     lookup = Counting("lookup")
-    nrllm.load(Tools(lookup))
+    nrllm.load(ToolsPlugin(lookup))
 
     outcome = nrllm.run("go", script=[calls("lookup")])
 
@@ -466,21 +367,22 @@ def test_results_and_resumable_state_have_no_artifact_field(cls):
     assert not [n for n in names if "artifact" in n.lower()]
 
 
-def test_the_sealed_state_never_holds_an_artifact_from_an_earlier_turn(make_host, tmp_path):
+def test_the_sealed_state_never_holds_an_artifact_from_an_earlier_turn(nrllm):
     sentinel = f"ARTIFACT-SENTINEL-{uuid.uuid4().hex}"
     lookup = Counting("lookup", content="lookup visible text", artifact=ToolArtifact.text(sentinel))
     save = Counting("save", effect=Effect.NON_IDEMPOTENT_WRITE)
-    events: list[TraceEvent] = []
-    host = make_host([calls("lookup"), calls("save", text="x"), {"content": "ok"}], lookup, save)
+    nrllm.load(ToolsPlugin(lookup, save))
 
-    outcome = host.run("go", on_event=events.append)
+    outcome = nrllm.run("go", script=[calls("lookup"), calls("save", text="x"), {"content": "ok"}])
 
     assert outcome.status == "awaiting_approval"
     # The tool did produce the artifact: it is in the trace.
-    assert any(sentinel in a.data.get("text", "") for e in events for a in e.step.tool_artifacts)
-    suspension = host.store.suspension(outcome.run_id)
+    trace = nrllm.sinks.trace
+    assert any(sentinel in a.data.get("text", "") for e in trace for a in e.step.tool_artifacts)
+    suspension = nrllm.host.store.suspension(outcome.run_id)
     assert suspension is not None
-    key = load_state_key(tmp_path / "home", {})
+    # The fixture's host keeps its state key in its folder, as a host keeps it in its data dir.
+    key = load_state_key(nrllm.folder, {})
     plain = open_sealed(key, f"{outcome.run_id}:{outcome.turn_digest}", suspension.sealed)
     assert b"lookup visible text" in plain
     assert sentinel.encode() not in plain
