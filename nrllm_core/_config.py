@@ -564,8 +564,9 @@ def _provider_problems(
         errors.append(
             f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
         )
-    elif provider.kind == "scripted" and provider.script is not None:
-        # The script is part of the configuration: a broken one fails every command alike.
+    elif provider.kind == "scripted":
+        # The script is part of the configuration: a missing or broken one fails every
+        # command alike.
         from nrllm_core._providers import ProviderConfigError
         from nrllm_core.providers._scripted import scripted_factory
 

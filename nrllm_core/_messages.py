@@ -169,7 +169,7 @@ def _json_blocks(blocks: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any]
 @attrs.frozen(kw_only=True)
 class Replay:
     """An assistant turn's content in its provider's own shape (Anthropic ``thinking`` blocks
-    with their signatures, say), to be sent back unchanged, and only to that provider.
+    with their signatures, say), to be sent back, and only to that provider.
 
     ``origin`` names the adapter instance that produced it; an adapter whose origin differs
     ignores the replay and builds the turn from the message's portable fields instead.

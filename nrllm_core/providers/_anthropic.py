@@ -44,6 +44,8 @@ API_VERSION: Final = "2023-06-01"
 _STOPS: Final = {"max_tokens": Stop.LENGTH, "refusal": Stop.REFUSAL, "pause_turn": Stop.PAUSE}
 # Blocks the portable message fields carry; any other kind means the turn is sent back verbatim.
 _PORTABLE_BLOCKS: Final = frozenset({"text", "tool_use"})
+# Blocks the API checks against their signature when they come back.
+_SIGNED_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 REFUSED: Final = "The model refused to answer."
 
 
@@ -208,8 +210,7 @@ class AnthropicProvider(HttpProvider):
             return [result]
         replay = message.replay
         if replay is not None and replay.origin == self.origin:
-            # Thinking blocks go back exactly as received, signatures included.
-            return [dict(b) for b in replay.blocks]
+            return [_request_block(b) for b in replay.blocks]
         if message.role is Role.ASSISTANT and message.tool_calls:
             content: list[dict[str, Any]] = []
             if message.content:
@@ -335,6 +336,16 @@ _BLOCK_EVENTS: Final = frozenset(
 
 def _portable(kind: object) -> bool:
     return isinstance(kind, str) and kind in _PORTABLE_BLOCKS
+
+
+def _request_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A block of an answer as a request carries it back: thinking blocks exactly as received,
+    other blocks without the keys an answer may send as null (``caller``, ``citations``), as
+    a request takes no null for some of them and absent means the same for all. Only the
+    block's own keys: a tool's ``input`` goes back as the model wrote it, nulls included."""
+    if block.get("type") in _SIGNED_BLOCKS:
+        return dict(block)
+    return {key: value for key, value in block.items() if value is not None}
 
 
 def _str(value: object) -> str:

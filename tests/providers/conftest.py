@@ -7,13 +7,14 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, get_args, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import attrs
 import pytest
 from jsonschema.validators import validator_for
-from pydantic import ConfigDict, TypeAdapter
-from typing_extensions import is_typeddict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+from typing_extensions import TypedDict, is_typeddict
 
 
 @attrs.define
@@ -148,22 +149,49 @@ def plain_answer() -> Callable[..., str]:
 _STRICT = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
 
 
-def _forbid_extra_keys(hint: Any, seen: set[int]) -> None:
-    """Give every TypedDict reachable from ``hint`` a strict, extra-forbidding pydantic config.
+def _request_type(hint: Any, done: dict[int, tuple[Any, Any]]) -> Any:
+    """``hint`` as a strict request type: every TypedDict reachable from it strict and
+    extra-forbidding, and the SDK's response models dropped from its unions (``None`` for a
+    hint that admits nothing else).
 
     ``TypeAdapter(T, config=...)`` is refused for a TypedDict, and a TypedDict's own config
-    does not reach the TypedDicts nested in it, so each one gets its own.
+    does not reach the TypedDicts nested in it, so each one gets its own. The client also takes
+    the SDK's response models (``ContentBlock``) in a message's content, dumping them; lax
+    pydantic models that keep extra keys, they would let any block of their type through. So a
+    TypedDict that holds one is rebuilt without it; what holds none is kept as it is.
     """
-    if id(hint) in seen:
-        return
-    seen.add(id(hint))
+    if id(hint) in done:
+        # ``done`` keeps each hint alive, so no other object takes its id; a recursive
+        # reference, met before its TypedDict is rebuilt, keeps the SDK's own.
+        return done[id(hint)][1]
+    done[id(hint)] = (hint, hint)
+    result = hint
+    origin = get_origin(hint)
     if is_typeddict(hint):
-        hint.__pydantic_config__ = _STRICT
-        for inner in get_type_hints(hint, include_extras=True).values():
-            _forbid_extra_keys(inner, seen)
-        return
-    for inner in get_args(hint):
-        _forbid_extra_keys(inner, seen)
+        fields = get_type_hints(hint, include_extras=True)
+        strict = {name: _request_type(inner, done) for name, inner in fields.items()}
+        if strict != fields:
+            result = TypedDict(hint.__name__, strict)
+            # Which keys are required also comes from base classes of other totality.
+            result.__required_keys__ = hint.__required_keys__
+            result.__optional_keys__ = hint.__optional_keys__
+        result.__pydantic_config__ = _STRICT
+    elif isinstance(hint, type) and issubclass(hint, BaseModel):
+        result = None
+    elif origin is Annotated:
+        base = _request_type(hint.__origin__, done)
+        if base is not hint.__origin__:
+            result = None if base is None else hint.copy_with((base,))
+    elif origin is not Literal:
+        args = get_args(hint)
+        strict_args = tuple(_request_type(arg, done) for arg in args)
+        if strict_args != args and (origin is Union or origin is UnionType):
+            kept = tuple(arg for arg in strict_args if arg is not None)
+            result = Union[kept] if kept else None  # noqa: UP007 - built from a tuple
+        elif strict_args != args:
+            result = hint.copy_with(strict_args)
+    done[id(hint)] = (hint, result)
+    return result
 
 
 def _drain(value: Any) -> None:
@@ -177,8 +205,7 @@ def _drain(value: Any) -> None:
 
 
 def _oracle(params: Any) -> Callable[[Any], None]:
-    _forbid_extra_keys(params, set())
-    adapter = TypeAdapter(params)
+    adapter = TypeAdapter(_request_type(params, {}))
 
     def validate(body: Any) -> None:
         _drain(adapter.validate_python(body))

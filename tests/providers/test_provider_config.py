@@ -217,6 +217,10 @@ BROKEN = {
         '[providers.odd]\nkind = "weird"\n',
         'providers.odd.kind: unknown kind "weird"',
     ),
+    "no-script": (
+        '[providers.demo]\nkind = "scripted"\n',
+        'providers.demo.script: provider "demo": "script" must name a script file',
+    ),
     "missing-script": (
         '[providers.demo]\nkind = "scripted"\nscript = "gone.toml"\n',
         'providers.demo.script: provider "demo": the script gone.toml cannot be read',

@@ -398,9 +398,11 @@ def test_thinking_blocks_go_back_unchanged_with_their_signatures(make_host, serv
         "text",
         "tool_use",
     ]
-    assert assistant["content"][:2] == [
+    assert assistant["content"] == [
         {"type": "thinking", "thinking": "Ich brauche Daten.", "signature": "sig-1"},
         {"type": "redacted_thinking", "data": "opaque-2"},
+        {"type": "text", "text": "Suche."},
+        {"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": "Start"}},
     ]
 
 
@@ -452,6 +454,29 @@ def test_thinking_blocks_are_never_sent_to_another_provider(
         shown = repr(body)
         assert ("sig-1" in shown) is (provider is claude)
         assert ("Ich brauche Daten." in shown) is (provider is claude)
+
+
+def test_replayed_blocks_lose_the_answers_nulls_but_never_the_models_input(
+    server, anthropic_oracle
+):
+    claude = AnthropicProvider.from_settings("claude", _settings(server), environ={"K": KEY})
+    server.answer(an(THINKING, text("Suche."), use("t1", "lookup", {"q": None})))
+    answer = claude.complete([ChatMessage.user("hi")], [LOOKUP_SPEC])
+    assert answer.replay is not None
+    transcript = [
+        ChatMessage.user("hi"),
+        ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay),
+        ChatMessage.tool_result("t1", "found"),
+    ]
+
+    body = claude.request_body(transcript, [LOOKUP_SPEC])
+
+    anthropic_oracle(body)
+    assert body["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "Ich brauche Daten.", "signature": "sig-1"},
+        {"type": "text", "text": "Suche."},
+        {"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": None}},
+    ]
 
 
 LOOKUP_SPEC = ToolSpec(name="lookup", description="Find.", parameters=Lookup.parameters)
@@ -563,8 +588,21 @@ def test_a_paused_turn_is_sent_back_and_continued_within_the_cap(
 
     assert (outcome.termination_reason, outcome.final_content) == (reason, "Gefunden.")
     _, second = checked("anthropic")
-    # The paused turn goes back as it came, as the last message: the model continues it.
-    assert second["messages"][-1] == {"role": "assistant", "content": json.loads(paused)["content"]}
+    # The paused turn goes back as the last message, the model continues it; as it came, but
+    # for the answer's nulls ("caller": null), which a request does not take.
+    assert json.loads(paused)["content"][1]["caller"] is None
+    assert second["messages"][-1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Ich suche."},
+            {
+                "type": "server_tool_use",
+                "id": "srv_1",
+                "name": "web_search",
+                "input": {"query": "Start"},
+            },
+        ],
+    }
     assert ("tool_choice" in second) is (rounds == 1)
 
 

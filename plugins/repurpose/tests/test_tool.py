@@ -80,7 +80,7 @@ def test_the_description_warns_of_the_provider_the_cost_and_the_approval():
 def config_with(zone: TrustZone, **tools: Any) -> Any:
     return load_config(
         data={
-            "providers": {"model": {"kind": "scripted", "trust_zone": zone.value}},
+            "providers": {"model": {"kind": "openai", "model": "m", "trust_zone": zone.value}},
             "tools": tools,
             "skills": {"other": {"allowed_tools": ["list_repurpose_formats"]}},
         }
