@@ -513,6 +513,7 @@ class Host:
             "decision": "denied" if approver is None else "approved",
             "approver": approver,
             "turn_digest": digest,
+            "decided_at": self._clock().isoformat(),
         }
         if refusal is not None:
             fields["reason"] = "no_approver"

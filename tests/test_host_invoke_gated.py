@@ -3,6 +3,8 @@ asked of a callback (what ``nrllm mcp serve`` builds on)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from nrllm_core import (
@@ -75,9 +77,11 @@ def test_an_approval_is_asked_recorded_and_bound_to_the_call(host):
         asked.append((pending.name, pending.arguments, digest))
         return "bob"
 
+    before = datetime.now(UTC)
     wire = host.invoke(
         "write_note", {"text": "hi"}, zone=TrustZone.LOCAL, kind="mcp", approve=approve
     )
+    after = datetime.now(UTC)
     assert wire.content == "wrote hi"
     assert calls == ["hi"]
     ((name, arguments, digest),) = asked
@@ -93,6 +97,8 @@ def test_an_approval_is_asked_recorded_and_bound_to_the_call(host):
         "bob",
         digest,
     )
+    # When the person answered, as the approval of a suspended run records it.
+    assert before <= datetime.fromisoformat(approval["decided_at"]) <= after
 
 
 def test_a_denied_approval_runs_nothing(host):

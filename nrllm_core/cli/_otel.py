@@ -31,9 +31,14 @@ def otel_console_option(command: F) -> F:
     )(command)
 
 
-def start_otel_console(has_plugin: bool) -> None:
+def start_otel_console(has_plugin: bool) -> Callable[[], None]:
     """Set the SDK's console exporters as the global providers, through the CLI's sanitiser:
-    spans can hold model text at the ``redacted`` and ``full`` levels."""
+    spans can hold model text at the ``redacted`` and ``full`` levels.
+
+    Returns what shuts both providers down, exporting what they still hold. They shut down as
+    the interpreter exits anyway; a process a signal ends runs no exit hooks, so a command that
+    can be ended so calls it itself.
+    """
     try:
         from opentelemetry import metrics, trace
         from opentelemetry.sdk.metrics import MeterProvider
@@ -57,7 +62,7 @@ def start_otel_console(has_plugin: bool) -> None:
         )
     )
     trace.set_tracer_provider(tracer_provider)
-    # Exported once, as the command exits (the SDK shuts its providers down then).
+    # Exported once, when the providers shut down.
     reader = PeriodicExportingMetricReader(
         ConsoleMetricExporter(
             out=sys.stderr,
@@ -65,4 +70,11 @@ def start_otel_console(has_plugin: bool) -> None:
         ),
         export_interval_millis=3_600_000,
     )
-    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    meter_provider = MeterProvider(metric_readers=[reader])
+    metrics.set_meter_provider(meter_provider)
+
+    def shutdown() -> None:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+    return shutdown

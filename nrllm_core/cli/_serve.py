@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+import signal
 import socket
+from collections.abc import Callable
+from types import FrameType
 
 import click
 
@@ -20,6 +23,22 @@ def _loopback(host: str) -> bool:
     except ValueError:
         # A name may resolve anywhere; only a loopback address literal counts as local.
         return False
+
+
+def _shut_down_on_sigterm(shutdown: Callable[[], None]) -> None:
+    """Call ``shutdown`` before a SIGTERM ends the server.
+
+    uvicorn stops gracefully on SIGTERM, puts back the handler it found (this one) and raises
+    the signal again; the handler calls ``shutdown``, then lets the signal end the process as
+    it would have (a supervisor still sees a process ended by SIGTERM).
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        shutdown()
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 @_main.cli.command()
@@ -41,7 +60,7 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool, otel_con
 
     nrllm = open_host(ctx)
     if otel_console:
-        start_otel_console(nrllm.pm.has_plugin("otel"))
+        _shut_down_on_sigterm(start_otel_console(nrllm.pm.has_plugin("otel")))
     app = create_app(nrllm, token=(token := secrets.token_urlsafe(32)))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+
+from nrllm_otel import _names as names
 
 __all__ = ["Level", "chat_content", "level_of", "tool_artifact_events", "tool_content"]
 
@@ -30,20 +31,23 @@ def level_of(value: object) -> Level:
     return Level.METADATA
 
 
-def chat_content(level: Level, messages: Any, payload: Mapping[str, Any]) -> dict[str, str]:
-    """``gen_ai.input.messages`` / ``gen_ai.output.messages`` from ``redacted`` on."""
+def chat_content(level: Level, messages: Any, payload: Mapping[str, Any] | None) -> dict[str, str]:
+    """``gen_ai.input.messages`` / ``gen_ai.output.messages`` from ``redacted`` on; no output
+    for a call that got no answer (``payload`` is ``None``)."""
     if level is Level.METADATA:
         return {}
     out: dict[str, str] = {}
     if isinstance(messages, list):
-        out[gen_ai.GEN_AI_INPUT_MESSAGES] = _json([_message(m) for m in messages])
+        out[names.GEN_AI_INPUT_MESSAGES] = _json([_message(m) for m in messages])
+    if payload is None:
+        return out
     parts: list[dict[str, Any]] = []
     if isinstance(payload.get("content"), str) and payload["content"]:
         parts.append({"type": "text", "content": payload["content"]})
     parts.extend(_calls(payload.get("requested_tool_calls")))
     reason = payload.get("finish_reason")
     output = {"role": "assistant", "parts": parts, "finish_reason": reason}
-    out[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _json([output])
+    out[names.GEN_AI_OUTPUT_MESSAGES] = _json([output])
     return out
 
 
@@ -53,9 +57,9 @@ def tool_content(level: Level, payload: Mapping[str, Any]) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     if "tool_arguments" in payload:
-        out[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(payload["tool_arguments"])
+        out[names.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(payload["tool_arguments"])
     if isinstance(payload.get("tool_result"), str):
-        out[gen_ai.GEN_AI_TOOL_CALL_RESULT] = payload["tool_result"]
+        out[names.GEN_AI_TOOL_CALL_RESULT] = payload["tool_result"]
     return out
 
 

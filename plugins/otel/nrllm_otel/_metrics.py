@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 from opentelemetry import metrics
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
-from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
+
+from nrllm_otel import _names as names
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, MeterProvider
@@ -36,13 +36,13 @@ class Instruments:
         meter = metrics.get_meter("nrllm_otel", version("nrllm-otel"), meter_provider=provider)
         return cls(
             token_usage=meter.create_histogram(
-                gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE,
+                names.GEN_AI_CLIENT_TOKEN_USAGE,
                 unit="{token}",
                 description="Number of input and output tokens used.",
                 explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
             ),
             duration=meter.create_histogram(
-                gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION,
+                names.GEN_AI_CLIENT_OPERATION_DURATION,
                 unit="s",
                 description="GenAI operation duration.",
                 explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
@@ -63,12 +63,15 @@ class Instruments:
         seconds: float,
     ) -> None:
         self.duration.record(seconds, attributes)
-        for token_type, count in (("input", input_tokens), ("output", output_tokens)):
+        for token_type, count in (
+            (names.TOKEN_INPUT, input_tokens),
+            (names.TOKEN_OUTPUT, output_tokens),
+        ):
             if count is not None:
-                self.token_usage.record(count, {**attributes, gen_ai.GEN_AI_TOKEN_TYPE: token_type})
+                self.token_usage.record(count, {**attributes, names.GEN_AI_TOKEN_TYPE: token_type})
 
     def tool_call(self, tool: str, result: str, data_class: str | None) -> None:
-        attributes = {gen_ai.GEN_AI_TOOL_NAME: tool, "nrllm.tool.result": result}
+        attributes = {names.GEN_AI_TOOL_NAME: tool, "nrllm.tool.result": result}
         if data_class is not None:
             attributes["nrllm.tool.data_class"] = data_class
         self.tool_calls.add(1, attributes)

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.semconv.attributes import server_attributes as server
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from nrllm_core import StepKind, hookimpl
 from nrllm_core.log import logger
+from nrllm_otel import _names as names
 from nrllm_otel._content import Level, chat_content, level_of, tool_artifact_events, tool_content
 from nrllm_otel._metrics import Instruments
 
@@ -44,6 +45,8 @@ class _Segment:
     server_port: int | None
     # The last request's redacted (or verbatim) messages, for the next ``chat`` span.
     input_messages: Any = None
+    # When the request that has no ``llm`` record yet was sent.
+    request_started: int | None = None
 
 
 @final
@@ -134,8 +137,9 @@ class OtelSink:
         started = now - int(record.duration_ms * 1_000_000)
         if record.kind is StepKind.REQUEST:
             segment.input_messages = payload.get("messages_sent")
+            segment.request_started = now
         elif record.kind is StepKind.LLM:
-            self._chat(record.run_id, segment, payload, started, now)
+            self._chat(segment, payload, started, now)
         elif record.kind is StepKind.TOOL:
             self._tool(segment, payload, started, now)
         elif record.kind is StepKind.GATE:
@@ -165,10 +169,10 @@ class OtelSink:
         )
         attributes = _drop_none(
             {
-                gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent",
-                gen_ai.GEN_AI_PROVIDER_NAME: _text(payload.get("provider_kind")) or provider,
-                gen_ai.GEN_AI_REQUEST_MODEL: _text(payload.get("model")),
-                gen_ai.GEN_AI_CONVERSATION_ID: record.run_id,
+                names.GEN_AI_OPERATION_NAME: names.OPERATION_INVOKE_AGENT,
+                names.GEN_AI_PROVIDER_NAME: _text(payload.get("provider_kind")) or provider,
+                names.GEN_AI_REQUEST_MODEL: _text(payload.get("model")),
+                names.GEN_AI_CONVERSATION_ID: record.run_id,
                 "nrllm.provider": provider,
                 "nrllm.trust_zone": _text(payload.get("zone")),
                 "nrllm.skill": _text(payload.get("skill")),
@@ -176,7 +180,7 @@ class OtelSink:
             }
         )
         span = self._tracer_for().start_span(
-            f"invoke_agent {provider or 'direct'}",
+            f"{names.OPERATION_INVOKE_AGENT} {provider or 'direct'}",
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -187,54 +191,77 @@ class OtelSink:
         return _Segment(
             span=span,
             level=level_of(payload.get("privacy_level")),
-            provider=attributes.get(gen_ai.GEN_AI_PROVIDER_NAME),
-            model=attributes.get(gen_ai.GEN_AI_REQUEST_MODEL),
+            provider=attributes.get(names.GEN_AI_PROVIDER_NAME),
+            model=attributes.get(names.GEN_AI_REQUEST_MODEL),
             server_address=_text(payload.get("server_address")),
             server_port=port if type(port) is int else None,
         )
 
-    def _chat(
-        self, run_id: str, segment: _Segment, payload: Mapping[str, Any], start: int, end: int
-    ) -> None:
+    def _chat(self, segment: _Segment, payload: Mapping[str, Any], start: int, end: int) -> None:
         usage = {
-            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: _count(payload.get("prompt_tokens")),
-            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: _count(payload.get("completion_tokens")),
+            names.GEN_AI_USAGE_INPUT_TOKENS: _count(payload.get("prompt_tokens")),
+            names.GEN_AI_USAGE_OUTPUT_TOKENS: _count(payload.get("completion_tokens")),
             # Zero is how a provider that does not report them reads: left out.
-            gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: _count(payload.get("cached_tokens"))
+            names.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: _count(payload.get("cached_tokens"))
             or None,
-            gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: (
+            names.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: (
                 _count(payload.get("reasoning_tokens")) or None
             ),
         }
         reason = _text(payload.get("finish_reason"))
-        shared = _drop_none(
-            {
-                gen_ai.GEN_AI_OPERATION_NAME: "chat",
-                gen_ai.GEN_AI_PROVIDER_NAME: segment.provider,
-                gen_ai.GEN_AI_REQUEST_MODEL: segment.model,
-                server.SERVER_ADDRESS: segment.server_address,
-                server.SERVER_PORT: segment.server_port,
-            }
-        )
-        attributes: dict[str, Any] = {
-            **shared,
+        answered = {
             **_drop_none(usage),
             **_drop_none(
                 {
-                    gen_ai.GEN_AI_RESPONSE_ID: _text(payload.get("response_id")),
-                    gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: None if reason is None else (reason,),
+                    names.GEN_AI_RESPONSE_ID: _text(payload.get("response_id")),
+                    names.GEN_AI_RESPONSE_FINISH_REASONS: None if reason is None else (reason,),
                 }
             ),
             **chat_content(segment.level, segment.input_messages, payload),
         }
+        self._model_call(
+            segment,
+            answered,
+            start,
+            end,
+            input_tokens=usage[names.GEN_AI_USAGE_INPUT_TOKENS],
+            output_tokens=usage[names.GEN_AI_USAGE_OUTPUT_TOKENS],
+        )
+
+    def _model_call(
+        self,
+        segment: _Segment,
+        attributes: Mapping[str, Any],
+        start: int,
+        end: int,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """The ``chat`` span and its metrics; ``error`` (``error.type``) for a call that got no
+        answer."""
+        shared = _drop_none(
+            {
+                names.GEN_AI_OPERATION_NAME: names.OPERATION_CHAT,
+                names.GEN_AI_PROVIDER_NAME: segment.provider,
+                names.GEN_AI_REQUEST_MODEL: segment.model,
+                server.SERVER_ADDRESS: segment.server_address,
+                server.SERVER_PORT: segment.server_port,
+                error_attributes.ERROR_TYPE: error,
+            }
+        )
         segment.input_messages = None
-        name = f"chat {segment.model or segment.provider or 'model'}"
-        span = self._child(segment, name, SpanKind.CLIENT, attributes, start)
+        segment.request_started = None
+        name = f"{names.OPERATION_CHAT} {segment.model or segment.provider or 'model'}"
+        span = self._child(segment, name, SpanKind.CLIENT, {**shared, **attributes}, start)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=end)
         self._instruments_for().chat(
             shared,
-            input_tokens=usage[gen_ai.GEN_AI_USAGE_INPUT_TOKENS],
-            output_tokens=usage[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS],
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
             seconds=(end - start) / 1e9,
         )
 
@@ -246,10 +273,10 @@ class OtelSink:
         )
         attributes = _drop_none(
             {
-                gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
-                gen_ai.GEN_AI_TOOL_NAME: name,
-                gen_ai.GEN_AI_TOOL_CALL_ID: _text(payload.get("tool_call_id")),
-                gen_ai.GEN_AI_TOOL_TYPE: "function",
+                names.GEN_AI_OPERATION_NAME: names.OPERATION_EXECUTE_TOOL,
+                names.GEN_AI_TOOL_NAME: name,
+                names.GEN_AI_TOOL_CALL_ID: _text(payload.get("tool_call_id")),
+                names.GEN_AI_TOOL_TYPE: names.TOOL_TYPE_FUNCTION,
                 "nrllm.tool.data_class": data_class,
                 "nrllm.tool.effect": _text(payload.get("tool_effect")),
                 "nrllm.tool.artifact_types": _artifact_types(payload),
@@ -257,7 +284,9 @@ class OtelSink:
             }
         )
         attributes.update(tool_content(segment.level, payload))
-        span = self._child(segment, f"execute_tool {name}", SpanKind.INTERNAL, attributes, start)
+        span = self._child(
+            segment, f"{names.OPERATION_EXECUTE_TOOL} {name}", SpanKind.INTERNAL, attributes, start
+        )
         for event_name, event_attributes in tool_artifact_events(segment.level, payload):
             span.add_event(event_name, event_attributes, end)
         if payload.get("tool_is_error") is True:
@@ -285,6 +314,15 @@ class OtelSink:
     def _end(
         self, run_id: str, segment: _Segment, status: str | None, reason: str | None, now: int
     ) -> None:
+        if segment.request_started is not None:
+            # The segment ended with a request unanswered: that model call failed.
+            self._model_call(
+                segment,
+                chat_content(segment.level, segment.input_messages, None),
+                segment.request_started,
+                now,
+                error=reason or error_attributes.ErrorTypeValues.OTHER.value,
+            )
         span = segment.span
         span.set_attributes(_drop_none({"nrllm.run.status": status, "nrllm.termination": reason}))
         if status == "failed":

@@ -128,7 +128,8 @@ def make_host(tmp_path: Path, otel: Otel) -> Iterator[Callable[..., Host]]:
         turns: list[dict[str, Any]],
         *tools: Tool,
         level: str = "metadata",
-        otel_section: dict[str, Any] | None = None,
+        zone: str = "local",
+        sections: dict[str, Any] | None = None,
         sink: object | None = None,
     ) -> Host:
         script = tmp_path / "script.json"
@@ -138,7 +139,7 @@ def make_host(tmp_path: Path, otel: Otel) -> Iterator[Callable[..., Host]]:
                 "model": {
                     "kind": "scripted",
                     "script": str(script),
-                    "trust_zone": "local",
+                    "trust_zone": zone,
                     "model": "tiny-1",
                     "base_url": "http://models.example:8111/v1",
                 }
@@ -147,8 +148,7 @@ def make_host(tmp_path: Path, otel: Otel) -> Iterator[Callable[..., Host]]:
             "actor": {"id": "alice"},
             "privacy": {"level": level},
         }
-        if otel_section is not None:
-            data["otel"] = otel_section
+        data.update(sections or {})
         pm = make_plugin_manager(plugins=[Tools(*tools)], load_entry_points=False)
         pm.register(otel.sink if sink is None else sink, name="otel")
         host = Host.from_config(data=data, pm=pm, data_dir=tmp_path / "home", environ={})

@@ -1,14 +1,20 @@
-"""``nrllm run --otel-console``: the command, as a host, prints the spans and metrics on stderr."""
+"""``nrllm run --otel-console`` and ``nrllm serve --otel-console``: the command, as a host,
+prints the spans and metrics on stderr."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
+
+from nrllm_core.inspector._guard import cookie_name
 
 SECRET_ESCAPE = "\x1b]0;owned\x07"
 
@@ -71,6 +77,51 @@ def test_without_the_plugin_the_flag_is_refused(folder):
     assert "needs the nrllm-otel plugin" in done.stderr
 
 
-def test_serve_has_the_flag_too(folder):
-    done = nrllm(folder, "serve", "--help")
-    assert "--otel-console" in done.stdout
+def test_serve_prints_a_runs_spans_and_on_sigterm_its_metrics(folder):
+    environ = {k: v for k, v in os.environ.items() if k != "NRLLM_LOAD_PLUGINS"}
+    environ["NRLLM_HOME"] = str(folder / "home")
+    config = str(folder / "nrllm.toml")
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nrllm_core",
+            "--config",
+            config,
+            "serve",
+            "--port",
+            "0",
+            "--otel-console",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()
+        address = server.stdout.readline().strip()
+        match = re.fullmatch(r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", address)
+        assert match, address
+        base, token = match[1], match[2]
+        answered = httpx.post(
+            f"{base}/api/run",
+            json={"prompt": "Hi"},
+            cookies={cookie_name(token): token},
+            headers={"Origin": base},
+            timeout=60,
+        )
+        assert answered.status_code == 200
+        last = json.loads(answered.text.splitlines()[-1])
+        assert (last["event"], last["status"]) == ("done", "completed")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, errors = server.communicate(timeout=30)
+    # uvicorn stopped gracefully, then the signal ended the process, as without the flag.
+    assert server.returncode == -signal.SIGTERM
+    assert '"name": "invoke_agent model"' in errors
+    assert '"name": "chat tiny-1"' in errors
+    # Exported by the shutdown the signal handler ran: a signal's end runs no exit hooks.
+    assert "gen_ai.client.operation.duration" in errors
+    assert "\x1b" not in errors

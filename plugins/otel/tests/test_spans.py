@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from nrllm_core import Effect
+from nrllm_core import AuditRecord, Effect, StepKind
 
 
 def call(name: str, call_id: str, **arguments):
@@ -24,9 +24,20 @@ def final(text: str = "all done") -> dict:
     return {"content": text, "usage": {"prompt_tokens": 20, "completion_tokens": 5}}
 
 
-def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, otel, echo):
-    host = make_host([tool_turn(call("echo", "call_1", text="hi")), final()], echo())
+CHAT_CONTENT = {"gen_ai.input.messages", "gen_ai.output.messages"}
+TOOL_CONTENT = {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}
+
+
+def metadata_of(span) -> dict:
+    """A span's attributes without the content ones, which only some levels add."""
+    return {k: v for k, v in span.attributes.items() if k not in CHAT_CONTENT | TOOL_CONTENT}
+
+
+@pytest.mark.parametrize("level", ["none", "metadata", "redacted", "full"])
+def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, otel, echo, level):
+    host = make_host([tool_turn(call("echo", "call_1", text="hi")), final()], echo(), level=level)
     outcome = host.run("Say hi")
+    content = level in ("redacted", "full")
     assert outcome.status == "completed"
     (run,) = otel.named("invoke_agent")
     chats = otel.named("chat")
@@ -34,6 +45,7 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
     assert run.name == "invoke_agent model"
     assert run.kind is SpanKind.INTERNAL
     assert run.parent is None
+    # The metadata attributes are the same at every level; content only adds its own keys.
     assert dict(run.attributes) == {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.provider.name": "scripted",
@@ -54,7 +66,9 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
         assert run.start_time <= span.start_time <= span.end_time <= run.end_time
     first = chats[0]
     assert first.kind is SpanKind.CLIENT
-    assert dict(first.attributes) == {
+    for chat in chats:
+        assert set(chat.attributes) & CHAT_CONTENT == (CHAT_CONTENT if content else set())
+    assert metadata_of(first) == {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "scripted",
         "gen_ai.request.model": "tiny-1",
@@ -66,7 +80,8 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
     }
     assert tool.kind is SpanKind.INTERNAL
     assert tool.name == "execute_tool echo"
-    assert dict(tool.attributes) == {
+    assert set(tool.attributes) & TOOL_CONTENT == (TOOL_CONTENT if content else set())
+    assert metadata_of(tool) == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
         "gen_ai.tool.call.id": "call_1",
@@ -82,34 +97,68 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
 
 def test_a_tool_error_and_a_refused_call_set_the_tool_span_status_and_count(make_host, otel, echo):
     host = make_host(
-        [tool_turn(call("broken", "c1"), call("nope", "c2")), final()],
+        [
+            tool_turn(call("echo", "c0", text="x"), call("broken", "c1"), call("nope", "c2")),
+            final(),
+        ],
+        echo(),
         echo("broken", fails=True),
     )
     host.run("Go")
-    broken, unknown = otel.named("execute_tool")
+    fine, broken, unknown = otel.named("execute_tool")
+    assert fine.status.status_code is StatusCode.UNSET
     assert broken.status.status_code is StatusCode.ERROR
     assert broken.attributes["nrllm.tool.result"] == "error"
     assert unknown.status.status_code is StatusCode.ERROR
     assert unknown.attributes["nrllm.tool.result"] == "refused"
     counted = {
-        (p.attributes["gen_ai.tool.name"], p.attributes["nrllm.tool.result"]): p.value
+        (
+            p.attributes["gen_ai.tool.name"],
+            p.attributes["nrllm.tool.result"],
+            p.attributes.get("nrllm.tool.data_class"),
+        ): p.value
         for p in otel.points("nrllm.tool.calls")
     }
-    assert counted == {("broken", "error"): 1, ("nope", "refused"): 1}
-    (with_class,) = [
-        p for p in otel.points("nrllm.tool.calls") if "nrllm.tool.data_class" in p.attributes
-    ]
-    assert with_class.attributes["nrllm.tool.data_class"] == "systemDiagnostics"
+    # A name no tool has has no data class to count it under.
+    assert counted == {
+        ("echo", "ok", "systemDiagnostics"): 1,
+        ("broken", "error", "systemDiagnostics"): 1,
+        ("nope", "refused", None): 1,
+    }
 
 
-def test_a_failed_run_has_an_error_status(make_host, otel, echo, tmp_path):
-    host = make_host([])  # the script has no turn for the first request
+SENT = '[{"role":"user","parts":[{"type":"text","content":"Hello"}]}]'
+
+
+@pytest.mark.parametrize("level", ["metadata", "redacted"])
+def test_a_failed_model_call_is_an_error_chat_span_and_a_duration_with_its_error_type(
+    make_host, otel, level
+):
+    host = make_host([], level=level)  # the script has no turn for the first request
     outcome = host.run("Hello")
     assert outcome.status == "failed"
     (run,) = otel.named("invoke_agent")
     assert run.status.status_code is StatusCode.ERROR
     assert run.attributes["nrllm.run.status"] == "failed"
-    assert run.attributes["nrllm.termination"] == outcome.termination_reason
+    assert run.attributes["nrllm.termination"] == "provider_failed"
+    (chat,) = otel.named("chat")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert chat.parent.span_id == run.context.span_id
+    assert chat.end_time <= run.end_time
+    assert dict(chat.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "scripted",
+        "gen_ai.request.model": "tiny-1",
+        "server.address": "models.example",
+        "server.port": 8111,
+        "error.type": "provider_failed",
+        # What was sent, at the levels with content; no answer came.
+        **({"gen_ai.input.messages": SENT} if level == "redacted" else {}),
+    }
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert duration.count == 1
+    assert duration.attributes["error.type"] == "provider_failed"
+    assert otel.points("gen_ai.client.token.usage") == []
 
 
 def test_the_histograms_carry_the_conventions_attributes(make_host, otel, echo):
@@ -127,6 +176,7 @@ def test_the_histograms_carry_the_conventions_attributes(make_host, otel, echo):
     (duration,) = otel.points("gen_ai.client.operation.duration")
     assert duration.count == 2
     assert duration.attributes["gen_ai.operation.name"] == "chat"
+    assert "error.type" not in duration.attributes
 
 
 def test_a_direct_invoke_is_a_run_of_kind_invoke(make_host, otel, echo):
@@ -139,9 +189,97 @@ def test_a_direct_invoke_is_a_run_of_kind_invoke(make_host, otel, echo):
     assert tool.parent.span_id == run.context.span_id
 
 
+def test_a_skill_run_names_its_skill_and_the_gate_event_its_refusals(make_host, otel, echo):
+    host = make_host(
+        [final()],
+        echo(),
+        echo("note"),
+        sections={"skills": {"lookup": {"allowed_tools": ["echo"]}}},
+    )
+    assert host.run("Go", skill="lookup").status == "completed"
+    (run,) = otel.named("invoke_agent")
+    assert run.attributes["nrllm.skill"] == "lookup"
+    (gate,) = [e for e in run.events if e.name == "nrllm.gate.decision"]
+    assert dict(gate.attributes) == {
+        "nrllm.gate.offered": ("echo",),
+        "nrllm.gate.refused": ("note:configurationGroup",),
+        "nrllm.gate.observed": (),
+    }
+
+
+@pytest.mark.parametrize(
+    ("enforcement", "offered", "refused", "observed"),
+    [
+        ("enforce", (), ("echo:trustZone",), ()),
+        ("observe", ("echo",), (), ("echo:trustZone",)),
+    ],
+)
+def test_the_gate_event_shows_what_observe_mode_let_through(
+    make_host, otel, echo, enforcement, offered, refused, observed
+):
+    # systemDiagnostics is above externalGlobal's ceiling.
+    host = make_host(
+        [final()],
+        echo(),
+        zone="externalGlobal",
+        sections={"tools": {"data_class_enforcement": enforcement}},
+    )
+    host.run("Go")
+    (run,) = otel.named("invoke_agent")
+    (gate,) = [e for e in run.events if e.name == "nrllm.gate.decision"]
+    assert dict(gate.attributes) == {
+        "nrllm.gate.offered": offered,
+        "nrllm.gate.refused": refused,
+        "nrllm.gate.observed": observed,
+    }
+
+
+def test_a_steps_span_lasts_its_duration_and_a_chat_span_carries_the_response_id(otel):
+    # Fed to the sink directly: the scripted provider gives no response id, and a real run's
+    # durations are whatever the machine took.
+    def record(sequence, kind, duration_ms=0.0, **payload):
+        otel.sink.nrllm_audit(
+            AuditRecord(
+                run_id="run-1",
+                sequence=sequence,
+                kind=kind,
+                round=1,
+                duration_ms=duration_ms,
+                payload=payload,
+            )
+        )
+
+    record(0, StepKind.START, provider="gpt", provider_kind="openai", model="gpt-x", run_kind="run")
+    record(1, StepKind.REQUEST)
+    record(2, StepKind.LLM, 250.0, response_id="chatcmpl-7", finish_reason="tool_calls")
+    record(3, StepKind.TOOL, 40.0, tool_name="echo", tool_call_id="c1")
+    record(4, StepKind.FINISH, status="completed", termination_reason="completed")
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.response.id"] == "chatcmpl-7"
+    assert chat.end_time - chat.start_time == 250_000_000
+    (tool,) = otel.named("execute_tool")
+    assert tool.end_time - tool.start_time == 40_000_000
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert duration.count == 1
+    assert duration.sum == 0.25
+
+
+def test_an_approval_asked_inline_by_invoke_is_an_event_with_who_and_when(make_host, otel, echo):
+    write = echo("write_note", effect=Effect.NON_IDEMPOTENT_WRITE, requires_approval=True)
+    host = make_host([], write)
+    assert not host.invoke("write_note", {"text": "x"}, approve=lambda call, digest: "bob").is_error
+    (run,) = otel.named("invoke_agent")
+    (approval,) = [e for e in run.events if e.name == "nrllm.approval"]
+    assert approval.attributes["nrllm.approval.decision"] == "approved"
+    assert approval.attributes["nrllm.approval.approver"] == "bob"
+    assert approval.attributes["nrllm.approval.decided_at"].endswith("+00:00")
+
+
 def test_otel_enabled_false_emits_no_span_and_no_metric(make_host, otel, echo):
     host = make_host(
-        [tool_turn(call("echo", "c1", text="x")), final()], echo(), otel_section={"enabled": False}
+        [tool_turn(call("echo", "c1", text="x")), final()],
+        echo(),
+        sections={"otel": {"enabled": False}},
     )
     assert host.run("Go").status == "completed"
     assert otel.finished() == []
@@ -242,4 +380,4 @@ def test_an_enabled_that_is_not_a_boolean_is_refused_when_the_configuration_load
     from nrllm_core import ConfigError
 
     with pytest.raises(ConfigError, match=r"otel\.enabled"):
-        make_host([final()], otel_section={"enabled": "no"}).run("Go")
+        make_host([final()], sections={"otel": {"enabled": "no"}}).run("Go")
