@@ -38,7 +38,7 @@ from nrllm_core import (
     make_plugin_manager,
 )
 from nrllm_core._manager import PluginManager
-from nrllm_core.cli import _main, cli, echo, echo_json, printable
+from nrllm_core.cli import BadInput, _main, cli, echo, echo_json, printable
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.log import use_logger
 from nrllm_repurpose._cli import repurpose
@@ -134,7 +134,7 @@ def config(tmp_path: Path, home: Path) -> Path:
 
 
 def commands() -> click.Group:
-    group = click.Group("nrllm", commands=dict(cli.commands), params=cli.params)
+    group = type(cli)("nrllm", commands=dict(cli.commands), params=cli.params)
     group.callback = cli.callback
     group.add_command(repurpose)
     return group
@@ -142,7 +142,9 @@ def commands() -> click.Group:
 
 def nrllm(config: Path, *args: str) -> Result:
     with structlog.testing.capture_logs():
-        return CliRunner().invoke(commands(), ["--config", str(config), *args])
+        # As on a terminal: by default the runner has click strip the ANSI sequences it knows
+        # of from all it prints, which would hide a raw one.
+        return CliRunner().invoke(commands(), ["--config", str(config), *args], color=True)
 
 
 def turns(config: Path, *answers: dict[str, Any]) -> None:
@@ -245,7 +247,7 @@ def test_no_command_prints_a_raw_control_character(
     both("repurpose jobs show", "repurpose", "jobs", "show", str(uid))
     text["repurpose worker"] = nrllm(config, "repurpose", "worker", "--once")
 
-    for name, result in {**text, **json_out}.items():
+    for name, result in [*text.items(), *json_out.items()]:
         assert result.exception is None or isinstance(result.exception, SystemExit), name
         assert_inert(result)
     quiet = {"purge", "db upgrade", "repurpose worker", "approve (digest from the database)"}
@@ -254,6 +256,52 @@ def test_no_command_prints_a_raw_control_character(
         assert (SHOWN in result.output) is (name not in quiet), (name, result.output)
     for name, result in json_out.items():
         assert has_hostile(json.loads(result.stdout)), name
+
+
+def test_an_error_message_is_shown_printable_with_its_exit_status(
+    config: Path, tmp_path: Path
+) -> None:
+    bad_kind = tmp_path / "kind.toml"
+    bad_kind.write_text(f"[providers.model]\nkind = {json.dumps(HOSTILE)}\n", encoding="utf-8")
+
+    refused = {
+        "file name": nrllm(tmp_path / f"{HOSTILE}.toml", "tools"),
+        "configuration value": nrllm(bad_kind, "tools"),
+        "name on the command line": nrllm(config, "tools", "--provider", HOSTILE),
+        # One that click itself raises, parsing the command line.
+        "unknown option": nrllm(config, "tools", f"--{HOSTILE}"),
+    }
+
+    for name, result in refused.items():
+        assert result.exit_code == 2, (name, result.output)
+        assert_inert(result)
+        assert SHOWN in result.stderr, (name, result.stderr)
+        assert result.stdout == "", name
+    assert refused["unknown option"].stderr.startswith("Usage: nrllm tools [OPTIONS]\n")
+
+
+class Unavailable(click.ClickException):
+    exit_code = 3
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(click.ClickException, 1), (BadInput, 2), (click.UsageError, 2), (Unavailable, 3)],
+)
+def test_every_error_of_the_group_is_printable_and_keeps_its_status(
+    error: type[click.ClickException], status: int
+) -> None:
+    group = type(cli)("nrllm")
+
+    @group.command()
+    def fail() -> None:
+        raise error(f"cannot read {HOSTILE}")
+
+    result = CliRunner().invoke(group, ["fail"], color=True)
+
+    assert result.exit_code == status
+    assert result.stderr.endswith(f"Error: cannot read {SHOWN}\n")
+    assert_inert(result)
 
 
 def test_multi_line_answers_keep_their_lines(config: Path) -> None:

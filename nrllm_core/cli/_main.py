@@ -14,10 +14,10 @@ from nrllm_core._payloads import StepKind
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._sink_recorder import SinkRecorder
 from nrllm_core.cli._logging import configure_for_cli
-from nrllm_core.cli._terminal import echo, echo_json
+from nrllm_core.cli._terminal import PrintableGroup, echo, echo_json
 
 
-@click.group()
+@click.group(cls=PrintableGroup)
 @click.option(
     "--config",
     "config_path",

@@ -7,19 +7,24 @@ U+009B being CSI) acts like an ESC sequence in some; a carriage return overwrite
 a line; the bidirectional overrides and isolates reorder what is shown. Text from a tool, a
 model, a plugin, a database or a URL can hold any of them, so every command prints through
 :func:`echo` or :func:`echo_json` and shows each such character as an escape (``\\x1b``,
-``\\u202e``) instead of its effect.
+``\\u202e``) instead of its effect. The errors a command reports are shown the same way by
+:class:`PrintableGroup`, the ``nrllm`` group's class: a message can quote a file name, a
+configuration value, an argument or a server's answer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+from collections.abc import Iterator
 from typing import Any, Final
 
 import click
 
 from nrllm_core._serde import to_json
 
-__all__ = ["echo", "echo_json", "printable"]
+__all__ = ["PrintableGroup", "echo", "echo_json", "printable"]
 
 # C0 controls, DEL, C1 controls, and the bidirectional overrides and isolates.
 _SINGLE_LINE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -58,3 +63,53 @@ def echo_json(data: Any, *, err: bool = False) -> None:
     characters it leaves as they are. They can only stand inside a string, so ``\\uXXXX``
     keeps the JSON valid and its value unchanged."""
     click.echo(_SINGLE_LINE.sub(_json_escape, to_json(data)), err=err)
+
+
+class PrintableGroup(click.Group):
+    """A command group whose errors, its own and its commands', are shown through
+    :func:`printable`, with the exit status click gives them.
+
+    click prints a :class:`click.ClickException` as it is, and the message of one can quote
+    anything: a file name, a configuration value, an argument, what a server answered. The
+    root group parses its own options in :meth:`make_context` and resolves, parses and runs
+    every subcommand in :meth:`invoke`, so it is the one place that sees every error: click's
+    own (an unknown option) as well as a command's or a plugin's. The error is shown there and
+    click is left only the exit status: a caller that runs the group with
+    ``standalone_mode=False`` gets that status back, not the exception.
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _errors_shown():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _errors_shown():
+            return super().invoke(ctx)
+
+
+class _Report(io.StringIO):
+    """What click prints for an error, collected to be shown through :func:`printable`.
+
+    It passes for a terminal: off one click strips the ANSI sequences it knows of (and leaves
+    the rest), and every escape is to be shown, not some dropped."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@contextlib.contextmanager
+def _errors_shown() -> Iterator[None]:
+    try:
+        yield
+    except click.ClickException as error:
+        report = _Report()
+        error.show(report)
+        # Multi-line: a usage error's report is the usage, the hint and the message.
+        echo(report.getvalue().rstrip("\n"), multiline=True, err=True)
+        raise click.exceptions.Exit(error.exit_code) from error

@@ -59,16 +59,22 @@ _ACCOUNT_OR_LOG_WORD: Final = re.compile(
 )
 # Ordinary words ending in "log" that are not logs.
 _NOT_LOGS: Final = frozenset({"blog", "blogs", "catalog", "catalogs", "dialog", "dialogs"})
-# nrllm's own audit and job tables: a model must never read or rewrite its own trail, even
-# when they share the host's database and a host lists them.
+# nrllm's own tables, every one that core's and the first-party plugins' migrations create
+# (the audit, its chain key, the approvals claimed, the jobs, the MCP pins): a model must
+# never read or rewrite its own trail or what governs it, even when they share the host's
+# database and a host lists them. Listed by name, not left to a word in the name; a test
+# reads the migrations and fails on a table missing here.
 _NRLLM_TABLES: Final = frozenset(
     {
         "runs",
         "run_steps",
         "gate_decisions",
         "suspensions",
+        "consumed_approvals",
+        "audit_keys",
         "repurpose_jobs",
         "repurpose_job_artifacts",
+        "mcp_pins",
     }
 )
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from nrllm_builtin._policy import (
@@ -100,14 +103,57 @@ def test_bad_settings_make_every_tool_answer_with_an_error(call):
     )
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "runs", "run_steps", "gate_decisions", "suspensions", "repurpose_jobs",
-        "repurpose_job_artifacts", "alembic_version", "nrllm_repurpose_alembic_version",
-        "nrllm_runs",
-    ],
-)  # fmt: skip
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _literal(node: ast.expr, path: Path) -> str:
+    assert isinstance(node, ast.Constant), f"{path}: a table named by an expression"
+    assert isinstance(node.value, str)
+    return node.value
+
+
+def nrllm_tables() -> list[str]:
+    """Every table core's and the first-party plugins' migrations create (or rename to), and
+    each one's version table, read from the migrations themselves: a new one is judged here
+    the day it is written."""
+    tables = {"alembic_version"}  # core's, alembic's default name
+    migrations = [
+        *ROOT.glob("nrllm_core/store/migrations/versions/*.py"),
+        *ROOT.glob("plugins/*/*/migrations/versions/*.py"),
+    ]
+    for path in migrations:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "create_table":
+                    tables.add(_literal(node.args[0], path))
+                elif node.func.attr == "rename_table":
+                    tables.add(_literal(node.args[1], path))
+    # A plugin's migrations keep their version in a table of their own, its VERSION_TABLE.
+    for path in ROOT.glob("plugins/*/nrllm_*/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "VERSION_TABLE"
+                and node.value is not None
+            ):
+                tables.add(_literal(node.value, path))
+    return sorted(tables)
+
+
+NRLLM_TABLES = nrllm_tables()
+
+
+def test_the_tables_of_every_first_party_migration_are_found():
+    # The migrations are read by their place in the repository: a move must not leave the
+    # tests below judging nothing.
+    assert {
+        "runs", "consumed_approvals", "audit_keys", "mcp_pins", "repurpose_jobs",
+        "nrllm_mcp_alembic_version", "nrllm_repurpose_alembic_version",
+    } <= set(NRLLM_TABLES)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*NRLLM_TABLES, "nrllm_runs", "Run_Steps"])
 def test_nrllm_tables_are_denied_even_when_the_host_lists_them(name):
     policy = TablePolicy.from_settings(
         BuiltinSettings(read_tables=(name, "pages"), write_tables=(name, "pages"))
@@ -118,3 +164,46 @@ def test_nrllm_tables_are_denied_even_when_the_host_lists_them(name):
     assert not policy.can_write(name)
     assert policy.readable_tables([name, "pages"]) == ["pages"]
     assert policy.writable_tables([name, "pages"]) == ["pages"]
+
+
+@pytest.fixture
+def shared_database(tmp_path):
+    """A host database that holds nrllm's tables beside its own ``notes``, every one of them
+    listed for reading and writing, each with a readable primary key and a plain column."""
+    from sqlalchemy import create_engine, text
+
+    url = f"sqlite+pysqlite:///{tmp_path / 'shared.db'}"
+    engine = create_engine(url)
+    listed = [*NRLLM_TABLES, "notes"]
+    with engine.begin() as connection:
+        for name in listed:
+            connection.execute(text(f'CREATE TABLE "{name}" (id INTEGER PRIMARY KEY, title TEXT)'))
+            connection.execute(text(f"INSERT INTO \"{name}\" VALUES (1, 'kept')"))
+    engine.dispose()
+    return {"records_url": url, "read_tables": listed, "write_tables": listed}
+
+
+REFUSED = (
+    "Readable tables: notes.",
+    "Writable tables: notes (the host lists them in [builtin] write_tables).",
+)
+
+
+@pytest.mark.parametrize("name", NRLLM_TABLES)
+def test_the_record_tools_refuse_each_nrllm_table(call, shared_database, name):
+    calls = [
+        ("read_records", {"table": name}),
+        ("search_records", {"term": "kept", "tables": [name]}),
+        ("get_table_schema", {"table": name}),
+        ("create_record_draft", {"table": name, "values": {"title": "new"}}),
+        ("update_record", {"table": name, "id": 1, "values": {"title": "changed"}}),
+    ]
+    for tool, arguments in calls:
+        answer = call(tool, arguments, shared_database)
+        # Refused, and the tables offered instead are the host's alone.
+        assert answer.content.endswith(REFUSED), (tool, answer.content)
+    listed = call("list_tables", {}, shared_database)
+    assert name not in listed.content.split()
+    # The same calls on the host's own table do what they say.
+    read = call("read_records", {"table": "notes"}, shared_database)
+    assert read.content == "Records in notes (1, offset 0):\n- notes:1\n  title: kept"

@@ -2,7 +2,9 @@
 
 ``python mcp_server.py STATE_DIR stdio`` or ``python mcp_server.py STATE_DIR http PORT``.
 What it lists is read from STATE_DIR on every ``tools/list``, so a test can change a
-description or add a tool between two connections.
+description or add a tool between two connections. With STATE_DIR/hostile, the server puts
+that file's text everywhere a server controls: its name, version and instructions, its stderr,
+a tool's name, a tool's description and a tool's result.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ IMAGE = b"\x89PNG\r\n\x1a\n" + b"\x07" * (48213 - 8)
 def _state() -> Path:
     # Read when a request arrives, not at import: the tests import IMAGE from this module.
     return Path(sys.argv[1])
+
+
+def _hostile() -> str | None:
+    path = _state() / "hostile"
+    return path.read_text(encoding="utf-8") if path.exists() else None
 
 
 def _description() -> str:
@@ -59,6 +66,12 @@ def _tools() -> list[types.Tool]:
         ]
     if (_state() / "extra").exists():
         tools.append(types.Tool(name="extra", description="Added later.", input_schema=empty))
+    hostile = _hostile()
+    if hostile is not None:
+        tools += [
+            types.Tool(name=hostile, description=hostile, input_schema=empty),
+            types.Tool(name="shout", description=f"Shouts {hostile}", input_schema=empty),
+        ]
     return tools
 
 
@@ -92,6 +105,12 @@ async def call_tool(
         )
     if params.name == "hang":
         await anyio.sleep(3600)
+    if params.name == "shout":
+        hostile = _hostile() or ""
+        return types.CallToolResult(
+            content=[types.TextContent(text=hostile)],
+            structured_content={"result": [{"said": hostile}]},
+        )
     if params.name == "environment":
         return types.CallToolResult(content=[types.TextContent(text=",".join(sorted(os.environ)))])
     return types.CallToolResult(content=[types.TextContent(text="it broke")], is_error=True)
@@ -108,6 +127,10 @@ async def _stdio() -> None:
 
 
 def main() -> None:
+    hostile = _hostile()
+    if hostile is not None:
+        server.name = server.version = server.instructions = hostile
+        print(hostile, file=sys.stderr, flush=True)
     if sys.argv[2] == "stdio":
         anyio.run(_stdio)
         return
