@@ -117,6 +117,9 @@ def test_a_withheld_tool_says_who_registered_it(tmp_path):
     assert 'Error: tool "read_records" is withheld: registered by both "oops" and "builtin"' in (
         called.stdout
     )
+    # The name is no typo: nothing else is suggested, and the clash is logged once.
+    assert "did you mean" not in called.stderr
+    assert called.stderr.count("nrllm.tool.name_clash") == 1
     [row] = [line for line in listed.stdout.splitlines() if line.startswith("read_records ")]
     assert row.split("  ")[-1].strip() == "no: withheld"
 
