@@ -178,3 +178,7 @@ class ToolCatalog:
 
     def get(self, name: str) -> RegisteredTool | None:
         return self.tools.get(name)
+
+    def claims(self, name: str) -> bool:
+        """Whether a plugin registered ``name``: a usable tool, a clash or a withheld one."""
+        return name in self.tools or name in self.clashes or name in self.withheld

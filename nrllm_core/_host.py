@@ -186,14 +186,14 @@ class Host:
         pm: PluginManager,
         config_loader: Any,
         store: Store,
-        data_dir: Path,
+        data_dir: str | os.PathLike[str],
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.pm = pm
         self._load = config_loader
         self.store = store
-        self._data_dir = data_dir
+        self._data_dir = Path(data_dir)
         self._environ = os.environ if environ is None else environ
         self._clock = clock
         self._running: dict[str, Cancellation] = {}

@@ -32,6 +32,10 @@ ENTRY_POINT_GROUP: Final = "nrllm"
 _CORE_PLUGIN: Final = "nrllm.defaults"
 _PROVIDERS_PLUGIN: Final = "nrllm.providers"
 _NO_HOOKS: Final = "no nrllm hook implementations (did you forget @hookimpl?)"
+# The hooks the catalog is built from (tools, their data classes, the settings they get).
+_CATALOG_HOOKS: Final = frozenset(
+    {"nrllm_register_tools", "nrllm_tool_data_class", "nrllm_settings_class"}
+)
 
 
 @final
@@ -71,20 +75,31 @@ class PluginManager(pluggy.PluginManager):
     # Registering or removing a plugin changes which tools, kinds and sinks exist.
     def register(self, plugin: object, name: str | None = None) -> str | None:
         registered = super().register(plugin, name)
-        self._forget()
+        self._forget(self._hooks_of(plugin))
         return registered
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
+        hooks = self._hooks_of(self.get_plugin(name) if plugin is None and name else plugin)
         removed = super().unregister(plugin, name)
-        self._forget()
+        self._forget(hooks)
         return removed
 
     def add_hookspecs(self, module_or_class: types.ModuleType | type) -> None:
         super().add_hookspecs(module_or_class)
-        self._forget()
+        self._forget(None)
 
-    def _forget(self) -> None:
-        self._catalog = None
+    def _hooks_of(self, plugin: object) -> frozenset[str] | None:
+        """The hooks ``plugin`` implements; ``None`` when it is not registered."""
+        callers = None if plugin is None else self.get_hookcallers(plugin)
+        return None if callers is None else frozenset(caller.name for caller in callers)
+
+    def _forget(self, hooks: frozenset[str] | None) -> None:
+        """Drop what was collected from the plugins; the catalog only when ``hooks`` (those
+        of the plugin that came or went, ``None``: unknown) include one it is built from.
+        A sink registered after the first call (``nrllm invoke``'s recorder) so neither
+        rebuilds the tools nor logs their name clashes a second time."""
+        if hooks is None or hooks & _CATALOG_HOOKS:
+            self._catalog = None
         self._providers = None
         self._sinks = {}
         self._settings_classes = None
@@ -102,7 +117,8 @@ class PluginManager(pluggy.PluginManager):
 
     def catalog(self) -> ToolCatalog:
         """Every registered tool, built once per set of plugins and of their configuration
-        (as it was when the catalog was built, or last handed over by ``deliver_settings``).
+        (as it was when the catalog was built, or last handed over by ``deliver_settings``);
+        a plugin implementing none of the hooks it is built from (a sink) leaves it as it is.
 
         Read on every tool call, so it never reads the configuration itself once built."""
         if self._catalog is None:

@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from nrllm_core import Host, ToolRegistry, hookimpl, invoke, make_plugin_manager, tool
+from nrllm_core import (
+    Effect,
+    Host,
+    ToolRegistry,
+    ToolResult,
+    hookimpl,
+    invoke,
+    load_config,
+    make_plugin_manager,
+    tool,
+)
 
 NRLLM = Path(sys.executable).with_name("nrllm")
 
@@ -117,6 +127,9 @@ def test_a_withheld_tool_says_who_registered_it(tmp_path):
     assert 'Error: tool "read_records" is withheld: registered by both "oops" and "builtin"' in (
         called.stdout
     )
+    # The name is no typo: nothing else is suggested, and the clash is logged once.
+    assert "did you mean" not in called.stderr
+    assert called.stderr.count("nrllm.tool.name_clash") == 1
     [row] = [line for line in listed.stdout.splitlines() if line.startswith("read_records ")]
     assert row.split("  ")[-1].strip() == "no: withheld"
 
@@ -197,17 +210,87 @@ def test_bad_args_json_names_the_line_and_the_column(tmp_path):
 # -- paths --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", [str, Path])
-def test_host_from_config_takes_a_str_or_a_path_like_data_dir(tmp_path, kind):
-    host = Host.from_config(data={}, load_entry_points=False, data_dir=kind(tmp_path / "d"))
+class FsPath:
+    """A path-like object that is no ``Path``: only ``os.fspath`` reads it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+PATH_KINDS = pytest.mark.parametrize("kind", [str, Path, FsPath])
+
+
+@tool(group="content", effect=Effect.NON_IDEMPOTENT_WRITE)
+def stamp() -> ToolResult:
+    """A write: its run suspends for approval."""
+    return ToolResult.text("stamped")
+
+
+class Stamps:
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        registry.register(stamp)
+
+
+@PATH_KINDS
+def test_a_host_built_by_hand_suspends_and_resumes_with_any_data_dir(tmp_path, kind):
+    from nrllm_core.store import Store
+
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps({"turns": [{"tool_calls": [{"name": "stamp"}]}, {"content": "Done."}]})
+    )
+    config = {
+        "actor": {"id": "tester"},
+        "providers": {"m": {"kind": "scripted", "script": str(script)}},
+    }
+    folder = kind(tmp_path / "d")
+    host = Host(
+        pm=make_plugin_manager(plugins=[Stamps()], load_entry_points=False),
+        config_loader=lambda: load_config(data=config),
+        store=Store.open(None, data_dir=folder),
+        data_dir=folder,
+        environ={},
+    )
+    try:
+        suspended = host.run("Stamp it.", provider="m")
+        assert suspended.status == "awaiting_approval", suspended.error
+        done = host.approve(suspended.run_id, approver="tester", turn_digest=suspended.turn_digest)
+    finally:
+        host.store.close()
+    assert done.final_content == "Done."
+    # The suspended state was sealed with a key made in the folder given.
+    assert (tmp_path / "d" / "state.key").is_file()
+
+
+@PATH_KINDS
+def test_host_from_config_takes_a_str_or_a_path_like_data_dir_and_path(tmp_path, kind):
+    (tmp_path / "nrllm.toml").write_text('[actor]\nid = "from-the-file"\n', encoding="utf-8")
+    host = Host.from_config(
+        kind(tmp_path / "nrllm.toml"), load_entry_points=False, data_dir=kind(tmp_path / "d")
+    )
     try:
         assert host.runs() == []
+        assert host.config.actor().id == "from-the-file"
     finally:
         host.store.close()
     assert (tmp_path / "d" / "nrllm.db").is_file()
 
 
-@pytest.mark.parametrize("kind", [str, Path])
+@PATH_KINDS
+def test_load_config_takes_a_str_or_a_path_like(tmp_path, kind):
+    (tmp_path / "nrllm.toml").write_text('[actor]\nid = "from-the-file"\n', encoding="utf-8")
+
+    config = load_config(kind(tmp_path / "nrllm.toml"))
+
+    assert config.actor().id == "from-the-file"
+    assert config.source == tmp_path / "nrllm.toml"
+
+
+@PATH_KINDS
 def test_the_stores_take_a_str_or_a_path_like_data_dir(tmp_path, kind):
     from nrllm_core.store import Store
     from nrllm_repurpose._store import JobStore
@@ -219,3 +302,45 @@ def test_the_stores_take_a_str_or_a_path_like_data_dir(tmp_path, kind):
         store.close()
     with JobStore.open(None, data_dir=kind(tmp_path / "b")) as jobs:
         assert jobs.jobs() == []
+
+
+@PATH_KINDS
+@pytest.mark.anyio
+async def test_the_async_store_takes_a_str_or_a_path_like_data_dir(tmp_path, kind):
+    from nrllm_core.store import AsyncStore
+
+    store = await AsyncStore.open(None, data_dir=kind(tmp_path / "a"))
+    try:
+        assert await store.list_runs() == []
+    finally:
+        await store.close()
+    assert (tmp_path / "a" / "nrllm.db").is_file()
+
+
+@PATH_KINDS
+def test_a_plugins_migrations_folder_may_be_a_str_or_a_path_like(tmp_path, kind):
+    import sqlalchemy as sa
+
+    import nrllm_repurpose
+    from nrllm_core.store import open_plugin_engine
+    from nrllm_repurpose._schema import VERSION_TABLE
+
+    migrations = Path(nrllm_repurpose.__file__).parent / "migrations"
+    engine = open_plugin_engine(
+        None, kind(tmp_path), migrations=kind(migrations), version_table=VERSION_TABLE, lock_key=1
+    )
+    try:
+        assert "repurpose_jobs" in sa.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+@PATH_KINDS
+def test_the_fixture_loads_a_plugin_file_given_as_a_str_or_a_path_like(nrllm, tmp_path, kind):
+    (tmp_path / "stamps_file.py").write_text(
+        "from nrllm_core import hookimpl\n\n\n@hookimpl\ndef nrllm_register_tools(registry):\n"
+        "    pass\n",
+        encoding="utf-8",
+    )
+
+    assert nrllm.load(kind(tmp_path / "stamps_file.py")) == "stamps_file"

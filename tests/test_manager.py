@@ -277,6 +277,26 @@ def test_the_catalog_follows_registration(tools_plugin):
     assert pm.catalog().tools == {}
 
 
+def test_a_sink_coming_or_going_keeps_the_catalog(tools_plugin):
+    from nrllm_core.testing import SinkRecorder
+
+    pm = make_plugin_manager(
+        plugins=[tools_plugin(make_tool("same")), tools_plugin(make_tool("same"))],
+        load_entry_points=False,
+    )
+    with capture_logs() as logs:
+        catalog = pm.catalog()
+        sink = SinkRecorder()
+        pm.register(sink, name="late.sink")
+        assert pm.catalog() is catalog
+        pm.unregister(name="late.sink")
+        assert pm.catalog() is catalog
+    # Built once, so its clash is logged once.
+    assert [e["event"] for e in logs].count("nrllm.tool.name_clash") == 1
+    pm.register(tools_plugin(make_tool("other")))
+    assert set(pm.catalog().tools) == {"other"}
+
+
 class Configured:
     """A plugin whose tools are named by its own section, ``[configured] tools``."""
 

@@ -129,6 +129,19 @@ def test_the_audit_is_at_the_privacy_level_asked_for(nrllm):
     assert call.audit.payload["tool_artifacts"][0]["data"]["rows"] == [["b", "2"], ["a", "1"]]
 
 
+def test_run_drives_the_loop_against_a_scripted_model(nrllm):
+    nrllm.load(HELLO)
+    call = {"name": "word_count", "arguments": {"text": "b a b"}}
+
+    outcome = nrllm.run("Count.", script=[{"tool_calls": [call]}, {"content": "3 words."}])
+
+    assert (outcome.status, outcome.final_content) == ("completed", "3 words.")
+    # One request per turn: the tools offered in the zone, then the tool's wire answer.
+    (_, offered), (messages, _) = nrllm.requests
+    assert [spec.name for spec in offered] == ["save_note", "word_count"]
+    assert messages[-1].content == "3 words, 2 distinct. Most frequent: b (2), a (1)"
+
+
 def test_run_approve_and_deny_drive_a_scripted_model(nrllm, tmp_path):
     nrllm.load(HELLO, settings={"notes_dir": str(tmp_path)})
     turn = {"tool_calls": [{"name": "save_note", "arguments": {"title": "A", "text": "x"}}]}

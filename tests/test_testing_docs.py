@@ -58,8 +58,9 @@ def test_every_method_has_a_heading_followed_by_an_example(method):
     text = PAGE.read_text(encoding="utf-8")
     heading = re.search(rf"^### .*nrllm\.{method}\(", text, re.M)
     assert heading, f"no heading for nrllm.{method}"
-    after = text[heading.end() :]
-    assert "<!-- test: " in after.split("\n## ")[0], f"nrllm.{method} has no example"
+    # Its own example: before the next heading, so no method borrows its neighbour's.
+    own = re.split(r"^#{2,3} ", text[heading.end() :], maxsplit=1, flags=re.M)[0]
+    assert "<!-- test: " in own, f"nrllm.{method} has no example"
 
 
 def test_the_invocation_fields_are_documented():

@@ -144,7 +144,9 @@ def invoke(
 
     arguments = _parse_arguments(raw_args)
     host = open_host(ctx)
-    suggestion = _closest(tool_name, host.pm.catalog().tools)
+    catalog = host.pm.catalog()
+    # A withheld name is no typo: the call's report says why it is withheld.
+    suggestion = None if catalog.claims(tool_name) else _closest(tool_name, catalog.tools)
     if suggestion:
         # On stderr: stdout is the call's report, which says the tool is unknown.
         echo(suggestion, err=True)
@@ -180,10 +182,7 @@ def _closest(name: str, known: Iterable[str]) -> str | None:
     """``did you mean "..."?`` for a name that is not known but close to some that are."""
     import difflib
 
-    names = list(known)
-    if name in names:
-        return None
-    close = difflib.get_close_matches(name, names, n=3)
+    close = difflib.get_close_matches(name, list(known), n=3)
     if not close:
         return None
     return "did you mean " + " or ".join(f'"{n}"' for n in close) + "?"

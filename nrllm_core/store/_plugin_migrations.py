@@ -7,7 +7,6 @@ so the two histories never meet.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +16,7 @@ __all__ = ["open_plugin_engine", "run_plugin_migrations", "upgrade_plugin_schema
 
 
 def upgrade_plugin_schema(
-    engine: Engine, *, migrations: Path, version_table: str, lock_key: int
+    engine: Engine, *, migrations: str | os.PathLike[str], version_table: str, lock_key: int
 ) -> None:
     """Bring the plugin's tables to the head of ``migrations`` (its Alembic folder), unless
     they are there already. On PostgreSQL, processes migrating one new database together take
@@ -28,7 +27,7 @@ def upgrade_plugin_schema(
     from alembic.script import ScriptDirectory
 
     config = Config()
-    config.set_main_option("script_location", str(migrations))
+    config.set_main_option("script_location", os.fspath(migrations))
     heads = frozenset(ScriptDirectory.from_config(config).get_heads())
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"version_table": version_table})
@@ -45,7 +44,7 @@ def open_plugin_engine(
     url: str | None,
     data_dir: str | os.PathLike[str] | None,
     *,
-    migrations: Path,
+    migrations: str | os.PathLike[str],
     version_table: str,
     lock_key: int,
 ) -> Engine:

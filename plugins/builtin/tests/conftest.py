@@ -9,26 +9,29 @@ from typing import Any
 import attrs
 import pytest
 
-import nrllm_builtin
 from nrllm_builtin.sample import create_sample_database, populate_sample
-from nrllm_core import (
-    Actor,
-    ToolArtifact,
-    ToolContext,
-    invoke,
-    make_plugin_manager,
-)
-from nrllm_core.testing import SinkRecorder as Sinks
+from nrllm_core import ToolArtifact
+from nrllm_core.pytest_plugin import Harness, Invocation
 from nrllm_core.testing import postgres_schema
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class Answer:
-    """What one call delivered: the wire's text and the trace's artifacts."""
+    """One call as the ``nrllm`` fixture recorded it, with a read's one table at hand."""
 
-    content: str
-    is_error: bool
-    artifacts: tuple[ToolArtifact, ...]
+    call: Invocation
+
+    @property
+    def content(self) -> str:
+        return self.call.content
+
+    @property
+    def is_error(self) -> bool:
+        return self.call.is_error
+
+    @property
+    def artifacts(self) -> tuple[ToolArtifact, ...]:
+        return self.call.artifacts
 
     def table(self) -> dict[str, Any]:
         (artifact,) = self.artifacts
@@ -40,35 +43,19 @@ class Answer:
 Call = Callable[..., Answer]
 
 
-def call_tool(name: str, arguments: dict[str, Any], settings: dict[str, Any]) -> Answer:
-    """One call through the invoke seam (schema check, bounds, sinks) as a direct call."""
-    sinks = Sinks()
-    pm = make_plugin_manager(plugins=[sinks], load_entry_points=False)
-    # Registered under its entry-point name, which names its settings section.
-    pm.register(nrllm_builtin, name="builtin")
-    context = ToolContext(
-        run_id="run-1",
-        call_id="call-1",
-        actor=Actor(id="tester"),
-        settings={"builtin": settings},
-    )
-    wire = invoke(pm, name, arguments, context=context)
-    (event,) = sinks.trace
-    return Answer(content=wire.content, is_error=wire.is_error, artifacts=event.step.tool_artifacts)
-
-
 @attrs.frozen(kw_only=True)
 class Records:
     """A sample database to point ``[builtin] records_url`` at."""
 
     backend: str
     url: str
+    through: Call
 
     def settings(self, **extra: Any) -> dict[str, Any]:
         return {"records_url": self.url, **extra}
 
     def call(self, name: str, arguments: dict[str, Any], **extra: Any) -> Answer:
-        return call_tool(name, arguments, self.settings(**extra))
+        return self.through(name, arguments, self.settings(**extra))
 
     def scalar(self, sql: str) -> Any:
         from sqlalchemy import create_engine, text
@@ -83,11 +70,11 @@ class Records:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def records(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Records]:
+def records(request: pytest.FixtureRequest, tmp_path: Path, call: Call) -> Iterator[Records]:
     """The sample database, fresh per test; on PostgreSQL in its own schema, dropped after."""
     if request.param == "sqlite":
         path = create_sample_database(tmp_path / "sample.db")
-        yield Records(backend="sqlite", url=f"sqlite+pysqlite:///{path}")
+        yield Records(backend="sqlite", url=f"sqlite+pysqlite:///{path}", through=call)
         return
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
@@ -97,16 +84,25 @@ def records(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Records]
         with loader.begin() as connection:
             populate_sample(connection)
         loader.dispose()
-        yield Records(backend="postgresql", url=url)
+        yield Records(backend="postgresql", url=url, through=call)
 
 
 @pytest.fixture
-def sqlite_records(tmp_path: Path) -> Records:
+def sqlite_records(tmp_path: Path, call: Call) -> Records:
     path = create_sample_database(tmp_path / "sample.db")
-    return Records(backend="sqlite", url=f"sqlite+pysqlite:///{path}")
+    return Records(backend="sqlite", url=f"sqlite+pysqlite:///{path}", through=call)
 
 
 @pytest.fixture
-def call() -> Call:
-    """``call(tool, arguments, settings)``: one call through the seam with these settings."""
-    return call_tool
+def call(nrllm: Harness) -> Call:
+    """``call(tool, arguments, settings)``: one direct call through the ``nrllm`` fixture's
+    host, with ``settings`` as the ``[builtin]`` section, checked and typed by its settings
+    class as a host's configuration is."""
+    nrllm.load_installed("builtin")
+
+    def call(name: str, arguments: dict[str, Any], settings: dict[str, Any]) -> Answer:
+        # The harness reads its configuration on every call: each call has its own section.
+        nrllm.config["builtin"] = settings
+        return Answer(nrllm.invoke(name, **arguments))
+
+    return call

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import nrllm_builtin
 from nrllm_builtin._policy import (
     TablePolicy,
     is_nrllm_table,
@@ -14,6 +15,7 @@ from nrllm_builtin._policy import (
     is_sensitive_table,
 )
 from nrllm_builtin._settings import BuiltinSettings, SettingsError, load_settings
+from nrllm_core import Actor, ToolContext, invoke, make_plugin_manager
 
 
 @pytest.mark.parametrize(
@@ -93,8 +95,21 @@ def test_settings_are_checked_with_the_key_named():
     assert load_settings({}) == BuiltinSettings()
 
 
-def test_bad_settings_make_every_tool_answer_with_an_error(call):
-    answer = call("read_records", {"table": "pages"}, {"write_tables": "drafts"})
+def test_bad_settings_fail_a_hosts_call_with_the_key_named(call):
+    with pytest.raises(SettingsError, match=r"builtin\.write_tables: expected an array of str"):
+        call("read_records", {"table": "pages"}, {"write_tables": "drafts"})
+
+
+def test_bad_settings_in_a_context_built_by_hand_make_every_tool_answer_with_an_error():
+    # By hand, not through the nrllm fixture: a host checks the section when its configuration
+    # loads (above), so only a context built by hand still carries a raw, bad table.
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(nrllm_builtin, name="builtin")
+    context = ToolContext(
+        run_id="r", call_id="c", actor=Actor(id="t"), settings={"builtin": {"write_tables": "d"}}
+    )
+
+    answer = invoke(pm, "read_records", {"table": "pages"}, context=context)
 
     assert answer.is_error
     assert answer.content == (
