@@ -110,6 +110,7 @@ class RefusalReason(enum.StrEnum):
     UNOPENABLE = "unopenable"
     EXPIRED = "expired"
     STALE = "stale"
+    TAMPERED = "tampered"
     FOUR_EYES = "four_eyes"
     ALREADY_DECIDED = "already_decided"
     REPLAYED = "replayed"
@@ -124,8 +125,8 @@ class NoApprover(Exception):
 
 class ApprovalRefused(Exception):
     """An approval that cannot be applied: unknown run, not waiting, stale digest, four-eyes,
-    an expired or stale turn, a replayed state. ``reason`` says which; the message is safe to
-    show."""
+    an expired or stale turn, a run whose audit chain does not hold (tampered), a replayed
+    state. ``reason`` says which; the message is safe to show."""
 
     def __init__(self, message: str, reason: RefusalReason) -> None:
         super().__init__(message)
@@ -751,7 +752,9 @@ class Host:
         """The state sealed for this run and this turn, while its turn is still open.
 
         A state whose expiry has passed does not open, nor one whose run has any step after
-        the suspension: that turn is over, whatever the database says.
+        the suspension: that turn is over, whatever the database says. The run's steps are
+        only counted once its audit chain holds: steps deleted to make a decided turn look
+        open again break it.
         """
         turn = self._open_turn(run_id, turn_digest, sealed)
         if self._clock() >= turn.expires_at:
@@ -759,6 +762,20 @@ class Host:
                 f"the suspended turn expired at {turn.expires_at.isoformat()}; "
                 "it can no longer be decided",
                 RefusalReason.EXPIRED,
+            )
+        broken = self.store.verify(run_id).broken
+        if broken:
+            (first,) = broken
+            logger().warning(
+                "nrllm.run.chain_broken",
+                run_id=run_id,
+                sequence=first.sequence,
+                problem=first.problem.value,
+            )
+            raise ApprovalRefused(
+                f"the run's audit chain does not hold (tampered: broken at step "
+                f"{first.sequence}, {first.problem.value}); the turn cannot be decided",
+                RefusalReason.TAMPERED,
             )
         if self.store.last_sequence(run_id) > turn.last_sequence:
             logger().warning("nrllm.run.state_stale", run_id=run_id)

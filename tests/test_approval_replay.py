@@ -122,6 +122,19 @@ class Writer:
         with self.engine.begin() as connection:
             connection.execute(text(statement), values)
 
+    def chain_head(self, run_id: str) -> tuple[int, str, str]:
+        """The run row's count, last mac and head, as a writer can save them for later."""
+        ((count, last, head),) = self.sql(
+            "SELECT steps, last_mac, chain_head FROM runs WHERE id = :r", r=run_id
+        )
+        return count, last, head
+
+    def cut_after(self, run_id: str, sequence: int) -> None:
+        """Every step of the run after ``sequence`` deleted."""
+        self.execute(
+            "DELETE FROM run_steps WHERE run_id = :r AND sequence > :s", r=run_id, s=sequence
+        )
+
     def copy_suspension(self, run_id: str) -> bytes:
         ((sealed,),) = self.sql("SELECT sealed FROM suspensions WHERE run_id = :r", r=run_id)
         return bytes(sealed)
@@ -159,17 +172,28 @@ def refusals(host: Host, run_id: str, digest: str) -> tuple[RefusalReason, Refus
 
 
 def approved_once(make_host: Callable[..., tuple[Host, Write]], writer: Writer) -> Any:
+    """A run approved once, with what a writer copied while it waited: its suspension row and
+    its chain's head."""
     host, write = make_host([WRITE_TURN, {"content": "done"}])
     run_id, digest = suspended(host)
     sealed = writer.copy_suspension(run_id)
+    saved_head = writer.chain_head(run_id)
     done = host.approve(run_id, approver="bob", turn_digest=digest)
     assert done.status == "completed"
     assert write.calls == [{"text": "hello"}]
-    return host, write, run_id, digest, sealed
+    return host, write, run_id, digest, sealed, saved_head
+
+
+def suspension_step(writer: Writer, run_id: str) -> int:
+    ((sequence,),) = writer.sql(
+        "SELECT MAX(sequence) FROM run_steps WHERE run_id = :r AND kind = 'suspension'", r=run_id
+    )
+    assert sequence is not None
+    return int(sequence)
 
 
 def test_a_state_put_back_after_its_run_finished_is_refused_and_writes_nothing(make_host, writer):
-    host, write, run_id, digest, sealed = approved_once(make_host, writer)
+    host, write, run_id, digest, sealed, _ = approved_once(make_host, writer)
     writer.put_back(run_id, sealed)
     assert host.store.suspension(run_id) is not None
 
@@ -181,7 +205,7 @@ def test_a_state_put_back_after_its_run_finished_is_refused_and_writes_nothing(m
 
 
 def test_a_state_whose_run_moved_on_is_stale(make_host, writer):
-    host, write, run_id, digest, sealed = approved_once(make_host, writer)
+    host, write, run_id, digest, sealed, _ = approved_once(make_host, writer)
     writer.put_back(run_id, sealed)
     # Even with the record of its claim erased, the steps after the suspension remain.
     writer.execute("DELETE FROM consumed_approvals WHERE run_id = :r", r=run_id)
@@ -190,20 +214,55 @@ def test_a_state_whose_run_moved_on_is_stale(make_host, writer):
     assert write.calls == [{"text": "hello"}]
 
 
-def test_a_consumed_nonce_is_replayed_even_with_the_later_steps_gone(make_host, writer):
-    host, write, run_id, digest, sealed = approved_once(make_host, writer)
-    ((last,),) = writer.sql(
-        "SELECT MAX(sequence) FROM run_steps WHERE run_id = :r AND kind = 'llm'", r=run_id
+@pytest.mark.parametrize(
+    "refit",
+    [
+        # As a writer did before heads were authenticated: the last step left, and the count.
+        "chain_head = :last, steps = :count",
+        # The count and last mac the store chains on from, the head left as it was.
+        "last_mac = :last, steps = :count",
+    ],
+)
+def test_a_replay_with_the_run_cut_back_to_its_suspension_is_refused_tampered(
+    make_host, writer, refit
+):
+    host, write, run_id, digest, sealed, _ = approved_once(make_host, writer)
+    suspension = suspension_step(writer, run_id)
+    # The four steps of the replay: the steps after the suspension deleted, the run row made
+    # to fit what is left, the record of the claim erased and the suspension row put back.
+    writer.cut_after(run_id, suspension)
+    ((last, count),) = writer.sql(
+        "SELECT (SELECT mac FROM run_steps WHERE run_id = :r AND sequence = :s), "
+        "(SELECT COUNT(*) FROM run_steps WHERE run_id = :r)",
+        r=run_id,
+        s=suspension,
     )
-    first_llm = writer.sql(
-        "SELECT MIN(sequence) FROM run_steps WHERE run_id = :r AND kind = 'llm'", r=run_id
-    )[0][0]
-    assert first_llm < last
-    # The writer also deletes every step after the suspension, so the state is not stale.
+    writer.execute(f"UPDATE runs SET {refit} WHERE id = :r", last=last, count=count, r=run_id)
+    writer.execute("DELETE FROM consumed_approvals WHERE run_id = :r", r=run_id)
+    writer.put_back(run_id, sealed)
+
+    assert refusals(host, run_id, digest) == (RefusalReason.TAMPERED, RefusalReason.TAMPERED)
+    assert write.calls == [{"text": "hello"}]
+    # Refused before the claim: nothing was decided, and the nonce was not recorded again.
+    ((decided,),) = writer.sql("SELECT decided_at FROM suspensions WHERE run_id = :r", r=run_id)
+    assert decided is None
+    assert writer.sql("SELECT nonce FROM consumed_approvals") == []
+
+
+def test_a_consumed_nonce_is_replayed_even_with_a_saved_head_put_back(make_host, writer):
+    host, write, run_id, digest, sealed, (count, last, head) = approved_once(make_host, writer)
+    # The writer also cuts the run back to the suspension and restores the head it saved then:
+    # the chain holds and the state is not stale, so the consumed nonce is what refuses it.
+    writer.cut_after(run_id, suspension_step(writer, run_id))
     writer.execute(
-        "DELETE FROM run_steps WHERE run_id = :r AND sequence > :s", r=run_id, s=first_llm
+        "UPDATE runs SET steps = :n, last_mac = :l, chain_head = :h WHERE id = :r",
+        n=count,
+        l=last,
+        h=head,
+        r=run_id,
     )
     writer.put_back(run_id, sealed)
+    assert host.store.verify(run_id).broken == ()
 
     with pytest.raises(ApprovalRefused, match="replayed") as refused:
         host.approve(run_id, approver="bob", turn_digest=digest)

@@ -24,7 +24,14 @@ from nrllm_core import AuditRecord, StepKind
 from nrllm_core._sealing import _decode_key
 from nrllm_core.cli import cli
 from nrllm_core.store import KeySource, RunStatus, Store
-from nrllm_core.store._chain import STEP_FIELDS, chain_key, find_break, initial_mac, step_mac
+from nrllm_core.store._chain import (
+    STEP_FIELDS,
+    chain_key,
+    find_break,
+    head_mac,
+    initial_mac,
+    step_mac,
+)
 
 # Every test here runs against both drivers: Host as it is, and AsyncHost.
 pytestmark = pytest.mark.usefixtures("driven")
@@ -87,19 +94,114 @@ def test_untouched_chains_hold(store: Store) -> None:
     assert store.verify("r1").to_dict() == {"runs_checked": 1, "broken": []}
 
 
-def test_the_run_reports_its_head_the_mac_of_its_last_step(store: Store) -> None:
+def run_row(store: Store, run_id: str) -> tuple[int, str, str]:
+    """The run row's count, last mac and head."""
+    with store._engine.connect() as connection:
+        ((count, last, head),) = connection.execute(
+            text("SELECT steps, last_mac, chain_head FROM runs WHERE id = :r"), {"r": run_id}
+        ).all()
+    return count, last, head
+
+
+def set_run_row(store: Store, run_id: str, count: int, last: str, head: str) -> None:
+    sql(
+        store,
+        "UPDATE runs SET steps = :n, last_mac = :l, chain_head = :h WHERE id = :r",
+        n=count,
+        l=last,
+        h=head,
+        r=run_id,
+    )
+
+
+def step_macs(store: Store, run_id: str) -> list[str]:
+    with store._engine.connect() as connection:
+        return list(
+            connection.execute(
+                text("SELECT mac FROM run_steps WHERE run_id = :r ORDER BY sequence"),
+                {"r": run_id},
+            ).scalars()
+        )
+
+
+def test_the_run_reports_its_head_an_hmac_of_its_count_and_last_mac(store: Store) -> None:
     detail = store.get_run("r1")
     assert detail is not None
-    with store._engine.connect() as connection:
-        last = connection.execute(
-            text("SELECT mac FROM run_steps WHERE run_id = 'r1' AND sequence = 5")
-        ).scalar_one()
-    assert detail.run.chain_head == last
-    assert len(last) == 64
+    last = step_macs(store, "r1")[-1]
+    assert run_row(store, "r1") == (5, last, detail.run.chain_head)
+    assert detail.run.chain_head == head_mac(KEY, "r1", 5, last)
+    assert len(detail.run.chain_head) == 64
     store.record_step(record("r1", 6))
     again = store.get_run("r1")
     assert again is not None
-    assert again.run.chain_head not in (None, last)
+    assert again.run.chain_head == head_mac(KEY, "r1", 6, step_macs(store, "r1")[-1])
+
+
+def test_a_new_run_stores_the_head_of_no_steps(store: Store) -> None:
+    store.start_run("empty")
+    start = initial_mac(KEY, "empty")
+    assert run_row(store, "empty") == (0, start, head_mac(KEY, "empty", 0, start))
+
+
+@pytest.mark.parametrize(
+    "refit",
+    [
+        # What fitted before heads were authenticated: the last step left, and the count.
+        "chain_head = :last, steps = :count",
+        "chain_head = :last, last_mac = :last, steps = :count",
+        # The count and last mac the store chains on from, the head left as it was.
+        "last_mac = :last, steps = :count",
+    ],
+)
+def test_a_run_cut_short_and_refitted_by_hand_is_a_head_mismatch(store: Store, refit: str) -> None:
+    sql(store, "DELETE FROM run_steps WHERE run_id = 'r1' AND sequence > 3")
+    sql(store, f"UPDATE runs SET {refit} WHERE id = 'r1'", last=step_macs(store, "r1")[-1], count=3)
+    assert broken(store) == [("r1", 4, "head mismatch")]
+
+
+def test_a_run_cut_short_and_refitted_takes_no_more_steps(store: Store) -> None:
+    """The store checks the head it reads before chaining on: its next step would otherwise
+    give the cut run a head that holds."""
+    sql(store, "DELETE FROM run_steps WHERE run_id = 'r1' AND sequence > 3")
+    last = step_macs(store, "r1")[-1]
+    sql(store, "UPDATE runs SET chain_head = :l, last_mac = :l, steps = 3 WHERE id = 'r1'", l=last)
+    with pytest.raises(ValueError, match='chain head of run "r1" does not hold'):
+        store.record_step(record("r1", 4))
+    assert broken(store) == [("r1", 4, "head mismatch")]
+
+
+def test_a_head_from_another_run_or_count_is_a_head_mismatch(store: Store) -> None:
+    write_run(store, "r3", steps=3)
+    at_three = run_row(store, "r3")
+    store.record_step(record("r3", 4))
+    count, last, head = run_row(store, "r3")
+    # r3's head after three steps, with its count and last mac of now.
+    set_run_row(store, "r3", count, last, at_three[2])
+    # r2's head, count and last mac, all three, on r1 (both hold five steps).
+    set_run_row(store, "r1", *run_row(store, "r2"))
+    assert broken(store) == [("r1", 6, "head mismatch"), ("r3", 5, "head mismatch")]
+    # r3's count and last mac of after three steps, with its head of now.
+    set_run_row(store, "r3", *at_three[:2], head)
+    assert broken(store, "r3") == [("r3", 5, "head mismatch")]
+
+
+def test_only_a_head_kept_elsewhere_catches_a_saved_one_put_back(store: Store) -> None:
+    """What the chain cannot do alone: a writer who saved a run's count, last mac and head
+    can cut the run back to that point and restore them. The head a host kept elsewhere
+    (``RunInfo.chain_head``) no longer matches."""
+    saved = run_row(store, "r1")
+    store.record_step(record("r1", 6))
+    detail = store.get_run("r1")
+    assert detail is not None
+    kept = detail.run.chain_head
+    sql(store, "DELETE FROM run_steps WHERE run_id = 'r1' AND sequence = 6")
+    set_run_row(store, "r1", *saved)
+
+    assert broken(store) == []
+    cut = store.get_run("r1")
+    assert cut is not None
+    assert (cut.run.steps, cut.run.chain_head) == (5, saved[2])
+    assert cut.run.chain_head != kept
 
 
 def test_an_edited_payload_is_named(store: Store) -> None:
@@ -453,6 +555,67 @@ def test_the_migration_chains_the_steps_already_stored(backend: Any) -> None:
         store.close()
 
 
+@pytest.mark.parametrize("environ", [{"NRLLM_AUDIT_KEY": AUDIT_KEY}, {}], ids=["audit", "database"])
+def test_migration_0006_authenticates_the_heads_of_a_database_at_0005(
+    backend: Any, environ: dict[str, str]
+) -> None:
+    from alembic import command
+
+    from nrllm_core.store._database import _alembic_config
+
+    old = Store.connect(backend.url, data_dir=backend.data_dir)
+    with old._engine.begin() as connection:
+        command.upgrade(_alembic_config(connection, environ), "0003")
+        connection.execute(
+            text(
+                "INSERT INTO runs (id, kind, status, started_at, heartbeat_at, steps, "
+                "prompt_tokens, completion_tokens) VALUES "
+                "('before', 'run', 'completed', :at, :at, 3, 0, 0), "
+                "('idle', 'run', 'running', :at, :at, 0, 0, 0), "
+                "('headless', 'run', 'running', :at, :at, 0, 0, 0)"
+            ),
+            {"at": stamp(old, datetime(2030, 1, 1, tzinfo=UTC))},
+        )
+        for sequence in (1, 2, 3):
+            connection.execute(
+                text(
+                    "INSERT INTO run_steps (run_id, sequence, kind, round, duration_ms, "
+                    "payload, recorded_at) VALUES ('before', :s, 'tool', 1, 1.5, '{}', :at)"
+                ),
+                {"s": sequence, "at": stamp(old, datetime(2030, 1, 1, 0, 0, sequence, tzinfo=UTC))},
+            )
+        # 0004 chains them, and leaves the last mac as each run's head.
+        command.upgrade(_alembic_config(connection, environ), "0005")
+        connection.execute(text("UPDATE runs SET chain_head = NULL WHERE id = 'headless'"))
+        heads = dict(connection.execute(text("SELECT id, chain_head FROM runs")).all())
+    old.close()
+
+    store = Store.connect(backend.url, data_dir=backend.data_dir, environ=environ)
+    try:
+        store.upgrade()
+        key = store._key()
+        assert run_row(store, "before") == (
+            3,
+            heads["before"],
+            head_mac(key, "before", 3, heads["before"]),
+        )
+        assert run_row(store, "idle")[2] == head_mac(key, "idle", 0, initial_mac(key, "idle"))
+        assert broken(store) == [("headless", 1, "head mismatch")]
+        store.record_step(record("before", 4))
+        store.record_step(record("idle", 1))
+        assert broken(store) == [("headless", 1, "head mismatch")]
+        # What the upgrade closed: a run cut short and refitted as before it is detected.
+        sql(store, "DELETE FROM run_steps WHERE run_id = 'before' AND sequence = 4")
+        sql(
+            store,
+            "UPDATE runs SET chain_head = :h, steps = 3 WHERE id = 'before'",
+            h=heads["before"],
+        )
+        assert broken(store, "before") == [("before", 4, "head mismatch")]
+    finally:
+        store.close()
+
+
 # -- nrllm runs verify ---------------------------------------------------------------------------
 
 
@@ -572,7 +735,7 @@ def chained(steps: int) -> tuple[list[dict[str, Any]], str]:
         }
         head = row["mac"] = step_mac(KEY, head, row)
         rows.append(row)
-    return rows, head
+    return rows, head_mac(KEY, "r", steps, head)
 
 
 @given(
@@ -584,7 +747,7 @@ def test_every_single_tampering_is_detected(steps: int, data: st.DataObject) -> 
     assert find_break(KEY, "r", head=head, count=steps, rows=rows) is None
     count = steps
     at = data.draw(st.integers(min_value=0, max_value=steps - 1))
-    actions = ["edit", "delete", "insert", "head", "count"] + (["swap"] if steps > 1 else [])
+    actions = ["edit", "delete", "insert", "cut", "head", "count"] + (["swap"] if steps > 1 else [])
     action = data.draw(st.sampled_from(actions))
     if action == "edit":
         field = data.draw(st.sampled_from(sorted(EDITS)))
@@ -600,12 +763,15 @@ def test_every_single_tampering_is_detected(steps: int, data: st.DataObject) -> 
     elif action == "insert":
         count += data.draw(st.integers(min_value=0, max_value=1))
         rows.append({**rows[at], "sequence": steps + 1})
+    elif action == "cut":
+        # The steps after the first ``at`` deleted, the count and the head refitted as a
+        # writer without the key can: to the last mac left.
+        del rows[at:]
+        count = at
+        head = rows[-1]["mac"] if rows else initial_mac(KEY, "r")
     elif action == "head":
-        head = (
-            data.draw(st.sampled_from([rows[at]["mac"], "00" * 32]))
-            if at < steps - 1
-            else "00" * 32
-        )
+        earlier = head_mac(KEY, "r", at, rows[at - 1]["mac"] if at else initial_mac(KEY, "r"))
+        head = data.draw(st.sampled_from([rows[at]["mac"], earlier, "00" * 32]))
     else:
         count += data.draw(st.sampled_from([-1, 1]))
     rows.sort(key=lambda row: row["sequence"])

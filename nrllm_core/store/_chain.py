@@ -3,9 +3,12 @@
 A run's chain starts from ``initial = HMAC-SHA256(key, canonical JSON of
 ["nrllm audit chain v1", run_id])``. Each stored step carries ``mac = HMAC-SHA256(key,
 previous mac (32 bytes) ‖ canonical JSON of the stored row)``, the row being every column of
-the step but the mac itself, in :data:`STEP_FIELDS` order. The run row keeps the last mac (its
-head) and the number of chained steps. The chain follows commit order, which is sequence order
-for a run recorded one step at a time.
+the step but the mac itself, in :data:`STEP_FIELDS` order. The run row keeps the number of
+chained steps, the last mac, and its head: ``HMAC-SHA256(key, canonical JSON of
+["nrllm audit chain head v1", run_id, count, last mac])``, which nobody without the key can
+compute for a count and a last mac of their choosing, so a run cut short cannot be given a
+head that fits. The chain follows commit order, which is sequence order for a run recorded one
+step at a time.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ __all__ = [
     "STEP_FIELDS",
     "ChainBreak",
     "ChainCheck",
+    "ChainHead",
     "ChainKey",
     "KeySource",
     "Problem",
     "chain_key",
     "find_break",
+    "head_mac",
     "initial_mac",
     "step_mac",
 ]
@@ -45,6 +50,8 @@ STEP_FIELDS: Final = (
     "recorded_at",
 )
 _VERSION: Final = "nrllm audit chain v1"
+# Its own label: a head is never a valid initial value or step mac, nor one of those a head.
+_HEAD_VERSION: Final = "nrllm audit chain head v1"
 # A stored step: a dict, or SQLAlchemy's RowMapping (whose keys are not typed as str).
 Row = Mapping[Any, Any]
 # Distinct from anything else derived from the same secret: the audit key is never the
@@ -132,6 +139,40 @@ def initial_mac(key: ChainKey, run_id: str) -> str:
     return hmac.digest(key.secret, _json.dumps([_VERSION, run_id]), "sha256").hex()
 
 
+def head_mac(key: ChainKey, run_id: str, count: int, last: str) -> str:
+    """The head of a run whose chain is ``count`` steps long and ends at ``last``, as hex.
+
+    A JSON array of a string, a string, an integer and a string has one encoding and no two
+    values share it, so no head of one run, count or last mac is the head of another.
+    """
+    return hmac.digest(
+        key.secret, _json.dumps([_HEAD_VERSION, run_id, count, last]), "sha256"
+    ).hex()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ChainHead:
+    """Where a run's chain stands: ``count`` steps ending at the mac ``last``, and the ``head``
+    that authenticates both (what the run row stores in ``steps``, ``last_mac`` and
+    ``chain_head``)."""
+
+    count: int
+    last: str
+    head: str
+
+    @classmethod
+    def start(cls, key: ChainKey, run_id: str) -> ChainHead:
+        """The head of a run with no steps yet."""
+        last = initial_mac(key, run_id)
+        return cls(count=0, last=last, head=head_mac(key, run_id, 0, last))
+
+    def after(self, key: ChainKey, run_id: str, mac: str) -> ChainHead:
+        """The head once the step whose mac is ``mac`` is chained after this one."""
+        count = self.count + 1
+        return ChainHead(count=count, last=mac, head=head_mac(key, run_id, count, mac))
+
+
 def step_mac(key: ChainKey, previous: str, row: Row) -> str:
     """The mac of a stored step ``row`` (a mapping with every :data:`STEP_FIELDS` key), as hex."""
     fields = {name: row[name] for name in STEP_FIELDS}
@@ -153,6 +194,10 @@ def find_break(
 ) -> ChainBreak | None:
     """Where the chain of ``rows`` (the run's steps in sequence order, each with its ``mac``)
     first fails to reach the run's ``head`` after ``count`` steps, or ``None`` when it holds.
+
+    The head is checked as an HMAC of the count and the last mac the rows reach, not compared
+    with either: a head and count set by hand to fit the steps left after some were deleted
+    do not hold without the key.
     """
     current = initial_mac(key, run_id)
     used = [False] * len(rows)
@@ -178,7 +223,7 @@ def find_break(
             return ChainBreak(run_id=run_id, sequence=sequence, problem=problem)
         used[found] = True
         current, last, consumed = rows[found]["mac"], rows[found]["sequence"], consumed + 1
-    if current != head or consumed != count:
+    if consumed != count or head != head_mac(key, run_id, consumed, current):
         return ChainBreak(run_id=run_id, sequence=last + 1, problem=Problem.HEAD_MISMATCH)
     return None
 

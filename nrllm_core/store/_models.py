@@ -80,8 +80,10 @@ class RunRow(Base):
     steps: Mapped[int] = mapped_column(Integer)
     prompt_tokens: Mapped[int] = mapped_column(BigInteger)
     completion_tokens: Mapped[int] = mapped_column(BigInteger)
-    # The mac of the last chained step (the run's initial value before any); ``steps`` counts
-    # the chained steps. Both change in each step's transaction.
+    # ``steps`` counts the chained steps and ``last_mac`` is the mac of the last one (the run's
+    # initial value before any); ``chain_head`` is the HMAC of both and the run id (see
+    # ``_chain``). All three change in each step's transaction.
+    last_mac: Mapped[str | None] = mapped_column(String(64))
     chain_head: Mapped[str | None] = mapped_column(String(64))
 
 

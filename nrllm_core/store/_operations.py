@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
 from nrllm_core._trace_context import checked_trace_context
-from nrllm_core.store._chain import ChainKey, chain_key, initial_mac, step_mac
+from nrllm_core.store._chain import ChainHead, ChainKey, chain_key, head_mac, step_mac
 from nrllm_core.store._models import (
     AuditKeyRow,
     ConsumedApprovalRow,
@@ -85,15 +85,19 @@ _INSERT_STEP: Final = insert(StepRow)
 # FOR UPDATE: two writers of one run on PostgreSQL never chain from the same head (SQLite
 # has one writer at a time already).
 _CHAIN_HEAD: Final = (
-    select(RunRow.chain_head).where(RunRow.id == bindparam("target")).with_for_update()
+    select(RunRow.steps, RunRow.last_mac, RunRow.chain_head)
+    .where(RunRow.id == bindparam("target"))
+    .with_for_update()
 )
 # Moves the head only from the one the step was chained to: a compare-and-set, so a head this
-# store remembered but another writer moved meanwhile is caught, never forked.
+# store remembered but another writer moved meanwhile is caught, never forked. The head
+# authenticates the count and the last mac, so comparing it compares all three.
 _COUNT_STEP: Final = (
     update(RunRow)
     .where(RunRow.id == bindparam("target"), RunRow.chain_head == bindparam("previous"))
     .values(
-        steps=RunRow.steps + 1,
+        steps=bindparam("count"),
+        last_mac=bindparam("last"),
         chain_head=bindparam("head"),
         heartbeat_at=bindparam("now", type_=UTCDateTime),
         prompt_tokens=RunRow.prompt_tokens + bindparam("prompt", type_=BigInteger),
@@ -146,12 +150,12 @@ class ChainHeads:
     __slots__ = ("_heads",)
 
     def __init__(self) -> None:
-        self._heads: dict[str, str] = {}
+        self._heads: dict[str, ChainHead] = {}
 
-    def get(self, run_id: str) -> str | None:
+    def get(self, run_id: str) -> ChainHead | None:
         return self._heads.get(run_id)
 
-    def remember(self, run_id: str, head: str) -> None:
+    def remember(self, run_id: str, head: ChainHead) -> None:
         if len(self._heads) >= _HEADS_KEPT:
             self._heads.clear()
         self._heads[run_id] = head
@@ -208,7 +212,7 @@ def start_run(
     actor: str | None,
     now: datetime,
 ) -> None:
-    head = initial_mac(key, run_id)
+    head = ChainHead.start(key, run_id)
     with connection.begin():
         connection.execute(
             insert(RunRow),
@@ -227,7 +231,8 @@ def start_run(
                 "steps": 0,
                 "prompt_tokens": 0,
                 "completion_tokens": 0,
-                "chain_head": head,
+                "last_mac": head.last,
+                "chain_head": head.head,
             },
         )
     heads.remember(run_id, head)
@@ -247,11 +252,11 @@ def record_step(
         "recorded_at": now,
     }
     try:
-        mac = _chain_step(connection, key, record, row, heads.get(record.run_id))
+        head = _chain_step(connection, key, record, row, heads.get(record.run_id))
     except _HeadMoved:
         heads.forget(record.run_id)
-        mac = _chain_step(connection, key, record, row, None)
-    heads.remember(record.run_id, mac)
+        head = _chain_step(connection, key, record, row, None)
+    heads.remember(record.run_id, head)
 
 
 def _chain_step(
@@ -259,24 +264,22 @@ def _chain_step(
     key: ChainKey,
     record: AuditRecord,
     row: dict[str, Any],
-    previous: str | None,
-) -> str:
+    previous: ChainHead | None,
+) -> ChainHead:
     with connection.begin():
         if previous is None:
-            run = connection.execute(_CHAIN_HEAD, {"target": record.run_id}).one_or_none()
-            if run is None:
-                raise LookupError(f'no run "{record.run_id}" to record a step of')
-            if run.chain_head is None:
-                raise ValueError(f'run "{record.run_id}" has lost its audit chain head')
-            previous = run.chain_head
-        mac = step_mac(key, previous, row)
+            previous = _stored_head(connection, key, record.run_id)
+        mac = step_mac(key, previous.last, row)
+        head = previous.after(key, record.run_id, mac)
         connection.execute(_INSERT_STEP, {**row, "mac": mac})
         moved = connection.execute(
             _COUNT_STEP,
             {
                 "target": record.run_id,
-                "previous": previous,
-                "head": mac,
+                "previous": previous.head,
+                "count": head.count,
+                "last": head.last,
+                "head": head.head,
                 "now": row["recorded_at"],
                 "prompt": _count(record.payload, "prompt_tokens"),
                 "completion": _count(record.payload, "completion_tokens"),
@@ -285,7 +288,26 @@ def _chain_step(
         if moved.rowcount != 1:
             # Rolled back with the step; read under the row lock, the head cannot move.
             raise _HeadMoved
-    return mac
+    return head
+
+
+def _stored_head(connection: Connection, key: ChainKey, run_id: str) -> ChainHead:
+    """The run row's head, read under its lock, once it is known to hold.
+
+    A count and last mac its head does not authenticate were set by hand (a run cut short,
+    say): chaining on from them would give that edit a head that holds.
+    """
+    run = connection.execute(_CHAIN_HEAD, {"target": run_id}).one_or_none()
+    if run is None:
+        raise LookupError(f'no run "{run_id}" to record a step of')
+    if run.chain_head is None or run.last_mac is None:
+        raise ValueError(f'run "{run_id}" has lost its audit chain head')
+    if run.chain_head != head_mac(key, run_id, run.steps, run.last_mac):
+        raise ValueError(
+            f'the audit chain head of run "{run_id}" does not hold; '
+            "`nrllm runs verify` names where the chain breaks"
+        )
+    return ChainHead(count=run.steps, last=run.last_mac, head=run.chain_head)
 
 
 def _count(payload: Any, key: str) -> int:

@@ -64,8 +64,9 @@ class RunInfo:
     steps: int
     prompt_tokens: int
     completion_tokens: int
-    # The audit chain's head after ``steps`` steps: a host that keeps it elsewhere can later
-    # tell a run that was deleted or cut short from one that never went further.
+    # The audit chain's head after ``steps`` steps, an HMAC of the run id, the count and the
+    # last step's mac: a host that keeps it elsewhere can later tell a run that was deleted,
+    # or cut back to a head saved earlier, from one that never went further.
     chain_head: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

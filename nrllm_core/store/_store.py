@@ -129,7 +129,8 @@ class Store(ops.StoreCore):
 
     def upgrade(self) -> None:
         """Apply the shipped migrations up to the latest; steps stored before the audit chain
-        existed are chained with this store's key."""
+        existed are chained, and heads stored before they were authenticated are
+        authenticated, with this store's key."""
         with self._write_lock:
             run_upgrade(self._engine, self._environ)
 
@@ -181,8 +182,8 @@ class Store(ops.StoreCore):
         committed transaction.
 
         Raises when the step cannot be stored: an unknown run, a sequence number already
-        taken, a payload with no canonical JSON form, a run whose chain head is gone, or a
-        database error.
+        taken, a payload with no canonical JSON form, a run whose chain head is gone or does
+        not hold (its steps or count changed by hand), or a database error.
         """
         key = self._key()
         now = self._clock()
