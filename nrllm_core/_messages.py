@@ -211,7 +211,7 @@ class ChatMessage:
         cls, content: str, tool_calls: Sequence[ToolCall] = (), *, replay: Replay | None = None
     ) -> ChatMessage:
         """The model's turn: its text, the calls it made (possibly none), and, when its
-        provider needs them back verbatim, its own blocks."""
+        provider needs them back as it sent them, its own blocks."""
         calls = tuple(tool_calls)
         if not all(isinstance(c, ToolCall) for c in calls):
             raise TypeError("assistant tool calls must be ToolCall instances")

@@ -42,7 +42,8 @@ DEFAULT_KEY_VARIABLE: Final = "ANTHROPIC_API_KEY"
 DEFAULT_MAX_TOKENS: Final = 4096
 API_VERSION: Final = "2023-06-01"
 _STOPS: Final = {"max_tokens": Stop.LENGTH, "refusal": Stop.REFUSAL, "pause_turn": Stop.PAUSE}
-# Blocks the portable message fields carry; any other kind means the turn is sent back verbatim.
+# Blocks the portable message fields carry; any other kind means the turn goes back as its
+# own blocks (see _request_block).
 _PORTABLE_BLOCKS: Final = frozenset({"text", "tool_use"})
 # Blocks the API checks against their signature when they come back.
 _SIGNED_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
