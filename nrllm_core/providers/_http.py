@@ -219,15 +219,58 @@ class _Reader(Protocol):
 
 
 @final
+class _Refused(Exception):
+    """A non-2xx answer that is retried after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay)
+        self.delay = delay
+
+
+@final
 class _Attempts:
-    """The retry decisions of one request: after each failed attempt, the seconds to wait
-    before the next one, or the ``ProviderError`` to give up with."""
+    """One request's attempts: which reader takes an answer's bytes, what the answer is, and
+    after each failed attempt the seconds to wait before the next one, or the
+    ``ProviderError`` to give up with. The two drivers only move the bytes and wait."""
 
-    __slots__ = ("_done", "_http")
+    __slots__ = ("_done", "_http", "_read", "_reader")
 
-    def __init__(self, http: HttpSettings) -> None:
+    def __init__(self, http: HttpSettings, reader: Callable[[str], _Reader]) -> None:
         self._http = http
+        self._reader = reader
+        self._read: _Reader | None = None
         self._done = 0
+
+    def reading(self, response: httpx.Response) -> _Reader:
+        """The reader for this attempt's ``response``."""
+        if not 200 <= response.status_code < 300:
+            self._read = _ErrorReader()
+        else:
+            content_type: str = response.headers.get("content-type", "")
+            self._read = self._reader(content_type.lower())
+        return self._read
+
+    def answer(self, read: _Reader, response: httpx.Response) -> Any:
+        """The answer once ``read`` took the body; a non-2xx answer raises ``_Refused``, or
+        gives up."""
+        if not isinstance(read, _ErrorReader):
+            return read.finish()
+        raise _Refused(self.refused(response.status_code, response.headers, read.finish()))
+
+    def after(self, failure: Exception) -> float:
+        """The seconds to wait after this attempt failed with ``failure`` (``_Refused``,
+        ``StreamBroken`` or an httpx transport error)."""
+        if isinstance(failure, _Refused):
+            delay = failure.delay
+        elif isinstance(failure, StreamBroken):
+            delay = self.failed(f"the stream broke: {failure}")
+        else:
+            answering = self._read is not None and not isinstance(self._read, _ErrorReader)
+            delay = self.transport_failed(failure, answering=answering)
+        if self._read is not None:
+            self._read.retried()
+            self._read = None
+        return delay
 
     def refused(self, status: int, headers: Mapping[str, str], content: bytes) -> float:
         """After an answer with a non-2xx ``status``."""
@@ -382,17 +425,6 @@ def _request(http: HttpSettings, body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _answering(read: _Reader | None) -> bool:
-    return read is not None and not isinstance(read, _ErrorReader)
-
-
-def _reader_for(response: httpx.Response, reader: Callable[[str], _Reader]) -> _Reader:
-    if not 200 <= response.status_code < 300:
-        return _ErrorReader()
-    content_type: str = response.headers.get("content-type", "")
-    return reader(content_type.lower())
-
-
 # -- the two drivers ---------------------------------------------------------------------------
 
 
@@ -400,25 +432,18 @@ def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _
     import httpx
 
     request = _request(http, body)
-    attempts = _Attempts(http)
+    attempts = _Attempts(http, reader)
     with httpx.Client(timeout=http.timeout) as client:
         while True:
-            read: _Reader | None = None
             try:
                 with client.stream(**request) as response:
-                    read = _reader_for(response, reader)
+                    read = attempts.reading(response)
                     for chunk in response.iter_bytes():
                         if read.feed(chunk):
                             break
-                    if not isinstance(read, _ErrorReader):
-                        return read.finish()
-                    delay = attempts.refused(response.status_code, response.headers, read.finish())
-            except httpx.TransportError as exc:
-                delay = attempts.transport_failed(exc, answering=_answering(read))
-            except StreamBroken as exc:
-                delay = attempts.failed(f"the stream broke: {exc}")
-            if read is not None:
-                read.retried()
+                    return attempts.answer(read, response)
+            except (httpx.TransportError, StreamBroken, _Refused) as failure:
+                delay = attempts.after(failure)
             http.sleep(delay)
 
 
@@ -429,26 +454,19 @@ async def _apost(
     import httpx
 
     request = _request(http, body)
-    attempts = _Attempts(http)
+    attempts = _Attempts(http, reader)
     sleep = anyio.sleep if http.asleep is None else http.asleep
     async with httpx.AsyncClient(timeout=http.timeout) as client:
         while True:
-            read: _Reader | None = None
             try:
                 async with client.stream(**request) as response:
-                    read = _reader_for(response, reader)
+                    read = attempts.reading(response)
                     async for chunk in response.aiter_bytes():
                         if read.feed(chunk):
                             break
-                    if not isinstance(read, _ErrorReader):
-                        return read.finish()
-                    delay = attempts.refused(response.status_code, response.headers, read.finish())
-            except httpx.TransportError as exc:
-                delay = attempts.transport_failed(exc, answering=_answering(read))
-            except StreamBroken as exc:
-                delay = attempts.failed(f"the stream broke: {exc}")
-            if read is not None:
-                read.retried()
+                    return attempts.answer(read, response)
+            except (httpx.TransportError, StreamBroken, _Refused) as failure:
+                delay = attempts.after(failure)
             await sleep(delay)
 
 
