@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import traceback
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -67,6 +67,8 @@ class PluginManager(pluggy.PluginManager):
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
         self._sinks: dict[str, tuple[tuple[str, Callable[..., object]], ...]] = {}
+        self._executors: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = None
+        self._monitored = False
         self._settings_classes: Mapping[str, type[Any]] | None = None
         self._host_config: Callable[[], HostConfig] | None = None
         # What the catalog's plugins were handed: it is built again when that changes.
@@ -102,7 +104,20 @@ class PluginManager(pluggy.PluginManager):
             self._catalog = None
         self._providers = None
         self._sinks = {}
+        self._executors = None
         self._settings_classes = None
+
+    def add_hookcall_monitoring(
+        self,
+        before: Callable[[str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None],
+        after: Callable[
+            [pluggy.Result[Any], str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None
+        ],
+    ) -> Callable[[], None]:
+        # A monitor sees every hook call: nrllm_execute_tool goes through pluggy from now on.
+        self._monitored = True
+        self._executors = None
+        return super().add_hookcall_monitoring(before, after)
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -276,7 +291,28 @@ class PluginManager(pluggy.PluginManager):
 
     def execute_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
         """The first non-``None`` answer of ``nrllm_execute_tool``; unchecked until the seam."""
-        return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
+        executors = self._executors
+        if executors is None:
+            executors = self._executors = self._direct_executors()
+        if not executors:
+            return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
+        given = {"tool": tool, "arguments": arguments, "context": context}
+        for function, names in executors:
+            answer = function(*map(given.__getitem__, names))
+            if answer is not None:
+                return answer
+        return None
+
+    def _direct_executors(self) -> tuple[tuple[Callable[..., object], tuple[str, ...]], ...]:
+        """The ``nrllm_execute_tool`` implementations in pluggy's calling order, each with the
+        arguments it takes, called as pluggy would (first non-``None`` answer, exceptions
+        propagate) without its dispatch, which costs more than a small tool on every call.
+        Empty, so that pluggy calls them, when a wrapper, an argument with a default or a
+        hook-call monitor needs pluggy's own machinery."""
+        impls = self.hook.nrllm_execute_tool.get_hookimpls()
+        if self._monitored or any(i.wrapper or i.hookwrapper or i.kwargnames for i in impls):
+            return ()
+        return tuple((impl.function, impl.argnames) for impl in reversed(impls))
 
     def emit_wire(self, payload: WirePayload) -> bool:
         return self._emit(self.hook.nrllm_wire, {"payload": payload})

@@ -53,7 +53,8 @@ class RunStep:
     def head(self) -> dict[str, Any]:
         """The keys every step has: ``kind``, ``round``, ``duration_ms``."""
         return {
-            "kind": self.kind.value,
+            # ``_value_``: the plain string, without ``.value``'s descriptor call.
+            "kind": self.kind._value_,
             "round": self.round,
             "duration_ms": round(self.duration_ms, 3),
         }
