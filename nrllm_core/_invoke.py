@@ -17,7 +17,7 @@ from nrllm_core._catalog import RegisteredTool
 from nrllm_core._gate import rights_refusal
 from nrllm_core._loop_thread import TimedOut, loop_thread
 from nrllm_core._manager import PluginManager
-from nrllm_core._payloads import RunStep, StepKind, WirePayload
+from nrllm_core._payloads import RunStep, StepKind, WirePayload, builder
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._schema import argument_error
 from nrllm_core._tool import NO_SETTINGS, ToolContext
@@ -55,6 +55,15 @@ class Executed:
     result: ToolResult
     outcome: str
     seconds: float
+
+
+# What every executed call builds, through builders instead of the classes: the same frozen
+# objects at about half the cost (see ``builder``).
+_new_admitted: Final = builder(Admitted)
+_new_executed: Final = builder(Executed)
+_new_context: Final = builder(ToolContext)
+_new_wire: Final = builder(WirePayload)
+_new_step: Final = builder(RunStep)
 
 
 def invoke(
@@ -164,7 +173,7 @@ def deliver(
             result = ToolResult.text(content, *artifacts)
     # The name comes from the model: bounded like any text it influences.
     shown_name = bound_content(tool_name)
-    wire = WirePayload(
+    wire = _new_wire(
         call_id=context.call_id,
         tool_name=shown_name,
         content=result.content,
@@ -172,7 +181,7 @@ def deliver(
     )
     pm.emit_wire(wire)
     registered = pm.catalog().tools.get(tool_name)
-    step = RunStep(
+    step = _new_step(
         kind=StepKind.TOOL,
         round=round,
         duration_ms=seconds * 1000,
@@ -235,7 +244,7 @@ def admit(
         if problem is not None:
             return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     # A tool sees its own plugin's section only, never another plugin's settings.
-    return Admitted(
+    return _new_admitted(
         registered=registered, arguments=plain, context=own_context(context, registered.plugin)
     )
 
@@ -329,7 +338,7 @@ def checked(admitted: Admitted, raw: object, started: float) -> Executed:
         )
         result = ToolResult.error(f'Error: tool "{name}" returned no ToolResult.')
         return Executed(result=result, outcome=_ERROR, seconds=seconds)
-    return Executed(result=raw, outcome=_OK, seconds=seconds)
+    return _new_executed(result=raw, outcome=_OK, seconds=seconds)
 
 
 def own_context(context: ToolContext, plugin: str) -> ToolContext:
@@ -346,7 +355,7 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
         # A copy per call: one call cannot change what the next one reads.
         section = types.MappingProxyType(copy.deepcopy(dict(section)))
     # Built directly: attrs.evolve introspects the class on every call, on the seam's hot path.
-    return ToolContext(
+    return _new_context(
         run_id=context.run_id, call_id=context.call_id, actor=context.actor, settings=section
     )
 

@@ -66,7 +66,8 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str, str]] = {}
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
-        self._sinks: dict[str, tuple[tuple[str, Callable[..., object]], ...]] = {}
+        # Per sink hook: each implementation's plugin, function, and whether it takes the payload.
+        self._sinks: dict[str, tuple[tuple[str, Callable[..., object], bool], ...]] = {}
         self._executors: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = None
         self._monitored = False
         self._settings_classes: Mapping[str, type[Any]] | None = None
@@ -315,29 +316,37 @@ class PluginManager(pluggy.PluginManager):
         return tuple((impl.function, impl.argnames) for impl in reversed(impls))
 
     def emit_wire(self, payload: WirePayload) -> bool:
-        return self._emit(self.hook.nrllm_wire, {"payload": payload})
+        return self._emit("nrllm_wire", payload)
 
     def emit_trace(self, event: TraceEvent) -> bool:
-        return self._emit(self.hook.nrllm_trace, {"event": event})
+        return self._emit("nrllm_trace", event)
 
     def emit_audit(self, record: AuditRecord) -> bool:
-        return self._emit(self.hook.nrllm_audit, {"record": record})
+        return self._emit("nrllm_audit", record)
 
-    def _emit(self, hook: pluggy.HookCaller, kwargs: dict[str, Any]) -> bool:
-        """Call every sink on its own, so that one failing sink cannot skip the others."""
-        sinks = self._sinks.get(hook.name)
+    def _emit(self, hook_name: str, payload: object) -> bool:
+        """Call every sink on its own, so that one failing sink cannot skip the others; as
+        pluggy would, a sink that declares no argument is called without the payload."""
+        sinks = self._sinks.get(hook_name)
         if sinks is None:
             # Sinks run on every call: their list is read once per set of plugins.
-            sinks = tuple((i.plugin_name, i.function) for i in reversed(hook.get_hookimpls()))
-            self._sinks[hook.name] = sinks
+            hook = getattr(self.hook, hook_name)
+            sinks = tuple(
+                (i.plugin_name, i.function, bool(i.argnames or i.kwargnames))
+                for i in reversed(hook.get_hookimpls())
+            )
+            self._sinks[hook_name] = sinks
         delivered = True
-        for plugin_name, function in sinks:
+        for plugin_name, function, takes_payload in sinks:
             try:
-                function(**kwargs)
+                if takes_payload:
+                    function(payload)
+                else:
+                    function()
             except Exception:
                 delivered = False
                 logger().error(
-                    "nrllm.sink.failed", hook=hook.name, plugin=plugin_name, exc_info=True
+                    "nrllm.sink.failed", hook=hook_name, plugin=plugin_name, exc_info=True
                 )
         return delivered
 
