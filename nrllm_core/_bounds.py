@@ -46,6 +46,9 @@ def bound_content(text: str) -> str:
     # A character is at least one byte, so a longer string is over budget whatever it holds;
     # only its head is ever looked at, which keeps the cost independent of the input size.
     if len(text) <= CONTENT_MAX_BYTES:
+        # Python knows without a scan whether a string is ASCII: valid UTF-8, a byte a character.
+        if text.isascii():
+            return text
         try:
             encoded = text.encode()
         except UnicodeEncodeError:

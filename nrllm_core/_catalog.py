@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from typing import Any, Final, final
@@ -52,6 +53,9 @@ class RegisteredTool:
     checks_own_arguments: bool
     data_class: DataClass
     data_class_source: str
+    # Whether ``execute`` is a coroutine function (the call runs on an event loop); read
+    # once, like the declaration, instead of on every call.
+    is_async: bool = attrs.field(eq=False, repr=False)
 
     @property
     def requires_approval(self) -> bool:
@@ -153,6 +157,7 @@ def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> Regist
         checks_own_arguments=tool.checks_own_arguments,
         data_class=effective,
         data_class_source=source,
+        is_async=inspect.iscoroutinefunction(tool.execute),
     )
 
 

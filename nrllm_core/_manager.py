@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import traceback
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -66,7 +66,10 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str, str]] = {}
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
-        self._sinks: dict[str, tuple[tuple[str, Callable[..., object]], ...]] = {}
+        # Per sink hook: each implementation's plugin, function, and whether it takes the payload.
+        self._sinks: dict[str, tuple[tuple[str, Callable[..., object], bool], ...]] = {}
+        self._executors: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = None
+        self._monitored = False
         self._settings_classes: Mapping[str, type[Any]] | None = None
         self._host_config: Callable[[], HostConfig] | None = None
         # What the catalog's plugins were handed: it is built again when that changes.
@@ -102,7 +105,20 @@ class PluginManager(pluggy.PluginManager):
             self._catalog = None
         self._providers = None
         self._sinks = {}
+        self._executors = None
         self._settings_classes = None
+
+    def add_hookcall_monitoring(
+        self,
+        before: Callable[[str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None],
+        after: Callable[
+            [pluggy.Result[Any], str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None
+        ],
+    ) -> Callable[[], None]:
+        # A monitor sees every hook call: nrllm_execute_tool goes through pluggy from now on.
+        self._monitored = True
+        self._executors = None
+        return super().add_hookcall_monitoring(before, after)
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -276,32 +292,61 @@ class PluginManager(pluggy.PluginManager):
 
     def execute_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
         """The first non-``None`` answer of ``nrllm_execute_tool``; unchecked until the seam."""
-        return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
+        executors = self._executors
+        if executors is None:
+            executors = self._executors = self._direct_executors()
+        if not executors:
+            return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
+        given = {"tool": tool, "arguments": arguments, "context": context}
+        for function, names in executors:
+            answer = function(*map(given.__getitem__, names))
+            if answer is not None:
+                return answer
+        return None
+
+    def _direct_executors(self) -> tuple[tuple[Callable[..., object], tuple[str, ...]], ...]:
+        """The ``nrllm_execute_tool`` implementations in pluggy's calling order, each with the
+        arguments it takes, called as pluggy would (first non-``None`` answer, exceptions
+        propagate) without its dispatch, which costs more than a small tool on every call.
+        Empty, so that pluggy calls them, when a wrapper, an argument with a default or a
+        hook-call monitor needs pluggy's own machinery."""
+        impls = self.hook.nrllm_execute_tool.get_hookimpls()
+        if self._monitored or any(i.wrapper or i.hookwrapper or i.kwargnames for i in impls):
+            return ()
+        return tuple((impl.function, impl.argnames) for impl in reversed(impls))
 
     def emit_wire(self, payload: WirePayload) -> bool:
-        return self._emit(self.hook.nrllm_wire, {"payload": payload})
+        return self._emit("nrllm_wire", payload)
 
     def emit_trace(self, event: TraceEvent) -> bool:
-        return self._emit(self.hook.nrllm_trace, {"event": event})
+        return self._emit("nrllm_trace", event)
 
     def emit_audit(self, record: AuditRecord) -> bool:
-        return self._emit(self.hook.nrllm_audit, {"record": record})
+        return self._emit("nrllm_audit", record)
 
-    def _emit(self, hook: pluggy.HookCaller, kwargs: dict[str, Any]) -> bool:
-        """Call every sink on its own, so that one failing sink cannot skip the others."""
-        sinks = self._sinks.get(hook.name)
+    def _emit(self, hook_name: str, payload: object) -> bool:
+        """Call every sink on its own, so that one failing sink cannot skip the others; as
+        pluggy would, a sink that declares no argument is called without the payload."""
+        sinks = self._sinks.get(hook_name)
         if sinks is None:
             # Sinks run on every call: their list is read once per set of plugins.
-            sinks = tuple((i.plugin_name, i.function) for i in reversed(hook.get_hookimpls()))
-            self._sinks[hook.name] = sinks
+            hook = getattr(self.hook, hook_name)
+            sinks = tuple(
+                (i.plugin_name, i.function, bool(i.argnames or i.kwargnames))
+                for i in reversed(hook.get_hookimpls())
+            )
+            self._sinks[hook_name] = sinks
         delivered = True
-        for plugin_name, function in sinks:
+        for plugin_name, function, takes_payload in sinks:
             try:
-                function(**kwargs)
+                if takes_payload:
+                    function(payload)
+                else:
+                    function()
             except Exception:
                 delivered = False
                 logger().error(
-                    "nrllm.sink.failed", hook=hook.name, plugin=plugin_name, exc_info=True
+                    "nrllm.sink.failed", hook=hook_name, plugin=plugin_name, exc_info=True
                 )
         return delivered
 

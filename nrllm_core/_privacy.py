@@ -64,6 +64,17 @@ FINISH_REASONS: Final = frozenset(
 OTHER_FINISH_REASON: Final = "other"
 CALL_ID_MAX_CHARS: Final = 128
 _SEQUENCES: Final = (list, tuple)
+# The content keys whose length the metadata level keeps, with the key it keeps it under.
+_LENGTH_KEYS: Final = tuple(
+    (key, f"{key}_length") for key in ("content", "thinking", "tool_result")
+)
+
+# Tool names already found to hold nothing to mask: a run calls the same few names again and
+# again, and the scan costs more than the rest of the filter. Only exact strings no longer than
+# a tool name may be are kept, and the set is emptied once full: a model cannot grow it.
+_CLEAN_NAMES: Final[set[str]] = set()
+_CLEAN_NAME_MAX_CHARS: Final = 64
+_CLEAN_NAMES_MAX: Final = 1024
 
 
 def privacy_view(step: RunStep, level: PrivacyLevel) -> dict[str, Any]:
@@ -100,20 +111,22 @@ def _metadata(step: RunStep) -> dict[str, Any]:
     Built from the step directly: the content is never copied into a dict only to be dropped.
     """
     data = step.head()
-    content: dict[str, Any] = {}
-    for key, value in step.fields.items():
-        if value is not None:
-            (content if key in _CONTENT_SET else data)[key] = value
+    # A content key is read from the step only where its size is kept: a ``None`` there is
+    # no content, as it is no key in ``to_dict()``.
+    content = step.fields
+    for key, value in content.items():
+        if value is not None and key not in _CONTENT_SET:
+            data[key] = value
     _mask_model_names(data)
     _bound_provider_strings(data)
     data["content_redacted"] = True
     messages = content.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
         data["messages_sent_count"] = len(messages)
-    for key in ("content", "thinking", "tool_result"):
+    for key, length_key in _LENGTH_KEYS:
         value = content.get(key)
         if isinstance(value, str):
-            data[f"{key}_length"] = len(value)
+            data[length_key] = len(value)
     if step.tool_artifacts:
         data["tool_artifacts_count"] = len(step.tool_artifacts)
         data["tool_artifact_types"] = [str(a.type) for a in step.tool_artifacts]
@@ -131,8 +144,15 @@ def _mask_model_names(data: dict[str, Any]) -> None:
     """A tool name is metadata, but the model chose it: a secret it was led to put there is
     masked like any other text the audit keeps. (Call ids come from the provider's server.)"""
     name = data.get("tool_name")
-    if isinstance(name, str) and (len(name) > LEAF_MAX_CHARS or mask_secrets(name) is not name):
+    # Exact strings only are looked up: a subclass could claim to equal a clean name.
+    if not isinstance(name, str) or (type(name) is str and name in _CLEAN_NAMES):
+        return
+    if len(name) > LEAF_MAX_CHARS or mask_secrets(name) is not name:
         data["tool_name"] = redact(name)
+    elif type(name) is str and len(name) <= _CLEAN_NAME_MAX_CHARS:
+        if len(_CLEAN_NAMES) >= _CLEAN_NAMES_MAX:
+            _CLEAN_NAMES.clear()
+        _CLEAN_NAMES.add(name)
 
 
 def _bound_provider_strings(data: dict[str, Any]) -> None:

@@ -13,12 +13,14 @@ import attrs
 
 from nrllm_core._values import Actor, DataClass, Effect, ToolResult
 
-__all__ = ["NAME_PATTERN", "Tool", "ToolContext", "tool"]
+__all__ = ["NAME_PATTERN", "NO_SETTINGS", "Tool", "ToolContext", "tool"]
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_OBJECT: Final[Mapping[str, Any]] = types.MappingProxyType(
     {"type": "object", "properties": {}, "additionalProperties": False}
 )
+# No settings at all; read-only over a dict nothing else holds, so every context can share it.
+NO_SETTINGS: Final[Mapping[str, Any]] = types.MappingProxyType({})
 
 
 @final
@@ -35,7 +37,7 @@ class ToolContext:
     run_id: str
     call_id: str
     actor: Actor
-    settings: Any = attrs.field(factory=lambda: types.MappingProxyType({}))
+    settings: Any = NO_SETTINGS
 
 
 class Tool:
@@ -111,7 +113,8 @@ class _AsyncFunctionTool(_FunctionTool):
     async host awaits it on its loop instead of lending it a thread."""
 
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        result: ToolResult = await super().execute(arguments, context)  # type: ignore[misc]
+        # The base class named, not super(): no proxy object built on every call.
+        result: ToolResult = await _FunctionTool.execute(self, arguments, context)  # type: ignore[misc]
         return result
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Generator
 from typing import Any
 
 import click
@@ -155,6 +156,61 @@ def test_hook_nrllm_execute_tool(context, sinks):
     assert ran_elsewhere == [("echo", {"text": "hi"}, context)]
     # Returning None leaves the call to core's default, which runs the tool here.
     assert invoke(pm, "local", {}, context=context).content == "in process"
+
+
+def test_a_wrapper_of_nrllm_execute_tool_sees_every_call_even_one_added_later(context, sinks):
+    pm = make_plugin_manager(plugins=[EchoTools(), sinks], load_entry_points=False)
+    assert invoke(pm, "echo", {"text": "hi"}, context=context).content == "hi"
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def nrllm_execute_tool(self, tool: Tool) -> Generator[None, ToolResult, ToolResult]:
+            answer = yield
+            return ToolResult.text(f"{tool.name} wrapped: {answer.content}")
+
+    pm.register(Wrapper())
+
+    assert invoke(pm, "echo", {"text": "hi"}, context=context).content == "echo wrapped: hi"
+
+
+def test_a_hook_call_monitor_sees_nrllm_execute_tool(context, sinks):
+    pm = make_plugin_manager(plugins=[EchoTools(), sinks], load_entry_points=False)
+    invoke(pm, "echo", {"text": "hi"}, context=context)
+    seen: list[str] = []
+    undo = pm.add_hookcall_monitoring(lambda name, impls, kwargs: seen.append(name), print)
+
+    invoke(pm, "echo", {"text": "hi"}, context=context)
+    undo()
+
+    assert "nrllm_execute_tool" in seen
+
+
+def test_nrllm_execute_tool_answers_in_pluggys_order_with_the_arguments_each_takes(context, sinks):
+    asked: list[str] = []
+
+    class Declines:
+        @hookimpl(tryfirst=True)
+        def nrllm_execute_tool(self, tool: Tool) -> None:
+            asked.append("declines")
+
+    class Answers:
+        @hookimpl
+        def nrllm_execute_tool(self, context: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+            asked.append("answers")
+            return ToolResult.text(f"{arguments['text']} for {context.call_id}")
+
+    class Unasked:
+        @hookimpl(trylast=True)
+        def nrllm_execute_tool(self) -> ToolResult:
+            asked.append("unasked")
+            return ToolResult.text("never")
+
+    pm = make_plugin_manager(
+        plugins=[EchoTools(), Unasked(), Answers(), Declines(), sinks], load_entry_points=False
+    )
+
+    assert invoke(pm, "echo", {"text": "hi"}, context=context).content == "hi for call-1"
+    assert asked == ["declines", "answers"]
 
 
 def test_hook_nrllm_wire(context):

@@ -11,9 +11,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from nrllm_core import (
+    AuditRecord,
     ConfigError,
     DataClass,
     PluginManager,
+    RunRecorder,
     Tool,
     ToolContext,
     ToolRegistry,
@@ -481,3 +483,28 @@ def test_a_sink_registered_after_the_first_call_receives_the_next(make_pm, conte
     invoke(pm, "nope", {}, context=context)
     assert (len(first.wire), len(late.wire)) == (2, 2)
     assert (len(first.audit), len(late.trace)) == (2, 2)
+
+
+def test_a_sink_is_called_with_the_arguments_it_declares(make_pm, context):
+    calls: list[object] = []
+
+    class Bare:
+        @hookimpl
+        def nrllm_wire(self) -> None:
+            calls.append("bare")
+
+    class Defaulted:
+        @hookimpl
+        def nrllm_audit(self, record: AuditRecord | None = None) -> None:
+            calls.append(record)
+
+    pm = make_pm()
+    pm.register(Bare())
+    pm.register(Defaulted())
+    recorder = RunRecorder(pm, "r")
+
+    invoke(pm, "nope", {}, context=context, recorder=recorder)
+
+    assert calls[0] == "bare"
+    assert isinstance(calls[1], AuditRecord)
+    assert recorder.audit_failures == 0

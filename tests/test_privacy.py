@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nrllm_core import RunRecorder, RunStep, StepKind, ToolArtifact, make_plugin_manager
+from nrllm_core import RunRecorder, RunStep, StepKind, ToolArtifact, _privacy, make_plugin_manager
 from nrllm_core._json import dumps
 from nrllm_core._privacy import (
     CONTENT_KEYS,
@@ -152,6 +152,40 @@ def test_metadata_level_skips_artifact_types_and_tool_names_that_are_not_strings
     assert view["requested_tool_names"] == ["ok"]
     assert view["tool_artifacts_count"] == 3
     assert view["tool_artifact_types"] == ["table"]
+
+
+def _named(name: str) -> RunStep:
+    return RunStep(kind=StepKind.TOOL, round=1, duration_ms=0.0, fields={"tool_name": name})
+
+
+def test_a_tool_name_is_masked_at_metadata_on_every_call_not_only_the_first() -> None:
+    for _ in range(3):
+        assert privacy_view(_named("echo"), PrivacyLevel.METADATA)["tool_name"] == "echo"
+        assert privacy_view(_named(SECRET), PrivacyLevel.METADATA)["tool_name"] == "sk-***"
+
+
+def test_a_string_subclass_cannot_pass_for_a_clean_tool_name() -> None:
+    class Posing(str):
+        # Equal to, and hashed like, every string: it would match any remembered name.
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return hash("echo")
+
+    privacy_view(_named("echo"), PrivacyLevel.METADATA)
+
+    assert privacy_view(_named(Posing(SECRET)), PrivacyLevel.METADATA)["tool_name"] == "sk-***"
+
+
+def test_the_clean_tool_names_remembered_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_privacy, "_CLEAN_NAMES", set())
+    for index in range(_privacy._CLEAN_NAMES_MAX * 2 + 1):
+        privacy_view(_named(f"tool_{index}"), PrivacyLevel.METADATA)
+    privacy_view(_named("x" * (_privacy._CLEAN_NAME_MAX_CHARS + 1)), PrivacyLevel.METADATA)
+
+    assert 0 < len(_privacy._CLEAN_NAMES) <= _privacy._CLEAN_NAMES_MAX
+    assert all(len(name) <= _privacy._CLEAN_NAME_MAX_CHARS for name in _privacy._CLEAN_NAMES)
 
 
 def test_redacted_level_keeps_the_shape_and_masks_every_content_leaf() -> None:
