@@ -71,7 +71,7 @@ __all__ = [
     "record_steps",
     "renewal_interval",
     "start_run",
-        "suspend_run",
+    "suspend_run",
     "suspension",
     "utcnow",
 ]
@@ -133,7 +133,7 @@ def renewal_interval(lease: timedelta) -> float:
 
 
 class _HeadMoved(Exception):
-    """The run's head is not the one this store remembered: another writer moved it."""
+    """A run's head is not the one this store remembered: another writer moved it."""
 
 
 class ClaimRefused(Exception):
@@ -273,51 +273,58 @@ class NewStep:
 def record_steps(
     connection: Connection, key: ChainKey, heads: ChainHeads, steps: Sequence[NewStep]
 ) -> None:
-    """Chain ``steps`` (of one run, in their order) to the run's head and move the head past
-    them: the steps are inserted together, the head is moved once."""
-    run_id = steps[0].row["run_id"]
+    """Chain ``steps`` to their runs' heads, each run's steps in the order given, and move each
+    head past them: the steps are inserted in one statement, the heads moved in another.
+
+    When the head of a run moved since this store last wrote it, steps of that one run are
+    chained again from the stored head in the same transaction; steps of several runs raise
+    instead, for the caller to roll back and write them run by run.
+    """
+    runs: dict[str, list[NewStep]] = {}
+    for step in steps:
+        runs.setdefault(step.row["run_id"], []).append(step)
     try:
-        head = _chain_steps(connection, key, steps, heads.get(run_id))
+        _chain_steps(connection, key, heads, runs)
     except _HeadMoved:
-        heads.forget(run_id)
-        head = _chain_steps(connection, key, steps, None)
-    heads.remember(run_id, head)
+        if len(runs) > 1:
+            raise
+        heads.forget(steps[0].row["run_id"])
+        _chain_steps(connection, key, heads, runs)
 
 
 def _chain_steps(
-    connection: Connection,
-    key: ChainKey,
-    steps: Sequence[NewStep],
-    previous: ChainHead | None,
-) -> ChainHead:
-    run_id = steps[0].row["run_id"]
-    if previous is None:
-        previous = _stored_head(connection, key, run_id)
-    head, chained = previous, []
-    for step in steps:
-        mac = step_mac(key, head.last, step.row)
-        head = head.after(key, run_id, mac)
-        chained.append({**step.row, "mac": mac})
-    # The head first: when it moved, nothing of these steps was written, and they are chained
-    # again from the stored one within the same transaction.
-    moved = connection.execute(
-        _COUNT_STEP,
-        {
-            "target": run_id,
-            "previous": previous.head,
-            "count": head.count,
-            "last": head.last,
-            "head": head.head,
-            "now": steps[-1].row["recorded_at"],
-            "prompt": sum(step.prompt_tokens for step in steps),
-            "completion": sum(step.completion_tokens for step in steps),
-        },
-    )
-    if moved.rowcount != 1:
+    connection: Connection, key: ChainKey, heads: ChainHeads, runs: Mapping[str, list[NewStep]]
+) -> None:
+    moves, chained, after = [], [], {}
+    for run_id, steps in runs.items():
+        previous = heads.get(run_id) or _stored_head(connection, key, run_id)
+        head = previous
+        for step in steps:
+            mac = step_mac(key, head.last, step.row)
+            head = head.after(key, run_id, mac)
+            chained.append({**step.row, "mac": mac})
+        moves.append(
+            {
+                "target": run_id,
+                "previous": previous.head,
+                "count": head.count,
+                "last": head.last,
+                "head": head.head,
+                "now": steps[-1].row["recorded_at"],
+                "prompt": sum(step.prompt_tokens for step in steps),
+                "completion": sum(step.completion_tokens for step in steps),
+            }
+        )
+        after[run_id] = head
+    # The heads first: when the one head moved, nothing was written, and the steps can be
+    # chained again from the stored head within the same transaction.
+    moved = connection.execute(_COUNT_STEP, moves)
+    if moved.rowcount != len(moves):
         # Read under the row lock, a stored head cannot move.
         raise _HeadMoved
     connection.execute(_INSERT_STEP, chained)
-    return head
+    for run_id, head in after.items():
+        heads.remember(run_id, head)
 
 
 def _stored_head(connection: Connection, key: ChainKey, run_id: str) -> ChainHead:

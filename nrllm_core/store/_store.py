@@ -163,7 +163,10 @@ class Store(ops.StoreCore):
         self._engine.dispose()
 
     def _write(
-        self, run_id: str | None, operation: Callable[[Connection], T], steps: Sequence[ops.NewStep] = ()
+        self,
+        run_id: str | None,
+        operation: Callable[[Connection], T],
+        steps: Sequence[ops.NewStep] = (),
     ) -> T:
         """Commit ``steps`` then ``operation`` in one transaction, preceded by the steps of
         ``run_id`` deferred until its next write, and return what ``operation`` returned (or
@@ -194,7 +197,7 @@ class Store(ops.StoreCore):
             for write in batch:
                 try:
                     with self._transaction() as connection:
-                        value = self._apply(connection, write)
+                        (value,) = self._apply(connection, [write])
                 except Exception as exc:
                     write.fail(exc)
                 else:
@@ -208,7 +211,7 @@ class Store(ops.StoreCore):
     def _commit_together(self, batch: list[_Write[Any]]) -> bool:
         try:
             with self._transaction() as connection:
-                values = [self._apply(connection, write) for write in batch]
+                values = self._apply(connection, batch)
         except Exception:
             # One of them failed (or the commit did): rolled back, each is tried alone.
             return False
@@ -235,10 +238,14 @@ class Store(ops.StoreCore):
             self._connection = None
             raise
 
-    def _apply(self, connection: Connection, write: _Write[T]) -> T:
-        if write.steps:
-            ops.record_steps(connection, self._key(), self._heads, write.steps)
-        return write.operation(connection)
+    def _apply(self, connection: Connection, writes: list[_Write[Any]]) -> list[Any]:
+        """Chain the steps of ``writes``, then run their operations, in order. Writes that
+        waited together are concurrent: any order of them is one they could have had, and
+        each one's steps still come before its operation."""
+        steps = [step for write in writes for step in write.steps]
+        if steps:
+            ops.record_steps(connection, self._key(), self._heads, steps)
+        return [write.operation(connection) for write in writes]
 
     def _key(self) -> ChainKey:
         if self._chain_key is None:
@@ -337,9 +344,7 @@ class Store(ops.StoreCore):
         """Renew a running run's lease; ``False`` when no running run has that id."""
         # Not the run's own write: a heartbeat that fails is only logged, so it never carries
         # the run's deferred steps.
-        return self._write(
-            None, functools.partial(ops.heartbeat, run_id=run_id, now=self._clock())
-        )
+        return self._write(None, functools.partial(ops.heartbeat, run_id=run_id, now=self._clock()))
 
     def finish_run(
         self, run_id: str, status: RunStatus, termination_reason: str | None = None
