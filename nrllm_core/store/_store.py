@@ -55,7 +55,8 @@ _PURGE_CHUNK: Final = 500
 
 @final
 class Store(ops.StoreCore):
-    """The audit database. Every write is committed before the method returns.
+    """The audit database. Every write is committed before the method returns (a step
+    recorded as deferred: with the run's next write, see :meth:`record_step`).
 
     Build it with :meth:`open`. A run's lease is its last heartbeat: a run still marked
     ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
@@ -180,9 +181,6 @@ class Store(ops.StoreCore):
             deferred = self._deferred.pop(run_id, []) if run_id is not None else []
             write: _Write[T] = _Write([*deferred, *steps], operation)
             self._queue.append(write)
-        if write.steps:
-            # Read once, before the writer's turn: every write after it finds it derived.
-            self._key()
         with self._write_lock:
             if not write.done:
                 with self._queue_lock:
@@ -298,6 +296,8 @@ class Store(ops.StoreCore):
         payload with no canonical JSON form raises here.
         """
         step = ops.NewStep.of(record, self._clock())
+        # Derived here, not in the writer's turn, where every waiting write would wait for it.
+        self._key()
         if deferred:
             with self._queue_lock:
                 self._deferred.setdefault(record.run_id, []).append(step)
