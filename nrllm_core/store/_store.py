@@ -188,6 +188,11 @@ class Store(ops.StoreCore):
                 self._commit(batch)
         return write.outcome()
 
+    def _run_write(self, operation: Callable[..., T], run_id: str, **arguments: Any) -> T:
+        """``operation`` on the run ``run_id`` as one of its writes, carrying its deferred
+        steps."""
+        return self._write(run_id, functools.partial(operation, run_id=run_id, **arguments))
+
     def _commit(self, batch: list[_Write[Any]]) -> None:
         try:
             if len(batch) > 1 and self._commit_together(batch):
@@ -354,16 +359,12 @@ class Store(ops.StoreCore):
         ``completed`` and ``failed`` are final and stamp ``ended_at``; ``awaiting_approval``
         parks the run until a decision.
         """
-        now = self._clock()
-        return self._write(
+        return self._run_write(
+            ops.finish_run,
             run_id,
-            functools.partial(
-                ops.finish_run,
-                run_id=run_id,
-                status=status,
-                termination_reason=termination_reason,
-                now=now,
-            ),
+            status=status,
+            termination_reason=termination_reason,
+            now=self._clock(),
         )
 
     def suspend_run(
@@ -379,17 +380,13 @@ class Store(ops.StoreCore):
 
         Raises unless the run was running: a state that is not stored is never promised.
         """
-        now = self._clock()
-        self._write(
+        self._run_write(
+            ops.suspend_run,
             run_id,
-            functools.partial(
-                ops.suspend_run,
-                run_id=run_id,
-                sealed=sealed,
-                turn_digest=turn_digest,
-                trace_context=trace_context,
-                now=now,
-            ),
+            sealed=sealed,
+            turn_digest=turn_digest,
+            trace_context=trace_context,
+            now=self._clock(),
         )
 
     def suspension(self, run_id: str) -> Suspension | None:
@@ -407,18 +404,14 @@ class Store(ops.StoreCore):
         one naming another digest, raises :class:`ClaimRefused`; so does a nonce consumed
         before (``replayed``), even if the suspension's row was put back since.
         """
-        now = self._clock()
-        return self._write(
+        return self._run_write(
+            ops.claim_suspension,
             run_id,
-            functools.partial(
-                ops.claim_suspension,
-                run_id=run_id,
-                turn_digest=turn_digest,
-                nonce=nonce,
-                decision=decision,
-                approver=approver,
-                now=now,
-            ),
+            turn_digest=turn_digest,
+            nonce=nonce,
+            decision=decision,
+            approver=approver,
+            now=self._clock(),
         )
 
     def last_sequence(self, run_id: str) -> int:
