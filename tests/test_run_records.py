@@ -136,6 +136,47 @@ def test_a_run_starts_and_finishes_in_its_records_with_no_content(tmp_path):
     host.store.close()
 
 
+def test_the_start_and_gate_records_are_stored_with_the_request_before_the_model_is_asked(
+    tmp_path,
+):
+    stored: dict[str, list[str]] = {}
+
+    class Look(Plugin):
+        # Called after the store's sink: what the store holds once it has taken the record.
+        @hookimpl
+        def nrllm_audit(self, record: AuditRecord) -> None:
+            detail = host.store.get_run(record.run_id)
+            stored.setdefault(record.kind.value, [s.kind for s in detail.steps])
+
+    plugin = Look()
+    host = host_with(tmp_path, plugin, [{"content": "hello"}])
+    outcome = host.run("Hi")
+
+    # Nothing has left the process before the request: the first two wait for it.
+    assert stored["start"] == stored["gate"] == []
+    assert stored["request"] == ["start", "gate", "request"]
+    assert stored["finish"] == ["start", "gate", "request", "llm", "finish"]
+    assert host.store.verify(outcome.run_id).broken == ()
+    host.store.close()
+
+
+def test_a_run_that_fails_before_its_request_keeps_its_start_and_gate(tmp_path, monkeypatch):
+    from nrllm_core.store import Store
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk unplugged")
+
+    monkeypatch.setattr(Store, "record_decisions", broken)
+    host = host_with(tmp_path, Plugin(), [{"content": "hello"}])
+    outcome = host.run("Hi")
+
+    assert outcome.termination_reason == "internal_error"
+    stored = host.store.get_run(outcome.run_id)
+    assert [s.kind for s in stored.steps] == ["start", "gate", "finish"]
+    assert host.store.verify(outcome.run_id).broken == ()
+    host.store.close()
+
+
 def test_a_suspension_record_and_its_trace_context_next_to_the_sealed_state(tmp_path):
     plugin = Plugin({"traceparent": PARENT})
     host = host_with(tmp_path, plugin, [WRITE_TURN, {"content": "done"}])

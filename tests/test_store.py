@@ -347,6 +347,153 @@ def test_purge_refuses_a_window_below_one_day(
     assert [r.run_id for r in sync_store.list_runs()] == ["r1"]
 
 
+def test_a_deferred_step_is_committed_with_the_runs_next_write(sync_store: Store) -> None:
+    sync_store.start_run("r1")
+    sync_store.record_step(record("r1", 1), deferred=True)
+    sync_store.record_step(record("r1", 2), deferred=True)
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == []
+
+    sync_store.record_step(record("r1", 3))
+
+    detail = sync_store.get_run("r1")
+    assert detail is not None
+    assert [s.sequence for s in detail.steps] == [1, 2, 3]
+    assert detail.run.steps == 3
+    assert sync_store.verify("r1").broken == ()
+
+
+@pytest.mark.parametrize("write", ["decisions", "finish", "suspend"])
+def test_every_write_of_the_run_commits_its_deferred_steps(sync_store: Store, write: str) -> None:
+    sync_store.start_run("r1")
+    sync_store.record_step(record("r1", 1), deferred=True)
+
+    if write == "decisions":
+        sync_store.record_decisions("r1", [GateDecisionRecord(tool="wipe", reason="disabled")])
+    elif write == "finish":
+        sync_store.finish_run("r1", RunStatus.COMPLETED)
+    else:
+        sync_store.suspend_run("r1", sealed=b"state", turn_digest="d1")
+
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1]
+    assert sync_store.verify("r1").broken == ()
+
+
+def test_a_heartbeat_and_another_runs_writes_leave_deferred_steps_deferred(
+    sync_store: Store,
+) -> None:
+    # A heartbeat's failure is only logged: it must never be what a step's failure hides in.
+    sync_store.start_run("r1")
+    sync_store.start_run("r2")
+    sync_store.record_step(record("r1", 1), deferred=True)
+    assert sync_store.heartbeat("r1")
+    sync_store.record_step(record("r2", 1))
+    sync_store.finish_run("r2", RunStatus.COMPLETED)
+    assert steps_of(sync_store, "r1") == ()
+
+    sync_store.record_step(record("r1", 2))
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1, 2]
+
+
+def test_a_deferred_step_fails_with_the_write_that_carries_it(sync_store: Store) -> None:
+    sync_store.start_run("r1")
+    sync_store.record_step(record("r1", 1))
+    sync_store.record_step(record("r1", 2), deferred=True)
+
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        sync_store.record_step(record("r1", 1))
+
+    # Gone with the write that failed, whose caller learnt of it: the gap shows the loss.
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1]
+    sync_store.record_step(record("r1", 3))
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1, 3]
+    assert sync_store.verify("r1").broken == ()
+
+
+def test_a_deferred_step_with_no_canonical_form_raises_at_once(sync_store: Store) -> None:
+    sync_store.start_run("r1")
+    with pytest.raises(ValueError, match="NaN"):
+        sync_store.record_step(record("r1", 1, cost=math.nan), deferred=True)
+
+    sync_store.record_step(record("r1", 2))
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == [2]
+
+
+def queued_writes(store: Store, count: int, write: Any) -> dict[int, BaseException | None]:
+    """Run ``write(index)`` on ``count`` threads while the writer's turn is held, so that
+    they all wait together; their outcomes by index."""
+    outcomes: dict[int, BaseException | None] = {}
+
+    def work(index: int) -> None:
+        try:
+            write(index)
+        except Exception as exc:
+            outcomes[index] = exc
+        else:
+            outcomes[index] = None
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    with store._write_lock:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(store._queue) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_writes_that_wait_together_are_committed_in_one_transaction(sync_store: Store) -> None:
+    from sqlalchemy import event
+
+    for index in range(8):
+        sync_store.start_run(f"r{index}")
+    sync_store.record_step(record("r0", 1))
+    sync_store.record_step(record("r1", 1), deferred=True)
+    commits: list[object] = []
+    event.listen(sync_store._engine, "commit", commits.append)
+
+    outcomes = queued_writes(sync_store, 8, lambda i: sync_store.record_step(record(f"r{i}", 2)))
+
+    assert outcomes == dict.fromkeys(range(8))
+    assert len(commits) == 1
+    assert [s.sequence for s in steps_of(sync_store, "r0")] == [1, 2]
+    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1, 2]
+    assert [s.sequence for s in steps_of(sync_store, "r5")] == [2]
+    assert sync_store.verify().broken == ()
+
+
+def test_a_write_that_fails_among_others_waiting_fails_alone(sync_store: Store) -> None:
+    for index in range(6):
+        sync_store.start_run(f"r{index}")
+        sync_store.record_step(record(f"r{index}", 1))
+
+    def write(index: int) -> None:
+        if index == 3:
+            sync_store.record_step(record("r3", 1))  # taken already
+        elif index == 4:
+            sync_store.finish_run("r4", RunStatus.COMPLETED)
+        else:
+            sync_store.record_step(record(f"r{index}", 2))
+
+    outcomes = queued_writes(sync_store, 6, write)
+
+    assert {i for i, failure in outcomes.items() if failure is not None} == {3}
+    assert "unique" in str(outcomes[3]).lower() or "duplicate" in str(outcomes[3]).lower()
+    for index in (0, 1, 2, 5):
+        assert [s.sequence for s in steps_of(sync_store, f"r{index}")] == [1, 2]
+    assert [s.sequence for s in steps_of(sync_store, "r3")] == [1]
+    info = {run.run_id: run.status for run in sync_store.list_runs()}
+    assert info["r4"] is RunStatus.COMPLETED
+    assert sync_store.verify().broken == ()
+
+
+def steps_of(store: Store, run_id: str) -> tuple[Any, ...]:
+    detail = store.get_run(run_id)
+    assert detail is not None
+    return detail.steps
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["one-store", "store-per-thread"])
 def test_concurrent_runs_lose_nothing_and_leave_no_gaps(backend: Any, shared: bool) -> None:
     threads, steps = 8, 200

@@ -110,14 +110,15 @@ class AsyncStore(ops.StoreCore):
 
     @contextlib.asynccontextmanager
     async def _writer(self) -> AsyncIterator[AsyncConnection]:
-        """A connection of this loop's one writer; the operation commits on it.
+        """A connection of this loop's one writer, in a transaction that commits when the
+        operation returns and rolls back when it raises.
 
         Once the write has its turn, cancelling the caller waits for the commit or the
         rollback: the audit never holds a write its caller could not know the outcome of.
         """
         async with self._write_lock:
             with anyio.CancelScope(shield=True):
-                async with self._engine.connect() as connection:
+                async with self._engine.begin() as connection:
                     yield connection
 
     async def _key(self) -> ChainKey:
@@ -157,9 +158,9 @@ class AsyncStore(ops.StoreCore):
     async def record_step(self, record: AuditRecord) -> None:
         """As :meth:`Store.record_step`: committed, chained and the lease renewed, or raises."""
         key = await self._key()
-        now = self._clock()
+        step = ops.NewStep.of(record, self._clock())
         async with self._writer() as connection:
-            await connection.run_sync(ops.record_step, key, self._heads, record, now)
+            await connection.run_sync(ops.record_steps, key, self._heads, [step])
 
     async def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
         """As :meth:`Store.record_decisions`."""

@@ -3,17 +3,19 @@
 ``Store`` calls these with a connection of its thread; ``AsyncStore`` with the sync facade of an
 asyncio connection that ``AsyncConnection.run_sync`` hands over, so that the statements, the
 audit chain, the claim's refusals and the records read back exist once. A writing operation
-takes a connection outside any transaction and commits its own: a step whose head moved is
-retried in a second transaction.
+runs inside a transaction its executor began and commits (or rolls back, when it raises), so
+that several operations can share one commit: a step whose head moved is chained again from
+the stored head in the same transaction.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, final
 
+import attrs
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -55,6 +57,7 @@ __all__ = [
     "OPEN",
     "ChainHeads",
     "ClaimRefused",
+    "NewStep",
     "StoreCore",
     "claim_suspension",
     "decision_rows",
@@ -65,7 +68,7 @@ __all__ = [
     "list_runs",
     "read_chain_key",
     "record_decisions",
-    "record_step",
+    "record_steps",
     "renewal_interval",
     "start_run",
     "suspend_run",
@@ -130,7 +133,7 @@ def renewal_interval(lease: timedelta) -> float:
 
 
 class _HeadMoved(Exception):
-    """The run's head is not the one this store remembered: another writer moved it."""
+    """A run's head is not the one this store remembered: another writer moved it."""
 
 
 class ClaimRefused(Exception):
@@ -213,82 +216,115 @@ def start_run(
     now: datetime,
 ) -> None:
     head = ChainHead.start(key, run_id)
-    with connection.begin():
-        connection.execute(
-            insert(RunRow),
-            {
-                "id": run_id,
-                "kind": RunKind(kind).value,
-                "status": RunStatus.RUNNING.value,
-                "provider": provider,
-                "zone": zone,
-                "skill": skill,
-                "actor": actor,
-                "started_at": now,
-                "ended_at": None,
-                "heartbeat_at": now,
-                "termination_reason": None,
-                "steps": 0,
-                "prompt_tokens": 0,
-                "completion_tokens": 0,
-                "last_mac": head.last,
-                "chain_head": head.head,
-            },
-        )
+    connection.execute(
+        insert(RunRow),
+        {
+            "id": run_id,
+            "kind": RunKind(kind).value,
+            "status": RunStatus.RUNNING.value,
+            "provider": provider,
+            "zone": zone,
+            "skill": skill,
+            "actor": actor,
+            "started_at": now,
+            "ended_at": None,
+            "heartbeat_at": now,
+            "termination_reason": None,
+            "steps": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "last_mac": head.last,
+            "chain_head": head.head,
+        },
+    )
     heads.remember(run_id, head)
 
 
-def record_step(
-    connection: Connection, key: ChainKey, heads: ChainHeads, record: AuditRecord, now: datetime
+@final
+@attrs.frozen
+class NewStep:
+    """A step ready to be chained: its row without the mac, and the tokens it adds to its run."""
+
+    row: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+
+    @classmethod
+    def of(cls, record: AuditRecord, now: datetime) -> NewStep:
+        """``record`` as stored when recorded at ``now``; raises for a payload with no
+        canonical JSON form."""
+        row = {
+            "run_id": record.run_id,
+            "sequence": record.sequence,
+            "kind": record.kind.value,
+            "round": record.round,
+            # As the column reads it back, so that the mac checks out later.
+            "duration_ms": float(record.duration_ms),
+            "payload": _json.dumps(dict(record.payload)).decode(),
+            "recorded_at": now,
+        }
+        return cls(
+            row,
+            _count(record.payload, "prompt_tokens"),
+            _count(record.payload, "completion_tokens"),
+        )
+
+
+def record_steps(
+    connection: Connection, key: ChainKey, heads: ChainHeads, steps: Sequence[NewStep]
 ) -> None:
-    row = {
-        "run_id": record.run_id,
-        "sequence": record.sequence,
-        "kind": record.kind.value,
-        "round": record.round,
-        # As the column reads it back, so that the mac checks out later.
-        "duration_ms": float(record.duration_ms),
-        "payload": _json.dumps(dict(record.payload)).decode(),
-        "recorded_at": now,
-    }
+    """Chain ``steps`` to their runs' heads, each run's steps in the order given, and move each
+    head past them: the steps are inserted in one statement, the heads moved in another.
+
+    When the head of a run moved since this store last wrote it, steps of that one run are
+    chained again from the stored head in the same transaction; steps of several runs raise
+    instead, for the caller to roll back and write them run by run.
+    """
+    runs: dict[str, list[NewStep]] = {}
+    for step in steps:
+        runs.setdefault(step.row["run_id"], []).append(step)
     try:
-        head = _chain_step(connection, key, record, row, heads.get(record.run_id))
+        _chain_steps(connection, key, heads, runs)
     except _HeadMoved:
-        heads.forget(record.run_id)
-        head = _chain_step(connection, key, record, row, None)
-    heads.remember(record.run_id, head)
+        if len(runs) > 1:
+            raise
+        heads.forget(steps[0].row["run_id"])
+        _chain_steps(connection, key, heads, runs)
 
 
-def _chain_step(
-    connection: Connection,
-    key: ChainKey,
-    record: AuditRecord,
-    row: dict[str, Any],
-    previous: ChainHead | None,
-) -> ChainHead:
-    with connection.begin():
-        if previous is None:
-            previous = _stored_head(connection, key, record.run_id)
-        mac = step_mac(key, previous.last, row)
-        head = previous.after(key, record.run_id, mac)
-        connection.execute(_INSERT_STEP, {**row, "mac": mac})
-        moved = connection.execute(
-            _COUNT_STEP,
+def _chain_steps(
+    connection: Connection, key: ChainKey, heads: ChainHeads, runs: Mapping[str, list[NewStep]]
+) -> None:
+    moves, chained, after = [], [], {}
+    for run_id, steps in runs.items():
+        previous = heads.get(run_id) or _stored_head(connection, key, run_id)
+        head = previous
+        for step in steps:
+            mac = step_mac(key, head.last, step.row)
+            head = head.after(key, run_id, mac)
+            chained.append({**step.row, "mac": mac})
+        moves.append(
             {
-                "target": record.run_id,
+                "target": run_id,
                 "previous": previous.head,
                 "count": head.count,
                 "last": head.last,
                 "head": head.head,
-                "now": row["recorded_at"],
-                "prompt": _count(record.payload, "prompt_tokens"),
-                "completion": _count(record.payload, "completion_tokens"),
-            },
+                "now": steps[-1].row["recorded_at"],
+                "prompt": sum(step.prompt_tokens for step in steps),
+                "completion": sum(step.completion_tokens for step in steps),
+            }
         )
-        if moved.rowcount != 1:
-            # Rolled back with the step; read under the row lock, the head cannot move.
-            raise _HeadMoved
-    return head
+        after[run_id] = head
+    # The heads first: when the one head moved, nothing was written, and the steps can be
+    # chained again from the stored head within the same transaction.
+    moved = connection.execute(_COUNT_STEP, moves)
+    if moved.rowcount != len(moves):
+        # Read under the row lock, a stored head cannot move.
+        raise _HeadMoved
+    connection.execute(_INSERT_STEP, chained)
+    for run_id, head in after.items():
+        heads.remember(run_id, head)
 
 
 def _stored_head(connection: Connection, key: ChainKey, run_id: str) -> ChainHead:
@@ -334,17 +370,15 @@ def decision_rows(
 
 
 def record_decisions(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    with connection.begin():
-        connection.execute(insert(DecisionRow), rows)
+    connection.execute(insert(DecisionRow), rows)
 
 
 def heartbeat(connection: Connection, run_id: str, now: datetime) -> bool:
-    with connection.begin():
-        result = connection.execute(
-            update(RunRow)
-            .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
-            .values(heartbeat_at=now)
-        )
+    result = connection.execute(
+        update(RunRow)
+        .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
+        .values(heartbeat_at=now)
+    )
     return result.rowcount == 1
 
 
@@ -358,20 +392,19 @@ def finish_run(
     status = RunStatus(status)
     if status not in _SETTLED:
         raise ValueError(f"a run cannot be settled as {status.value!r}")
-    with connection.begin():
-        result = connection.execute(
-            _SETTLE,
-            {
-                "target": run_id,
-                "new_status": status.value,
-                "new_reason": termination_reason,
-                "now": now,
-                "ended": now if status.is_finished else None,
-            },
-        )
-        if status.is_finished:
-            # A finished run can never resume: its sealed state is no longer kept.
-            connection.execute(_BLANK_STATE, {"target": run_id})
+    result = connection.execute(
+        _SETTLE,
+        {
+            "target": run_id,
+            "new_status": status.value,
+            "new_reason": termination_reason,
+            "now": now,
+            "ended": now if status.is_finished else None,
+        },
+    )
+    if status.is_finished:
+        # A finished run can never resume: its sealed state is no longer kept.
+        connection.execute(_BLANK_STATE, {"target": run_id})
     return result.rowcount == 1
 
 
@@ -384,26 +417,25 @@ def suspend_run(
     trace_context: Mapping[str, str] | None,
     now: datetime,
 ) -> None:
-    with connection.begin():
-        if not _move(connection, run_id, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, now):
-            raise ClaimRefused(f'run "{run_id}" is not running', "not_running")
-        # A run suspends once per turn that needs approval; only the latest turn is open.
-        connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
-        connection.execute(
-            insert(SuspensionRow),
-            {
-                "run_id": run_id,
-                "sealed": sealed,
-                "turn_digest": turn_digest,
-                "suspended_at": now,
-                "decided_at": None,
-                "decision": None,
-                "approver": None,
-                "trace_context": None
-                if trace_context is None
-                else _json.dumps(dict(trace_context)).decode(),
-            },
-        )
+    if not _move(connection, run_id, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, now):
+        raise ClaimRefused(f'run "{run_id}" is not running', "not_running")
+    # A run suspends once per turn that needs approval; only the latest turn is open.
+    connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
+    connection.execute(
+        insert(SuspensionRow),
+        {
+            "run_id": run_id,
+            "sealed": sealed,
+            "turn_digest": turn_digest,
+            "suspended_at": now,
+            "decided_at": None,
+            "decision": None,
+            "approver": None,
+            "trace_context": None
+            if trace_context is None
+            else _json.dumps(dict(trace_context)).decode(),
+        },
+    )
 
 
 def claim_suspension(
@@ -416,35 +448,34 @@ def claim_suspension(
     approver: str,
     now: datetime,
 ) -> bytes:
-    with connection.begin():
-        claimed = connection.execute(
-            update(SuspensionRow)
-            .where(
-                SuspensionRow.run_id == run_id,
-                SuspensionRow.turn_digest == turn_digest,
-                SuspensionRow.decided_at.is_(None),
-            )
-            .values(decided_at=now, decision=decision, approver=approver)
+    claimed = connection.execute(
+        update(SuspensionRow)
+        .where(
+            SuspensionRow.run_id == run_id,
+            SuspensionRow.turn_digest == turn_digest,
+            SuspensionRow.decided_at.is_(None),
         )
-        if claimed.rowcount != 1:
-            raise ClaimRefused(
-                "the turn was already decided, or the digest is stale", "already_decided"
-            )
-        try:
-            connection.execute(
-                insert(ConsumedApprovalRow),
-                {"nonce": nonce, "run_id": run_id, "consumed_at": now},
-            )
-        except IntegrityError:
-            raise ClaimRefused(
-                "this suspended turn was decided before (replayed); it cannot be decided again",
-                "replayed",
-            ) from None
-        if not _move(connection, run_id, RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING, now):
-            raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
-        sealed: bytes = connection.execute(
-            select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
-        ).scalar_one()
+        .values(decided_at=now, decision=decision, approver=approver)
+    )
+    if claimed.rowcount != 1:
+        raise ClaimRefused(
+            "the turn was already decided, or the digest is stale", "already_decided"
+        )
+    try:
+        connection.execute(
+            insert(ConsumedApprovalRow),
+            {"nonce": nonce, "run_id": run_id, "consumed_at": now},
+        )
+    except IntegrityError:
+        raise ClaimRefused(
+            "this suspended turn was decided before (replayed); it cannot be decided again",
+            "replayed",
+        ) from None
+    if not _move(connection, run_id, RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING, now):
+        raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
+    sealed: bytes = connection.execute(
+        select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
+    ).scalar_one()
     return sealed
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
+from nrllm_core._payloads import StepKind
 from nrllm_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -12,6 +13,11 @@ if TYPE_CHECKING:
 
 __all__ = ["StoreAuditSink"]
 
+# A segment's start and the gate's decision guard nothing: when they are recorded nothing has
+# left the process and nothing has run, and the segment's next record (the request before the
+# model is asked, the approval, the call, or its finish) follows. They are committed with it.
+_DEFERRED: Final = frozenset({StepKind.START, StepKind.GATE})
+
 
 @final
 class StoreAuditSink:
@@ -19,7 +25,8 @@ class StoreAuditSink:
 
     Unlike other sinks it raises when a record cannot be stored. The plugin manager turns that
     into ``nrllm.sink.failed`` and ``emit_audit`` returning ``False``, which is how the caller
-    learns that a step is not durable and fails closed for tools that write.
+    learns that a step is not durable and fails closed for tools that write. A ``start`` or
+    ``gate`` record is committed with the run's next record: its failure is that record's.
     """
 
     __slots__ = ("_store",)
@@ -29,4 +36,4 @@ class StoreAuditSink:
 
     @hookimpl
     def nrllm_audit(self, record: AuditRecord) -> None:
-        self._store.record_step(record)
+        self._store.record_step(record, deferred=record.kind in _DEFERRED)

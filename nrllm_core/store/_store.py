@@ -1,15 +1,17 @@
-"""The audit store: runs, their privacy-filtered steps and gate decisions, one commit per write."""
+"""The audit store: runs, their privacy-filtered steps and gate decisions, each write committed
+before it returns (the writes of threads waiting at once share one commit)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final, Self, final
+from typing import Any, Final, Generic, Self, TypeVar, final
 
 from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.engine import Connection, Engine
@@ -45,19 +47,32 @@ from nrllm_core.store._records import (
 
 __all__ = ["Store"]
 
+T = TypeVar("T")
+
 _FINISHED: Final = tuple(s.value for s in RunStatus if s.is_finished)
 _PURGE_CHUNK: Final = 500
 
 
 @final
 class Store(ops.StoreCore):
-    """The audit database. Every write is committed before the method returns.
+    """The audit database. Every write is committed before the method returns (a step
+    recorded as deferred: with the run's next write, see :meth:`record_step`).
 
     Build it with :meth:`open`. A run's lease is its last heartbeat: a run still marked
     ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
     """
 
-    __slots__ = ("_engine", "_leased", "_leased_lock", "_renewing", "_write_lock")
+    __slots__ = (
+        "_connection",
+        "_deferred",
+        "_engine",
+        "_leased",
+        "_leased_lock",
+        "_queue",
+        "_queue_lock",
+        "_renewing",
+        "_write_lock",
+    )
 
     def __init__(
         self,
@@ -69,11 +84,18 @@ class Store(ops.StoreCore):
     ) -> None:
         super().__init__(lease=timedelta(seconds=lease_seconds), clock=clock, environ=environ)
         self._engine = engine
-        # SQLite has one writer at a time; queueing this process's threads here is fairer and
-        # much faster than letting them poll SQLite's busy handler.
-        self._write_lock: contextlib.AbstractContextManager[Any] = (
-            threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
-        )
+        # One writer at a time in this process: SQLite has only one anyway (queueing here is
+        # fairer and much faster than SQLite's busy handler), and the writes that wait while
+        # one commits are then committed together, by the next writer, in one transaction.
+        self._write_lock = threading.Lock()
+        # The writes waiting for it, and the steps deferred to each run's next write; both
+        # under ``_queue_lock``, so a run's steps join its writes in the order they came.
+        self._queue: list[_Write[Any]] = []
+        self._deferred: dict[str, list[ops.NewStep]] = {}
+        self._queue_lock = threading.Lock()
+        # SQLite's writer keeps its connection: checking one out and back in costs more than
+        # the commit, and a file's connection cannot go stale as a server's can.
+        self._connection: Connection | None = None
         # Runs this process is working on; one background thread renews all their leases.
         self._leased: set[str] = set()
         self._leased_lock = threading.Lock()
@@ -135,13 +157,98 @@ class Store(ops.StoreCore):
             run_upgrade(self._engine, self._environ)
 
     def close(self) -> None:
+        with self._write_lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
         self._engine.dispose()
 
+    def _write(
+        self,
+        run_id: str | None,
+        operation: Callable[[Connection], T],
+        steps: Sequence[ops.NewStep] = (),
+    ) -> T:
+        """Commit ``steps`` then ``operation`` in one transaction, preceded by the steps of
+        ``run_id`` deferred until its next write, and return what ``operation`` returned (or
+        raise what it raised, nothing of it committed).
+
+        Writes that arrive while another commits wait, and the first of them to get its turn
+        commits them all in one transaction; should any of them raise, each is committed
+        again alone, so that a write fails only of its own failure.
+        """
+        with self._queue_lock:
+            deferred = self._deferred.pop(run_id, []) if run_id is not None else []
+            write: _Write[T] = _Write([*deferred, *steps], operation)
+            self._queue.append(write)
+        with self._write_lock:
+            if not write.done:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit(batch)
+        return write.outcome()
+
+    def _run_write(self, operation: Callable[..., T], run_id: str, **arguments: Any) -> T:
+        """``operation`` on the run ``run_id`` as one of its writes, carrying its deferred
+        steps."""
+        return self._write(run_id, functools.partial(operation, run_id=run_id, **arguments))
+
+    def _commit(self, batch: list[_Write[Any]]) -> None:
+        try:
+            if len(batch) > 1 and self._commit_together(batch):
+                return
+            for write in batch:
+                try:
+                    with self._transaction() as connection:
+                        (value,) = self._apply(connection, [write])
+                except Exception as exc:
+                    write.fail(exc)
+                else:
+                    write.settle(value)
+        finally:
+            for write in batch:
+                if not write.done:
+                    # This thread was interrupted: the transaction rolled back.
+                    write.fail(RuntimeError("the write was interrupted before its commit"))
+
+    def _commit_together(self, batch: list[_Write[Any]]) -> bool:
+        try:
+            with self._transaction() as connection:
+                values = self._apply(connection, batch)
+        except Exception:
+            # One of them failed (or the commit did): rolled back, each is tried alone.
+            return False
+        for write, value in zip(batch, values, strict=True):
+            write.settle(value)
+        return True
+
     @contextlib.contextmanager
-    def _writer(self) -> Iterator[Connection]:
-        """A connection of this process's one writer; the operation commits on it."""
-        with self._write_lock, self._engine.connect() as connection:
-            yield connection
+    def _transaction(self) -> Iterator[Connection]:
+        """A transaction of the writer (under ``_write_lock``): committed when the block
+        ends, rolled back when it raises."""
+        if self._engine.dialect.name != "sqlite":
+            with self._engine.begin() as connection:
+                yield connection
+            return
+        if self._connection is None:
+            self._connection = self._engine.connect()
+        try:
+            with self._connection.begin():
+                yield self._connection
+        except BaseException:
+            # The next write starts on a fresh connection, whatever this failure left.
+            self._connection.close()
+            self._connection = None
+            raise
+
+    def _apply(self, connection: Connection, writes: list[_Write[Any]]) -> list[Any]:
+        """Chain the steps of ``writes``, then run their operations, in order. Writes that
+        waited together are concurrent: any order of them is one they could have had, and
+        each one's steps still come before its operation."""
+        steps = [step for write in writes for step in write.steps]
+        if steps:
+            ops.record_steps(connection, self._key(), self._heads, steps)
+        return [write.operation(connection) for write in writes]
 
     def _key(self) -> ChainKey:
         if self._chain_key is None:
@@ -163,39 +270,50 @@ class Store(ops.StoreCore):
     ) -> None:
         """Record a new run as ``running``; a run id that exists already raises."""
         now, key = self._clock(), self._key()
-        with self._writer() as connection:
-            ops.start_run(
-                connection,
-                key,
-                self._heads,
-                run_id,
+        self._write(
+            None,
+            functools.partial(
+                ops.start_run,
+                key=key,
+                heads=self._heads,
+                run_id=run_id,
                 kind=kind,
                 provider=provider,
                 zone=zone,
                 skill=skill,
                 actor=actor,
                 now=now,
-            )
+            ),
+        )
 
-    def record_step(self, record: AuditRecord) -> None:
+    def record_step(self, record: AuditRecord, *, deferred: bool = False) -> None:
         """Persist one step, chained to its run's head, and renew the run's lease, in one
         committed transaction.
 
         Raises when the step cannot be stored: an unknown run, a sequence number already
         taken, a payload with no canonical JSON form, a run whose chain head is gone or does
         not hold (its steps or count changed by hand), or a database error.
+
+        ``deferred`` is for a step that guards nothing (nothing waits for it to be durable):
+        it is chained and committed with the run's next write through this store (its next
+        step not deferred, its gate decisions, its settling, suspension or claim), in that
+        write's transaction, and a failure to store it is that write's failure. Only a
+        payload with no canonical JSON form raises here.
         """
-        key = self._key()
-        now = self._clock()
-        with self._writer() as connection:
-            ops.record_step(connection, key, self._heads, record, now)
+        step = ops.NewStep.of(record, self._clock())
+        # Derived here, not in the writer's turn, where every waiting write would wait for it.
+        self._key()
+        if deferred:
+            with self._queue_lock:
+                self._deferred.setdefault(record.run_id, []).append(step)
+            return
+        self._write(record.run_id, _nothing, [step])
 
     def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
         """Persist a turn's gate decisions together."""
         rows = ops.decision_rows(run_id, decisions, self._clock())
         if rows:
-            with self._writer() as connection:
-                ops.record_decisions(connection, rows)
+            self._write(run_id, functools.partial(ops.record_decisions, rows=rows))
 
     @contextlib.contextmanager
     def leased(self, run_id: str) -> Iterator[None]:
@@ -229,8 +347,9 @@ class Store(ops.StoreCore):
 
     def heartbeat(self, run_id: str) -> bool:
         """Renew a running run's lease; ``False`` when no running run has that id."""
-        with self._writer() as connection:
-            return ops.heartbeat(connection, run_id, self._clock())
+        # Not the run's own write: a heartbeat that fails is only logged, so it never carries
+        # the run's deferred steps.
+        return self._write(None, functools.partial(ops.heartbeat, run_id=run_id, now=self._clock()))
 
     def finish_run(
         self, run_id: str, status: RunStatus, termination_reason: str | None = None
@@ -240,9 +359,13 @@ class Store(ops.StoreCore):
         ``completed`` and ``failed`` are final and stamp ``ended_at``; ``awaiting_approval``
         parks the run until a decision.
         """
-        now = self._clock()
-        with self._writer() as connection:
-            return ops.finish_run(connection, run_id, status, termination_reason, now)
+        return self._run_write(
+            ops.finish_run,
+            run_id,
+            status=status,
+            termination_reason=termination_reason,
+            now=self._clock(),
+        )
 
     def suspend_run(
         self,
@@ -257,16 +380,14 @@ class Store(ops.StoreCore):
 
         Raises unless the run was running: a state that is not stored is never promised.
         """
-        now = self._clock()
-        with self._writer() as connection:
-            ops.suspend_run(
-                connection,
-                run_id,
-                sealed=sealed,
-                turn_digest=turn_digest,
-                trace_context=trace_context,
-                now=now,
-            )
+        self._run_write(
+            ops.suspend_run,
+            run_id,
+            sealed=sealed,
+            turn_digest=turn_digest,
+            trace_context=trace_context,
+            now=self._clock(),
+        )
 
     def suspension(self, run_id: str) -> Suspension | None:
         """The run's undecided suspended turn, or ``None``."""
@@ -283,17 +404,15 @@ class Store(ops.StoreCore):
         one naming another digest, raises :class:`ClaimRefused`; so does a nonce consumed
         before (``replayed``), even if the suspension's row was put back since.
         """
-        now = self._clock()
-        with self._writer() as connection:
-            return ops.claim_suspension(
-                connection,
-                run_id,
-                turn_digest=turn_digest,
-                nonce=nonce,
-                decision=decision,
-                approver=approver,
-                now=now,
-            )
+        return self._run_write(
+            ops.claim_suspension,
+            run_id,
+            turn_digest=turn_digest,
+            nonce=nonce,
+            decision=decision,
+            approver=approver,
+            now=self._clock(),
+        )
 
     def last_sequence(self, run_id: str) -> int:
         """The highest stored step number of the run (0 when none)."""
@@ -316,7 +435,7 @@ class Store(ops.StoreCore):
             RunRow.started_at < now - timedelta(days=unfinished_days),
             or_(RunRow.status != RunStatus.RUNNING.value, RunRow.heartbeat_at < now - self._lease),
         )
-        with self._writer() as connection, connection.begin():
+        with self._write_lock, self._engine.begin() as connection:
             return PurgeResult(
                 finished=_delete_runs(connection, finished),
                 unfinished=_delete_runs(connection, unfinished),
@@ -371,6 +490,36 @@ class Store(ops.StoreCore):
         """A run with every stored step in sequence order, or ``None`` for an unknown id."""
         with self._engine.connect() as connection:
             return ops.get_run(connection, run_id, now=self._clock(), lease=self._lease)
+
+
+@final
+class _Write(Generic[T]):
+    """A write waiting for its commit: the steps it chains, then its operation; settled by
+    whichever thread commits it."""
+
+    __slots__ = ("_error", "_value", "done", "operation", "steps")
+
+    def __init__(self, steps: list[ops.NewStep], operation: Callable[[Connection], T]) -> None:
+        self.steps = steps
+        self.operation = operation
+        self.done = False
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def settle(self, value: T) -> None:
+        self._value, self.done = value, True
+
+    def fail(self, error: BaseException) -> None:
+        self._error, self.done = error, True
+
+    def outcome(self) -> T:
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def _nothing(connection: Connection) -> None:
+    """The operation of a write that only chains its steps."""
 
 
 def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> int:
