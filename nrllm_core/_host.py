@@ -1018,9 +1018,9 @@ def _start_step(
 
 
 def _suspension_step(state: SuspendedRunState) -> RunStep:
-    """The turn that waits: its calls by id and name (model-chosen, so masked and bounded like
-    any audited name) and the digest an approval must name. No arguments, no previews."""
-    from nrllm_core._privacy import CALL_ID_MAX_CHARS
+    """The turn that waits: its calls by id and name and the digest an approval must name. No
+    arguments, no previews. The name is masked and bounded like any audited name; the id, as
+    every call id, by the privacy view below ``full``, so that it still matches its call's."""
     from nrllm_core.redact import redact
 
     return RunStep(
@@ -1031,7 +1031,7 @@ def _suspension_step(state: SuspendedRunState) -> RunStep:
             "turn_digest": state.digest,
             "pending_calls": [
                 {
-                    "id": p.call_id[:CALL_ID_MAX_CHARS],
+                    "id": p.call_id,
                     "name": redact(p.name),
                     "requires_approval": p.requires_approval,
                 }

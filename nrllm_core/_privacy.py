@@ -98,10 +98,15 @@ def _full(step: RunStep) -> dict[str, Any]:
 
 def _redacted(step: RunStep) -> dict[str, Any]:
     data = step.to_dict()
+    # Before the content is masked: a call id is cut only after its mask, wherever it stands.
+    _mask_call_ids(data)
     for key in CONTENT_KEYS:
         if key in data:
-            data[key] = redact_tree(data[key])
+            data[key] = _with_masked_keys(redact_tree(data[key]))
     _mask_model_names(data)
+    reason = data.get("finish_reason")
+    if isinstance(reason, str):
+        data["finish_reason"] = redact(reason)
     return data
 
 
@@ -117,8 +122,9 @@ def _metadata(step: RunStep) -> dict[str, Any]:
     for key, value in content.items():
         if value is not None and key not in _CONTENT_SET:
             data[key] = value
+    _mask_call_ids(data)
     _mask_model_names(data)
-    _bound_provider_strings(data)
+    _known_finish_reason(data)
     data["content_redacted"] = True
     messages = content.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
@@ -142,7 +148,7 @@ def _metadata(step: RunStep) -> dict[str, Any]:
 
 def _mask_model_names(data: dict[str, Any]) -> None:
     """A tool name is metadata, but the model chose it: a secret it was led to put there is
-    masked like any other text the audit keeps. (Call ids come from the provider's server.)"""
+    masked like any other text the audit keeps."""
     name = data.get("tool_name")
     # Exact strings only are looked up: a subclass could claim to equal a clean name.
     if not isinstance(name, str) or (type(name) is str and name in _CLEAN_NAMES):
@@ -155,15 +161,77 @@ def _mask_model_names(data: dict[str, Any]) -> None:
         _CLEAN_NAMES.add(name)
 
 
-def _bound_provider_strings(data: dict[str, Any]) -> None:
-    """The provider chose these strings: kept at a bounded size, never as free text."""
+def _known_finish_reason(data: dict[str, Any]) -> None:
+    """The provider chose this string: kept only as a value its API documents."""
     reason = data.get("finish_reason")
     if reason is not None and not (isinstance(reason, str) and reason in FINISH_REASONS):
         data["finish_reason"] = OTHER_FINISH_REASON
+
+
+def _mask_call_ids(data: dict[str, Any]) -> None:
+    """Call ids (and the answer's id) are text the model or its provider chose: each is masked,
+    then cut, wherever the step keeps it. The same id comes out the same in every step, so the
+    steps of one call still correlate. Nothing of the step itself is changed."""
     for key in ("tool_call_id", "response_id"):
-        value = data.get(key)
-        if isinstance(value, str) and len(value) > CALL_ID_MAX_CHARS:
-            data[key] = value[:CALL_ID_MAX_CHARS]
+        if key in data:
+            data[key] = _stored_id(data[key])
+    for key in ("pending_calls", "requested_tool_calls"):
+        if key in data:
+            data[key] = _with_stored_ids(data[key], "id")
+    messages = data.get("messages_sent")
+    if isinstance(messages, _SEQUENCES):
+        data["messages_sent"] = [
+            {
+                **message,
+                **{
+                    key: _stored_id(message[key])
+                    if key == "tool_call_id"
+                    else _with_stored_ids(message[key], "id")
+                    for key in ("tool_call_id", "tool_calls")
+                    if key in message
+                },
+            }
+            if isinstance(message, Mapping)
+            else message
+            for message in messages
+        ]
+
+
+def _with_stored_ids(entries: object, key: str) -> object:
+    if not isinstance(entries, _SEQUENCES):
+        return entries
+    return [
+        {**entry, key: _stored_id(entry[key])}
+        if isinstance(entry, Mapping) and key in entry
+        else entry
+        for entry in entries
+    ]
+
+
+def _stored_id(value: object) -> object:
+    # Masked before it is cut: a key cut short would no longer read as a key.
+    return mask_secrets(value)[:CALL_ID_MAX_CHARS] if isinstance(value, str) else value
+
+
+def _with_masked_keys(value: object) -> object:
+    """``value``, a tree ``redact_tree`` built (no cycle, bounded depth), with every string key
+    masked like a value. Keys that mask alike are numbered, so that none is lost."""
+    if isinstance(value, list):
+        return [_with_masked_keys(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[object, object] = {}
+    numbers: dict[str, int] = {}
+    for key, item in value.items():
+        if isinstance(key, str):
+            key = masked = redact(key)
+            number = numbers.get(masked, 1)
+            while key in out:
+                number += 1
+                key = f"{masked} ({number})"
+            numbers[masked] = number
+        out[key] = _with_masked_keys(item)
+    return out
 
 
 _VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nrllm_core import RunRecorder, RunStep, StepKind, ToolArtifact, _privacy, make_plugin_manager
+from nrllm_core import (
+    Effect,
+    Host,
+    RunRecorder,
+    RunStep,
+    StepKind,
+    ToolArtifact,
+    _privacy,
+    make_plugin_manager,
+)
 from nrllm_core._json import dumps
 from nrllm_core._privacy import (
     CONTENT_KEYS,
@@ -15,6 +28,8 @@ from nrllm_core._privacy import (
     audit_view_for,
     privacy_view,
 )
+
+from .conftest import Counting, ToolsPlugin
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
 EMAIL = "alice@example.org"
@@ -217,7 +232,7 @@ def test_redacted_level_masks_artifact_type_too() -> None:
     assert view["tool_artifacts"] == [{"type": "***", "label": "", "data": {}}]
 
 
-def test_redacted_level_leaves_non_content_keys_alone_and_caps_each_leaf() -> None:
+def test_redacted_level_masks_the_finish_reason_and_caps_each_content_leaf() -> None:
     long = "x" * 2500
     step = RunStep(
         kind=StepKind.LLM,
@@ -231,7 +246,7 @@ def test_redacted_level_leaves_non_content_keys_alone_and_caps_each_leaf() -> No
     capped = "x" * 2000 + "… [truncated]"
     assert view["content"] == capped
     assert view["raw"] == {"a": [capped, 5, None]}
-    assert view["finish_reason"] == EMAIL
+    assert view["finish_reason"] == "***"
 
 
 def test_full_level_is_the_step_verbatim() -> None:
@@ -323,3 +338,176 @@ def test_redacted_changes_nothing_that_holds_no_secret(fields: dict[str, object]
     step = RunStep(kind=StepKind.TOOL, round=1, duration_ms=1.0, fields=fields)
 
     assert privacy_view(step, PrivacyLevel.REDACTED) == step.to_dict()
+
+
+# -- call ids and keys: text the model chose --------------------------------------------------
+
+CALL_ID = "id_AKIAIOSFODNN7EXAMPLE"
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+GITHUB_TOKEN = "ghp_" + "R8mK2pQ7vX9aB4cD6eF1gH3jK5lM7nP9qR2s"
+
+
+def _approval_host(tmp_path: Path, level: str, call_id: str) -> Host:
+    """A host whose model asks once for ``write_note`` (which waits for approval) by
+    ``call_id``, then answers."""
+    script = tmp_path / "script.json"
+    turns = [
+        {"content": "", "tool_calls": [{"id": call_id, "name": "write_note", "arguments": {}}]},
+        {"content": "done"},
+    ]
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    write = Counting("write_note", effect=Effect.NON_IDEMPOTENT_WRITE, requires_approval=True)
+    return Host.from_config(
+        data={
+            "providers": {"m": {"kind": "scripted", "script": str(script), "trust_zone": "local"}},
+            "defaults": {"provider": "m"},
+            "actor": {"id": "alice"},
+            "privacy": {"level": level},
+        },
+        plugins=[ToolsPlugin(write)],
+        load_entry_points=False,
+        data_dir=tmp_path / "home",
+        environ={},
+    )
+
+
+def _stored_run(tmp_path: Path, level: str, call_id: str = CALL_ID) -> list[dict[str, Any]]:
+    """Every stored payload of a run that suspends on ``call_id``, is approved and resumes."""
+    host = _approval_host(tmp_path, level, call_id)
+    try:
+        suspended = host.run("Write")
+        assert suspended.status == "awaiting_approval"
+        done = host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+        assert done.status == "completed", done.error
+        return [dict(s.payload) for s in host.store.get_run(done.run_id).steps]
+    finally:
+        host.store.close()
+
+
+def _ids_of_the_call(payloads: list[dict[str, Any]]) -> list[object]:
+    """Every id under which the audit keeps the run's one call, wherever it keeps one."""
+    ids: list[object] = []
+    for payload in payloads:
+        ids.extend(c["id"] for c in payload.get("pending_calls", ()))
+        ids.extend(c["id"] for c in payload.get("requested_tool_calls", ()))
+        if "tool_call_id" in payload:
+            ids.append(payload["tool_call_id"])
+        for message in payload.get("messages_sent", ()):
+            ids.extend(c["id"] for c in message.get("tool_calls", ()))
+            if "tool_call_id" in message:
+                ids.append(message["tool_call_id"])
+    return ids
+
+
+@pytest.mark.parametrize("level", ["none", "metadata", "redacted"])
+def test_below_full_a_call_id_is_masked_at_every_step_of_its_call_and_the_same_at_each(
+    tmp_path: Path, level: str
+) -> None:
+    payloads = _stored_run(tmp_path, level)
+
+    assert AWS_KEY_ID not in dumps(payloads).decode()
+    ids = _ids_of_the_call(payloads)
+    # The suspension and the tool step; at redacted, the answer that asked for the call and
+    # the next request's assistant message and tool result too.
+    assert len(ids) == (5 if level == "redacted" else 2)
+    assert set(ids) == {"id_***"}
+
+
+def test_at_full_a_call_id_is_stored_verbatim(tmp_path: Path) -> None:
+    payloads = _stored_run(tmp_path, "full")
+
+    assert set(_ids_of_the_call(payloads)) == {CALL_ID}
+
+
+@pytest.mark.parametrize("level", ["none", "metadata", "redacted"])
+def test_a_call_id_with_nothing_to_mask_is_kept_as_the_provider_gave_it(
+    tmp_path: Path, level: str
+) -> None:
+    payloads = _stored_run(tmp_path, level, "toolu_01A09q90qw90lq917835lq9")
+
+    assert set(_ids_of_the_call(payloads)) == {"toolu_01A09q90qw90lq917835lq9"}
+
+
+@pytest.mark.parametrize("level", [PrivacyLevel.NONE, PrivacyLevel.METADATA, PrivacyLevel.REDACTED])
+def test_a_long_call_id_is_masked_before_it_is_cut(level: PrivacyLevel) -> None:
+    # Cut first, the key would lose its tail and no longer read as a key.
+    call_id = "x" * 120 + AWS_KEY_ID
+    step = RunStep(
+        kind=StepKind.SUSPENSION,
+        round=1,
+        duration_ms=0.0,
+        fields={"pending_calls": [{"id": call_id, "name": "w", "requires_approval": True}]},
+    )
+
+    view = privacy_view(step, level)
+
+    assert view["pending_calls"][0]["id"] == "x" * 120 + "***"
+
+
+def test_redacted_level_masks_the_keys_of_arguments_like_their_values() -> None:
+    arguments = {GITHUB_TOKEN: "x", "nested": [{f"to {EMAIL}": 1}], "table": "users"}
+    step = RunStep(
+        kind=StepKind.TOOL,
+        round=1,
+        duration_ms=1.0,
+        fields={
+            "tool_call_id": "c1",
+            "tool_name": "read_records",
+            "tool_arguments": arguments,
+            "requested_tool_calls": [{"id": "c1", "name": "read", "arguments": arguments}],
+        },
+    )
+
+    view = privacy_view(step, PrivacyLevel.REDACTED)
+
+    masked = {"***": "x", "nested": [{"to ***": 1}], "table": "users"}
+    assert view["tool_arguments"] == masked
+    assert view["requested_tool_calls"] == [{"id": "c1", "name": "read", "arguments": masked}]
+    assert GITHUB_TOKEN not in dumps(view).decode()
+
+
+def test_redacted_level_keeps_every_key_when_two_mask_alike() -> None:
+    other = "ghp_" + "Z" * 36
+    step = RunStep(
+        kind=StepKind.TOOL,
+        round=1,
+        duration_ms=1.0,
+        fields={"tool_arguments": {GITHUB_TOKEN: 1, other: 2, "***": 3}},
+    )
+
+    arguments = privacy_view(step, PrivacyLevel.REDACTED)["tool_arguments"]
+
+    assert sorted(arguments.values()) == [1, 2, 3]
+    assert GITHUB_TOKEN not in dumps(arguments).decode()
+    assert other not in dumps(arguments).decode()
+
+
+def test_redacted_level_masks_the_providers_own_strings_beside_the_finish_reason() -> None:
+    step = RunStep(
+        kind=StepKind.LLM,
+        round=1,
+        duration_ms=1.0,
+        fields={
+            "finish_reason": f"stopped for {GITHUB_TOKEN}",
+            "response_id": f"resp_{AWS_KEY_ID}",
+            "truncated": False,
+        },
+    )
+
+    view = privacy_view(step, PrivacyLevel.REDACTED)
+
+    assert view["finish_reason"] == "stopped for ***"
+    assert view["response_id"] == "resp_***"
+    assert view["truncated"] is False
+
+
+@pytest.mark.parametrize("level", [PrivacyLevel.NONE, PrivacyLevel.METADATA, PrivacyLevel.REDACTED])
+def test_below_full_the_response_id_is_masked_then_cut(level: PrivacyLevel) -> None:
+    step = RunStep(
+        kind=StepKind.LLM,
+        round=1,
+        duration_ms=1.0,
+        fields={"response_id": "r" * 125 + AWS_KEY_ID, "finish_reason": "stop"},
+    )
+
+    assert privacy_view(step, level)["response_id"] == "r" * 125 + "***"

@@ -381,3 +381,27 @@ def test_an_enabled_that_is_not_a_boolean_is_refused_when_the_configuration_load
 
     with pytest.raises(ConfigError, match=r"otel\.enabled"):
         make_host([final()], sections={"otel": {"enabled": "no"}}).run("Go")
+
+
+@pytest.mark.parametrize("level", ["none", "metadata", "redacted"])
+def test_below_full_a_call_id_the_model_chose_is_exported_masked_and_alike_in_each_span(
+    make_host, otel, echo, level
+):
+    write = echo("write_note", effect=Effect.NON_IDEMPOTENT_WRITE, requires_approval=True)
+    host = make_host(
+        [tool_turn(call("write_note", "id_AKIAIOSFODNN7EXAMPLE", text="x")), final()],
+        write,
+        level=level,
+    )
+    suspended = host.run("Write")
+    host.approve(suspended.run_id, approver="bob", turn_digest=suspended.turn_digest)
+
+    first, _ = otel.named("invoke_agent")
+    (event,) = [e for e in first.events if e.name == "nrllm.suspension"]
+    (tool,) = otel.named("execute_tool")
+    assert event.attributes["nrllm.pending.call_ids"] == ("id_***",)
+    assert tool.attributes["gen_ai.tool.call.id"] == "id_***"
+    for span in otel.finished():
+        exported = [*span.attributes.values()]
+        exported += [value for e in span.events for value in e.attributes.values()]
+        assert "AKIAIOSFODNN7EXAMPLE" not in repr(exported)
