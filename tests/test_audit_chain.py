@@ -498,6 +498,27 @@ def test_a_database_that_lost_its_key_refuses_to_record(tmp_path: Path) -> None:
         store.close()
 
 
+@pytest.mark.parametrize(
+    "damage",
+    ["DROP TABLE audit_keys", "ALTER TABLE audit_keys RENAME COLUMN secret TO withheld"],
+)
+def test_a_database_whose_key_table_cannot_be_read_says_so_and_records_nothing(
+    open_store: Any, damage: str
+) -> None:
+    store = open_store(environ={})
+    sql(store, damage)
+    try:
+        for attempt in (lambda: store.start_run("r1"), store.verify):
+            with pytest.raises(LookupError) as caught:
+                attempt()
+            assert str(caught.value) == (
+                "the audit database's chain key cannot be read: the table audit_keys is "
+                "missing or unreadable"
+            )
+    finally:
+        store.close()
+
+
 def test_a_run_whose_head_was_removed_takes_no_more_steps(store: Store) -> None:
     sql(store, "UPDATE runs SET chain_head = NULL WHERE id = 'r1'")
     with pytest.raises(ValueError, match="lost its audit chain head"):

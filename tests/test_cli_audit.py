@@ -241,6 +241,34 @@ def test_an_outdated_database_is_reported(config: Path, store: Store) -> None:
     assert "nrllm db upgrade" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "damage",
+    ["DROP TABLE audit_keys", "ALTER TABLE audit_keys RENAME COLUMN secret TO withheld"],
+)
+def test_verify_without_a_readable_audit_key_table_fails_on_one_clean_line(
+    config: Path, store: Store, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    from sqlalchemy import text
+
+    # Without a key in the environment, the chains are checked under the database's own.
+    monkeypatch.delenv("NRLLM_AUDIT_KEY", raising=False)
+    monkeypatch.delenv("NRLLM_STATE_KEY", raising=False)
+    add_run(store, "r1", steps=2)
+    with store._engine.begin() as connection:
+        connection.execute(text(damage))
+
+    result = nrllm(config, "runs", "verify", "--all")
+
+    assert result.exit_code == 1
+    # A clean exit, not an exception the runner caught: no traceback in a terminal either.
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout == ""
+    assert result.stderr == (
+        "Error: the audit database's chain key cannot be read: the table audit_keys is "
+        "missing or unreadable\n"
+    )
+
+
 def test_a_bad_configuration_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('[privacy]\nlevel = "partial"\n', encoding="utf-8")

@@ -28,7 +28,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
@@ -188,9 +188,17 @@ def read_chain_key(connection: Connection, environ: Mapping[str, str]) -> ChainK
     """The chain's key from ``environ``, else the one kept in the database."""
 
     def stored() -> bytes:
-        secret = connection.execute(
-            select(AuditKeyRow.secret).where(AuditKeyRow.id == 1)
-        ).scalar_one_or_none()
+        try:
+            secret = connection.execute(
+                select(AuditKeyRow.secret).where(AuditKeyRow.id == 1)
+            ).scalar_one_or_none()
+        except SQLAlchemyError:
+            # Dropped, altered or withheld from this user: the driver's text quotes the query
+            # over several lines, so the problem is named instead.
+            raise LookupError(
+                "the audit database's chain key cannot be read: the table audit_keys is "
+                "missing or unreadable"
+            ) from None
         if not secret:
             # Never made up again: a new key would turn every stored chain into a break.
             raise LookupError("the audit database has lost its chain key (table audit_keys)")
