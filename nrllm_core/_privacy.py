@@ -180,21 +180,18 @@ def _mask_call_ids(data: dict[str, Any]) -> None:
             data[key] = _with_stored_ids(data[key], "id")
     messages = data.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
-        data["messages_sent"] = [
-            {
-                **message,
-                **{
-                    key: _stored_id(message[key])
-                    if key == "tool_call_id"
-                    else _with_stored_ids(message[key], "id")
-                    for key in ("tool_call_id", "tool_calls")
-                    if key in message
-                },
-            }
-            if isinstance(message, Mapping)
-            else message
-            for message in messages
-        ]
+        data["messages_sent"] = [_message_with_stored_ids(message) for message in messages]
+
+
+def _message_with_stored_ids(message: object) -> object:
+    if not isinstance(message, Mapping):
+        return message
+    out = dict(message)
+    if "tool_call_id" in out:
+        out["tool_call_id"] = _stored_id(out["tool_call_id"])
+    if "tool_calls" in out:
+        out["tool_calls"] = _with_stored_ids(out["tool_calls"], "id")
+    return out
 
 
 def _with_stored_ids(entries: object, key: str) -> object:
