@@ -5,6 +5,7 @@ skeleton), and the configured names that would read as someone else are refused.
 from __future__ import annotations
 
 import string
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,6 +15,7 @@ from nrllm_core._config import ConfigError, load_config
 from nrllm_core._identity import identity_key, identity_refusal
 from nrllm_core._values import Actor
 
+GOVERNANCE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "governance.md"
 # The test oracle: Default_Ignorable_Code_Point as DerivedCoreProperties.txt (Unicode 15.0)
 # lists it, copied here so that the key is checked against the standard, not against the
 # library that computes it.
@@ -198,3 +200,10 @@ def test_an_invisible_code_point_in_a_configured_name_is_refused(
     refusal = identity_refusal(name[:at] + ignorable + name[at:])
     assert refusal is not None
     assert f"U+{ord(ignorable):04X}" in refusal
+
+
+def test_the_governance_page_shows_the_refusal_as_it_is() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(data={"actor": {"id": "\u0430lice"}})
+    page = GOVERNANCE.read_text(encoding="utf-8")
+    assert f"Error: invalid configuration: nrllm.toml: {refused.value}\n" in page
