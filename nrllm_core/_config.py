@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 import attrs
 
+from nrllm_core._identity import identity_refusal
 from nrllm_core._privacy import PrivacyLevel
 from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
@@ -541,6 +542,9 @@ def _cross_checks(
             errors.append(f"{key}: must be greater than 0")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
+    refusal = None if document.actor is None else identity_refusal(document.actor.id)
+    if refusal is not None:
+        errors.append(f"actor.id: refused: {refusal}; identities are compared as they read")
     return errors
 
 

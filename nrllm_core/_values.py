@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, final
 
@@ -131,16 +130,14 @@ class Actor:
         return self.admin or permission in self.permissions
 
     def same_as(self, actor_id: str) -> bool:
-        """Whether ``actor_id`` names this person: ids are compared after NFKC normalisation,
-        case folding and trimming, so ``alice``, `` Alice`` and a full-width ``alice`` are one
+        """Whether ``actor_id`` names this person: people, not code points. Ids are compared
+        after NFKC, case folding, removing every default-ignorable code point, trimming and
+        the UTS #39 confusable skeleton, so ``alice``, `` Alice``, a full-width ``alice``, and
+        ``alice`` with a zero-width space (U+200B) or a Cyrillic ``a`` (U+0430) are one
         person."""
-        return _actor_key(self.id) == _actor_key(actor_id)
+        from nrllm_core._identity import same_identity
 
-
-def _actor_key(actor_id: str) -> str:
-    # Folding can leave text that is no longer NFKC (a folded "ǰ" decomposes): normalise again.
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", actor_id).casefold())
-    return folded.strip()
+        return same_identity(self.id, actor_id)
 
 
 @final

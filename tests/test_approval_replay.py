@@ -326,7 +326,18 @@ def test_the_default_expiry_is_seven_days(make_host, clock):
 
 
 @pytest.mark.parametrize(
-    "approver", ["alice", " Alice", "ALICE\t", "\uff41\uff4c\uff49\uff43\uff45"]
+    "approver",
+    [
+        "alice",
+        " Alice",
+        "ALICE\t",
+        "\uff41\uff4c\uff49\uff43\uff45",
+        # Invisible code points and lookalike letters: people, not code points.
+        "alice\u200b",
+        "\u00adal\u2060i\ufeffce",
+        "\u0430lice",
+        "aIice",
+    ],
 )
 def test_four_eyes_compares_normalised_ids(make_host, approver):
     host, write = make_host([WRITE_TURN, {"content": "done"}], provider={"four_eyes": True})

@@ -371,3 +371,24 @@ def test_config_check_refuses_a_provider_kind_no_plugin_provides(tmp_path: Path)
     assert result.exit_code == 2
     assert 'providers.odd.kind: unknown kind "weird"' in result.stderr
     assert "scripted" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("actor", "reason"),
+    [
+        ("alice\\u200b", "U+200B ZERO WIDTH SPACE is invisible"),
+        ("\\u0430lice", "it reads as 'alice' but is spelled with U+0430 CYRILLIC SMALL LETTER A"),
+    ],
+)
+def test_config_check_refuses_an_actor_name_that_reads_as_another(
+    tmp_path: Path, actor: str, reason: str
+) -> None:
+    path = tmp_path / "nrllm.toml"
+    path.write_text(f'[actor]\nid = "{actor}"\n', encoding="utf-8")
+
+    result = nrllm("--config", str(path), "config", "check")
+
+    assert result.exit_code == 2
+    assert "invalid configuration" in result.stderr
+    assert f"actor.id: refused: {reason}" in result.stderr
+    assert result.stdout == ""

@@ -474,9 +474,10 @@ def test_approve_as_names_the_approver_and_four_eyes_applies(env):
     pending = suspend(env, "--provider", "guarded")
     decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
 
-    refused = nrllm(env, *decide, "--as", "alice")
-    assert refused.exit_code == 1
-    assert "four-eyes" in as_json(refused)["error"]
+    for spelling in ("alice", "alice\u200b", "\u0430lice"):
+        refused = nrllm(env, *decide, "--as", spelling)
+        assert refused.exit_code == 1
+        assert "four-eyes" in as_json(refused)["error"]
     refused_default = nrllm(env, *decide)
     assert refused_default.exit_code == 1
     assert env.calls == ([], [])

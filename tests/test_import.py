@@ -19,6 +19,8 @@ HEAVY = (
     "sqlalchemy",
     "httpx",
     "opentelemetry",
+    # ICU, for comparing identities: loaded by the first comparison.
+    "icu",
     # An async tool or host loads them; importing the library does not.
     "asyncio",
     "anyio",

@@ -1,0 +1,209 @@
+"""Four-eyes compares people, not code points: one key for every comparison of identities
+(NFKC, case folding, every default-ignorable code point removed, the UTS #39 confusable
+skeleton), and the configured names that would read as someone else are refused."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nrllm_core._config import ConfigError, load_config
+from nrllm_core._identity import identity_key, identity_refusal
+from nrllm_core._values import Actor
+
+GOVERNANCE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "governance.md"
+# The test oracle: Default_Ignorable_Code_Point as DerivedCoreProperties.txt (Unicode 15.0)
+# lists it, copied here so that the key is checked against the standard, not against the
+# library that computes it.
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+IGNORABLES = [chr(cp) for first, last in DEFAULT_IGNORABLE for cp in range(first, last + 1)]
+# Names an ordinary person writes, which must stay configurable.
+PLAIN_NAMES = [
+    "alice",
+    "Alice",
+    "demo-editor",
+    "emma",
+    "william",
+    "b0b",
+    "a.smith@example.com",
+    "o'brien",
+    "Anna-Lena",
+    "françois",
+    "Søren",
+    "Łukasz",
+    "Jürgen",
+    "Straße",
+    "Иван",
+    "αλέξης",
+    "山田たろう",
+    "e\u0301mile",
+]
+ascii_names = st.text(alphabet=string.ascii_letters + string.digits + "-_.@' ", min_size=1)
+
+
+def test_the_issues_spellings_are_alice() -> None:
+    assert identity_key("alice\u200b") == identity_key("\u0430lice") == identity_key("alice")
+    assert Actor(id="alice").same_as("alice\u200b")
+    assert Actor(id="alice").same_as("\u0430lice")
+    assert Actor(id="\u0430lice").same_as("ALICE")
+    assert not Actor(id="alice").same_as("bob")
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "\u00adalice",  # soft hyphen
+        "al\u2060ice",  # word joiner
+        "\ufeffalice",  # byte order mark
+        "ali\u200dce",  # zero width joiner
+        "alic\u200ce",  # zero width non-joiner
+        "\u202ealice",  # right-to-left override
+        "alice\U000e0041",  # tag letter
+        "aIice",  # a capital I, as written, is the skeleton's l
+        "\uff41\uff4c\uff49\uff43\uff45",  # fullwidth
+        "\U0001d41a\U0001d425\U0001d422\U0001d41c\U0001d41e",  # mathematical bold
+        "\u0251lice",  # Latin alpha
+        "\u03b1lice",  # Greek alpha
+        "a\u04c0ice",  # Cyrillic palochka
+        "al\u0456ce",  # Cyrillic i
+        "alic\u0435",  # Cyrillic ie
+    ],
+)
+def test_lookalike_and_invisible_spellings_are_one_person(spelling: str) -> None:
+    assert Actor(id="alice").same_as(spelling)
+    assert Actor(id=spelling).same_as("alice")
+
+
+def test_every_default_ignorable_code_point_is_removed() -> None:
+    assert len(IGNORABLES) == 4174
+    survivors = [
+        f"U+{ord(c):04X}" for c in IGNORABLES if identity_key(f"ali{c}ce") != identity_key("alice")
+    ]
+    assert survivors == []
+
+
+def test_digits_fold_with_the_letters_they_look_like_in_any_case() -> None:
+    # The skeleton leaves 0 as O; folded again, B0B, b0b and bob are one name.
+    assert identity_key("B0B") == identity_key("bob") == identity_key("b0b")
+
+
+def test_different_people_stay_different() -> None:
+    names = ["alice", "aiice", "ALLCE", "bob", "carol", "emma", "françois", "francois", "Иван"]
+    same = {(a, b) for a in names for b in names if a != b and Actor(id=a).same_as(b)}
+    assert same == set()
+
+
+@given(st.text(), st.sampled_from(IGNORABLES), st.integers(min_value=0))
+def test_an_ignorable_code_point_anywhere_changes_nothing(text: str, ignorable: str, at: int):
+    at %= len(text) + 1
+    assert identity_key(text[:at] + ignorable + text[at:]) == identity_key(text)
+
+
+@given(ascii_names)
+def test_case_and_surrounding_space_change_nothing(name: str) -> None:
+    key = identity_key(name)
+    assert identity_key(name.upper()) == identity_key(name.lower()) == key
+    assert identity_key(f" {name}\t") == key
+
+
+@given(st.text(alphabet=string.ascii_letters + string.digits + "-_.@", min_size=1))
+def test_fullwidth_forms_are_the_ascii_name(name: str) -> None:
+    fullwidth = "".join(chr(ord(c) + 0xFEE0) for c in name)
+    assert identity_key(fullwidth) == identity_key(name)
+
+
+@given(st.text())
+def test_the_key_is_its_own_key(text: str) -> None:
+    key = identity_key(text)
+    assert identity_key(key) == key
+
+
+@given(st.text(), st.text())
+def test_same_as_is_symmetric(first: str, second: str) -> None:
+    assert Actor(id=first).same_as(second) == Actor(id=second).same_as(first)
+    assert Actor(id=first).same_as(first)
+
+
+# -- configured names ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("alice\u200b", "U+200B ZERO WIDTH SPACE is invisible"),
+        ("\u00adalice", "U+00AD SOFT HYPHEN is invisible"),
+        ("al\ufeffice", "U+FEFF ZERO WIDTH NO-BREAK SPACE is invisible"),
+        ("alice\x1b[2K", "U+001B is a control character"),
+        ("\uff41lice", "U+FF41 FULLWIDTH LATIN SMALL LETTER A is a compatibility form of 'a'"),
+        ("\ufb01ona", "U+FB01 LATIN SMALL LIGATURE FI is a compatibility form of 'fi'"),
+        (
+            "\u0430lice",
+            "reads as 'alice' but is spelled with U+0430 CYRILLIC SMALL LETTER A",
+        ),
+        ("\u0430\u0440\u0435", "reads as 'ape' but is spelled with U+0430 CYRILLIC SMALL"),
+        ("\u0131van", "reads as 'ivan' but is spelled with U+0131 LATIN SMALL LETTER DOTLESS I"),
+        ("\u0430lic\u00e9", "it mixes scripts or digit systems (Cyrillic, Latin)"),
+        ("r\u0967d", "it mixes scripts or digit systems (Devanagari, Latin)"),
+        ("user\u0661", "reads as 'userl' but is spelled with U+0661 ARABIC-INDIC DIGIT ONE"),
+    ],
+)
+def test_a_configured_name_that_reads_as_another_is_refused(name: str, reason: str) -> None:
+    refusal = identity_refusal(name)
+    assert refusal is not None
+    assert reason in refusal
+    with pytest.raises(ConfigError) as refused:
+        load_config(data={"actor": {"id": name}})
+    assert "actor.id: refused: " in str(refused.value)
+    assert reason in str(refused.value)
+    # The refusal names code points; it never echoes the hostile text itself.
+    assert name not in str(refused.value)
+
+
+@pytest.mark.parametrize("name", PLAIN_NAMES)
+def test_an_ordinary_name_is_configurable(name: str) -> None:
+    assert identity_refusal(name) is None
+    assert load_config(data={"actor": {"id": name}}).actor().id == name
+
+
+@given(st.text(alphabet=string.ascii_letters + string.digits + "-_.@' ", min_size=1))
+def test_no_printable_ascii_name_is_refused(name: str) -> None:
+    assert identity_refusal(name) is None
+
+
+@given(st.sampled_from(PLAIN_NAMES), st.sampled_from(IGNORABLES), st.integers(min_value=0))
+def test_an_invisible_code_point_in_a_configured_name_is_refused(
+    name: str, ignorable: str, at: int
+) -> None:
+    at %= len(name) + 1
+    refusal = identity_refusal(name[:at] + ignorable + name[at:])
+    assert refusal is not None
+    assert f"U+{ord(ignorable):04X}" in refusal
+
+
+def test_the_governance_page_shows_the_refusal_as_it_is() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(data={"actor": {"id": "\u0430lice"}})
+    page = GOVERNANCE.read_text(encoding="utf-8")
+    assert f"Error: invalid configuration: nrllm.toml: {refused.value}\n" in page
