@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final, final
 
@@ -35,12 +35,14 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["AnthropicProvider", "anthropic_factory"]
+__all__ = ["AnthropicProvider", "anthropic_factory", "request_problems"]
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_KEY_VARIABLE: Final = "ANTHROPIC_API_KEY"
 DEFAULT_MAX_TOKENS: Final = 4096
 API_VERSION: Final = "2023-06-01"
+# The smallest thinking budget the Messages API takes.
+MIN_THINKING_BUDGET: Final = 1024
 _STOPS: Final = {"max_tokens": Stop.LENGTH, "refusal": Stop.REFUSAL, "pause_turn": Stop.PAUSE}
 # Blocks the portable message fields carry; any other kind means the turn goes back as its
 # own blocks (see _request_block).
@@ -85,10 +87,10 @@ class AnthropicProvider(HttpProvider):
         """Build from a provider section; the key is read from ``api_key_env``."""
         read = Settings(name, settings)
         options = read.request_fields()
-        if "max_completion_tokens" in options:
-            raise read.error(
-                '"max_completion_tokens" is OpenAI\'s; the Messages API takes max_tokens'
-            )
+        first = next(request_problems(options), None)
+        if first is not None:
+            key, problem = first
+            raise read.error(f"{key} {problem}")
         key = read.secret("api_key_env", environ, DEFAULT_KEY_VARIABLE)
         http = http_settings(
             read,
@@ -351,6 +353,27 @@ _TEXT_DELTAS: Final[dict[str, tuple[str, type[TextDelta] | type[ThinkingDelta] |
 _BLOCK_EVENTS: Final = frozenset(
     {"content_block_start", "content_block_delta", "content_block_stop"}
 )
+
+
+def request_problems(fields: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(key, problem)`` for each request field of a section (its settings and its params,
+    merged) that the Messages API refuses whatever the model: OpenAI's token limit, and a
+    thinking budget under the minimum or not under ``max_tokens`` (nrllm sends no beta header
+    that would let it exceed them)."""
+    if fields.get("max_completion_tokens") is not None:
+        yield "max_completion_tokens", "is OpenAI's; the Messages API takes max_tokens"
+    thinking = fields.get("thinking")
+    if not isinstance(thinking, Mapping) or "budget_tokens" not in thinking:
+        return
+    budget = thinking["budget_tokens"]
+    max_tokens = fields.get("max_tokens") or DEFAULT_MAX_TOKENS
+    key = "params.thinking.budget_tokens"
+    if type(budget) is not int:
+        yield key, "must be an integer"
+    elif budget < MIN_THINKING_BUDGET:
+        yield key, f"must be at least {MIN_THINKING_BUDGET}"
+    elif budget >= max_tokens:
+        yield key, f"must be less than max_tokens ({max_tokens})"
 
 
 def _portable(kind: object) -> bool:
