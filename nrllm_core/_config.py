@@ -568,6 +568,15 @@ def _provider_problems(
         errors.append(
             f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
         )
+    elif provider.kind == "anthropic":
+        from nrllm_core.providers._anthropic import request_problems
+
+        fields = {
+            **provider.params,
+            "max_tokens": provider.max_tokens,
+            "max_completion_tokens": provider.max_completion_tokens,
+        }
+        errors.extend(f"{where}.{key}: {problem}" for key, problem in request_problems(fields))
     elif provider.kind == "scripted":
         # The script is part of the configuration: a missing or broken one fails every
         # command alike.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final, final
 
@@ -35,12 +35,14 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["AnthropicProvider", "anthropic_factory"]
+__all__ = ["AnthropicProvider", "anthropic_factory", "request_problems"]
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_KEY_VARIABLE: Final = "ANTHROPIC_API_KEY"
 DEFAULT_MAX_TOKENS: Final = 4096
 API_VERSION: Final = "2023-06-01"
+# The smallest thinking budget the Messages API takes.
+MIN_THINKING_BUDGET: Final = 1024
 _STOPS: Final = {"max_tokens": Stop.LENGTH, "refusal": Stop.REFUSAL, "pause_turn": Stop.PAUSE}
 # Blocks the portable message fields carry; any other kind means the turn goes back as its
 # own blocks (see _request_block).
@@ -48,6 +50,8 @@ _PORTABLE_BLOCKS: Final = frozenset({"text", "tool_use"})
 # Blocks the API checks against their signature when they come back.
 _SIGNED_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 REFUSED: Final = "The model refused to answer."
+# Between the text of two blocks, in the whole answer and in the deltas a viewer sees.
+BLOCK_SEPARATOR: Final = "\n\n"
 
 
 @final
@@ -83,10 +87,10 @@ class AnthropicProvider(HttpProvider):
         """Build from a provider section; the key is read from ``api_key_env``."""
         read = Settings(name, settings)
         options = read.request_fields()
-        if "max_completion_tokens" in options:
-            raise read.error(
-                '"max_completion_tokens" is OpenAI\'s; the Messages API takes max_tokens'
-            )
+        first = next(request_problems(options), None)
+        if first is not None:
+            key, problem = first
+            raise read.error(f"{key} {problem}")
         key = read.secret("api_key_env", environ, DEFAULT_KEY_VARIABLE)
         http = http_settings(
             read,
@@ -157,7 +161,7 @@ class AnthropicProvider(HttpProvider):
                 calls.append(ToolCall.parse(raw, provider=self.name))
         raw_stop = data.get("stop_reason")
         stop = _STOPS.get(raw_stop, Stop.END) if isinstance(raw_stop, str) else Stop.END
-        content = "\n\n".join(t for t in texts if t)
+        content = BLOCK_SEPARATOR.join(t for t in texts if t)
         if stop is Stop.REFUSAL:
             content = content or REFUSED
         verbatim = stop is Stop.PAUSE or not all(_portable(b.get("type")) for b in blocks)
@@ -175,7 +179,7 @@ class AnthropicProvider(HttpProvider):
                 cached_tokens=cache_read,
             ),
             finish_reason=raw_stop if isinstance(raw_stop, str) else None,
-            thinking="\n\n".join(thoughts) or None,
+            thinking=BLOCK_SEPARATOR.join(t for t in thoughts if t) or None,
             stop=stop,
             replay=Replay(origin=self.origin, blocks=blocks) if verbatim else None,
             response_id=response_id(data),
@@ -228,15 +232,20 @@ class AnthropicProvider(HttpProvider):
 class _Events:
     """A message stream, assembled into the message the API sends unstreamed: each content
     block built from its start and its deltas (text, tool input JSON, thinking and its
-    signature, citations), then the stop reason and usage that ``message_delta`` updates."""
+    signature, citations), then the stop reason and usage that ``message_delta`` updates.
 
-    __slots__ = ("_blocks", "_inputs", "_message", "_on_delta")
+    The viewer sees each block's text as it comes, and ``BLOCK_SEPARATOR`` before the text of
+    a block that follows another one of its kind, so that the deltas join as the answer does."""
+
+    __slots__ = ("_blocks", "_inputs", "_message", "_on_delta", "_shown")
 
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._message: dict[str, Any] | None = None
         self._blocks: list[dict[str, Any]] = []
         self._inputs: dict[int, list[str]] = {}
+        # The block whose text each kind of delta showed last.
+        self._shown: dict[type[TextDelta] | type[ThinkingDelta], int] = {}
 
     def feed(self, event: ServerSentEvent) -> bool:
         try:
@@ -282,7 +291,9 @@ class _Events:
         block = self._blocks[index]
         if kind == "content_block_stop":
             parts = self._inputs.pop(index, None)
-            if block.get("type") == "tool_use" and parts:
+            # Every block that starts with an input (tool_use, server_tool_use, ...) takes it
+            # from its pieces, as the SDK does; no other block has one.
+            if "input" in block and parts:
                 raw = "".join(parts)
                 try:
                     block["input"] = _json.loads(raw)
@@ -307,7 +318,13 @@ class _Events:
             if isinstance(text, str):
                 block[field] = _str(block.get(field)) + text
                 if shown is not None and text:
-                    self._on_delta(shown(text=text))
+                    self._show(shown, index, text)
+
+    def _show(self, shown: type[TextDelta] | type[ThinkingDelta], index: int, text: str) -> None:
+        if self._shown.get(shown, index) != index:
+            self._on_delta(shown(text=BLOCK_SEPARATOR))
+        self._shown[shown] = index
+        self._on_delta(shown(text=text))
 
     def _message_delta(self, data: dict[str, Any]) -> None:
         message = self._started()
@@ -319,6 +336,9 @@ class _Events:
             before = message.get("usage")
             counts = {k: v for k, v in usage.items() if v is not None}
             message["usage"] = {**(before if isinstance(before, dict) else {}), **counts}
+
+    def may_end(self) -> bool:
+        return False
 
     def answer(self) -> Any:
         return {**self._started(), "content": self._blocks}
@@ -333,6 +353,27 @@ _TEXT_DELTAS: Final[dict[str, tuple[str, type[TextDelta] | type[ThinkingDelta] |
 _BLOCK_EVENTS: Final = frozenset(
     {"content_block_start", "content_block_delta", "content_block_stop"}
 )
+
+
+def request_problems(fields: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(key, problem)`` for each request field of a section (its settings and its params,
+    merged) that the Messages API refuses whatever the model: OpenAI's token limit, and a
+    thinking budget under the minimum or not under ``max_tokens`` (nrllm sends no beta header
+    that would let it exceed them)."""
+    if fields.get("max_completion_tokens") is not None:
+        yield "max_completion_tokens", "is OpenAI's; the Messages API takes max_tokens"
+    thinking = fields.get("thinking")
+    if not isinstance(thinking, Mapping) or "budget_tokens" not in thinking:
+        return
+    budget = thinking["budget_tokens"]
+    max_tokens = fields.get("max_tokens") or DEFAULT_MAX_TOKENS
+    key = "params.thinking.budget_tokens"
+    if type(budget) is not int:
+        yield key, "must be an integer"
+    elif budget < MIN_THINKING_BUDGET:
+        yield key, f"must be at least {MIN_THINKING_BUDGET}"
+    elif budget >= max_tokens:
+        yield key, f"must be less than max_tokens ({max_tokens})"
 
 
 def _portable(kind: object) -> bool:

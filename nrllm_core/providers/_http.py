@@ -150,6 +150,11 @@ class StreamAssembler(Protocol):
         error event."""
         ...
 
+    def may_end(self) -> bool:
+        """Whether the events so far are a whole answer, should the stream end here without
+        its final event."""
+        ...
+
     def answer(self) -> Any:
         """The whole answer, in the shape the API sends when it does not stream."""
         ...
@@ -183,9 +188,10 @@ def post_stream(
     ``body`` (which asks for a stream).
 
     Statuses and transport failures are retried as by :func:`post_json`. A stream that breaks
-    before its final event (cut, malformed, ended early) is retried as a whole within the same
-    ``max_retries``, after ``on_delta(StreamRestarted())``; an error event fails at once. A
-    server that answers ``application/json`` instead is read as :func:`post_json` reads it.
+    before its final event (cut, malformed, or ended before its assembler ``may_end``) is
+    retried as a whole within the same ``max_retries``, after
+    ``on_delta(StreamRestarted())``; an error event fails at once. A server that answers
+    ``application/json`` instead is read as :func:`post_json` reads it.
     """
     return _post(http, body, _stream_readers(http, assembler, on_delta))
 
@@ -379,7 +385,8 @@ class _StreamReader:
         return self._take(self._parser.feed(chunk))
 
     def finish(self) -> Any:
-        if not (self._done or self._take(self._parser.close())):
+        ended = self._done or self._take(self._parser.close()) or self._assembler.may_end()
+        if not ended:
             raise StreamBroken("the stream ended before its final event")
         return self._assembler.answer()
 

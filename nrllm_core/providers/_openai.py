@@ -192,7 +192,7 @@ class _Chunks:
 
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
-        self._id: object = None
+        self._id: str | None = None
         self._seen = False
         self._content: list[str] = []
         self._refusal: list[str] = []
@@ -212,8 +212,10 @@ class _Chunks:
             raise StreamBroken("an event that is not an object")
         if chunk.get("error") is not None:
             raise StreamFailed(chunk["error"])
-        if self._id is None:
-            self._id = chunk.get("id")
+        identifier = chunk.get("id")
+        # Azure opens with the prompt's filter results in a chunk whose id is empty.
+        if not self._id and isinstance(identifier, str):
+            self._id = identifier
         if chunk.get("usage") is not None:
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -256,6 +258,11 @@ class _Chunks:
             for key in ("name", "arguments"):
                 if isinstance(function.get(key), str):
                     call[key].append(function[key])
+
+    def may_end(self) -> bool:
+        # Some servers end the body without [DONE], as the SDK allows: the answer is whole once
+        # the finish reason and the usage (always asked for, see STREAM_FIELDS) have come.
+        return self._finish is not None and self._usage is not None
 
     def answer(self) -> Any:
         if not self._seen:

@@ -16,6 +16,9 @@ REQUEST_SETTINGS: Final = ("temperature", "max_tokens", "max_completion_tokens")
 PARAMS_FORBIDDEN: Final = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "stream"}
 )
+# Fields of a streamed request: the adapter asks for a stream when the run streams, and a
+# request that does not stream takes none of them.
+PARAMS_STREAMING: Final = frozenset({"stream_options"})
 _PARAMS_MAX_DEPTH: Final = 32
 
 
@@ -29,6 +32,8 @@ def params_problems(params: object) -> Iterator[tuple[str, str]]:
             yield str(key), "a request field's name must be a non-empty string"
         elif key in PARAMS_FORBIDDEN:
             yield key, "is written by the adapter and cannot be set in params"
+        elif key in PARAMS_STREAMING:
+            yield key, "belongs to streaming, which the adapter owns: cannot be set in params"
         elif key in REQUEST_SETTINGS:
             yield key, f"has its own setting: set it as {key}, not in params"
         elif not _is_json(value, _PARAMS_MAX_DEPTH):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -117,6 +118,80 @@ def test_params_are_sent_as_they_are(server, openai_oracle, anthropic_oracle, pl
     assert {k: sent_anthropic[k] for k in anthropic_params} == anthropic_params
 
 
+ANTHROPIC_REFUSED = {
+    "max-completion-tokens": (
+        {"max_completion_tokens": 5},
+        "max_completion_tokens",
+        "is OpenAI's; the Messages API takes max_tokens",
+    ),
+    "budget-at-max-tokens": (
+        {"max_tokens": 2048, "params": {"thinking": {"type": "enabled", "budget_tokens": 2048}}},
+        "params.thinking.budget_tokens",
+        r"must be less than max_tokens \(2048\)",
+    ),
+    "budget-above-the-default-max-tokens": (
+        {"params": {"thinking": {"type": "enabled", "budget_tokens": 8000}}},
+        "params.thinking.budget_tokens",
+        r"must be less than max_tokens \(4096\)",
+    ),
+    "budget-below-the-minimum": (
+        {"params": {"thinking": {"type": "enabled", "budget_tokens": 512}}},
+        "params.thinking.budget_tokens",
+        "must be at least 1024",
+    ),
+    "budget-no-integer": (
+        {"params": {"thinking": {"type": "enabled", "budget_tokens": "2048"}}},
+        "params.thinking.budget_tokens",
+        "must be an integer",
+    ),
+    "stream-options": (
+        {"params": {"stream_options": {"include_usage": True}}},
+        "params.stream_options",
+        "belongs to streaming, which the adapter owns",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ANTHROPIC_REFUSED))
+def test_what_the_messages_api_refuses_is_refused_by_every_check(case, tmp_path):
+    section, key, problem = ANTHROPIC_REFUSED[case]
+    data = {"providers": {"claude": {"kind": "anthropic", **section}}}
+    where = rf"providers\.claude\.{re.escape(key)}: {problem}"
+
+    with pytest.raises(ConfigError, match=where):
+        load_config(data=data)
+    with pytest.raises(ConfigError, match=where):
+        Host.from_config(data=data, load_entry_points=False, data_dir=tmp_path)
+    with pytest.raises(
+        ProviderConfigError, match=rf'^provider "claude": {re.escape(key)} {problem}'
+    ):
+        AnthropicProvider.from_settings(
+            "claude", {"model": "m", **section}, environ={"ANTHROPIC_API_KEY": "k"}
+        )
+
+
+def test_a_thinking_budget_below_max_tokens_is_sent(server, anthropic_oracle, plain_answer):
+    thinking = {"type": "enabled", "budget_tokens": 4095}
+    settings = {"model": "m", "base_url": server.url, "params": {"thinking": thinking}}
+    assert load_config(data={"providers": {"c": {"kind": "anthropic", **settings}}})
+    server.answer(plain_answer("anthropic"))
+
+    AnthropicProvider.from_settings("c", settings, environ={"ANTHROPIC_API_KEY": "k"}).complete(
+        HELLO, []
+    )
+
+    anthropic_oracle(server.bodies[0])
+    assert (server.bodies[0]["thinking"], server.bodies[0]["max_tokens"]) == (thinking, 4096)
+
+
+def test_openai_params_may_not_set_stream_options():
+    data = {"providers": {"gpt": {"kind": "openai", "params": {"stream_options": {}}}}}
+    with pytest.raises(ConfigError, match=r"params\.stream_options: belongs to streaming"):
+        load_config(data=data)
+    with pytest.raises(ProviderConfigError, match=r"params\.stream_options belongs to streaming"):
+        OpenAIProvider.from_settings("gpt", {"model": "m", **data["providers"]["gpt"]}, environ={})
+
+
 @pytest.mark.parametrize("key", ["model", "messages", "system", "tools", "tool_choice", "stream"])
 def test_params_may_not_set_what_the_adapter_writes(key):
     data = {"providers": {"gpt": {"kind": "openai", "params": {key: "x"}}}}
@@ -213,6 +288,20 @@ def test_config_check_shows_the_merged_request_settings(cli_home):
 
 
 BROKEN = {
+    "anthropic-max-completion-tokens": (
+        '[providers.claude]\nkind = "anthropic"\nmax_completion_tokens = 900\n',
+        "providers.claude.max_completion_tokens: is OpenAI's; the Messages API takes max_tokens",
+    ),
+    "stream-options": (
+        '[providers.gpt]\nkind = "openai"\n[providers.gpt.params]\n'
+        "stream_options = { include_usage = false }\n",
+        "providers.gpt.params.stream_options: belongs to streaming, which the adapter owns",
+    ),
+    "thinking-budget": (
+        '[providers.claude]\nkind = "anthropic"\nmax_tokens = 2048\n'
+        '[providers.claude.params]\nthinking = { type = "enabled", budget_tokens = 2048 }\n',
+        "providers.claude.params.thinking.budget_tokens: must be less than max_tokens (2048)",
+    ),
     "unknown-kind": (
         '[providers.odd]\nkind = "weird"\n',
         'providers.odd.kind: unknown kind "weird"',

@@ -210,10 +210,26 @@ def an_json(index: int, partial: str) -> bytes:
     return an_delta(index, at.InputJSONDelta(type="input_json_delta", partial_json=partial))
 
 
-def an_stream() -> list[bytes]:
-    start = an_message([], None, 1)
+def an_begin() -> bytes:
+    return an_event(at.RawMessageStartEvent(type="message_start", message=an_message([], None, 1)))
+
+
+def an_end(stop: Any, output_tokens: int) -> list[bytes]:
     return [
-        an_event(at.RawMessageStartEvent(type="message_start", message=start)),
+        an_event(
+            at.RawMessageDeltaEvent(
+                type="message_delta",
+                delta=MessageDelta(stop_reason=stop, stop_sequence=None),
+                usage=at.MessageDeltaUsage(output_tokens=output_tokens),
+            )
+        ),
+        an_event(at.RawMessageStopEvent(type="message_stop")),
+    ]
+
+
+def an_stream() -> list[bytes]:
+    return [
+        an_begin(),
         b'event: ping\ndata: {"type": "ping"}\n\n',
         an_start(0, at.ThinkingBlock(type="thinking", thinking="", signature="")),
         an_delta(0, at.ThinkingDelta(type="thinking_delta", thinking="Ich brauche ")),
@@ -234,14 +250,7 @@ def an_stream() -> list[bytes]:
         an_json(4, ""),
         an_json(4, '{"q": "about"}'),
         an_stop(4),
-        an_event(
-            at.RawMessageDeltaEvent(
-                type="message_delta",
-                delta=MessageDelta(stop_reason="tool_use", stop_sequence=None),
-                usage=at.MessageDeltaUsage(output_tokens=42),
-            )
-        ),
-        an_event(at.RawMessageStopEvent(type="message_stop")),
+        *an_end("tool_use", 42),
     ]
 
 
@@ -374,7 +383,9 @@ def test_a_stream_cut_on_every_attempt_fails_after_max_retries(kind, server, sle
 
 @KINDS
 def test_a_stream_without_its_final_event_is_broken(kind, server, sleeps):
-    server.stream(*streamed(kind)[:-1])
+    # An OpenAI stream may end without [DONE] once its finish reason and usage came: cut it
+    # before the finish reason.
+    server.stream(*(streamed(kind)[:-3] if kind == "openai" else streamed(kind)[:-1]))
 
     with pytest.raises(
         ProviderError,
@@ -553,3 +564,166 @@ def test_anthropic_deltas_of_unknown_or_odd_types_are_skipped(server, sleeps):
     answer = provider("anthropic", server, sleeps).stream(HELLO, TOOLS, on_delta=deltas.append)
 
     assert (answer.content, deltas) == ("Ich suche.", AN_DELTAS)
+
+
+# -- what the SDKs assemble from the same bytes -------------------------------------------------
+
+
+def sdk_message(events: list[bytes]) -> dict[str, Any]:
+    """The message the anthropic SDK's stream accumulator builds from ``events``."""
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    snapshot: Any = None
+    buffers: dict[int, bytes] = {}
+    for raw in events:
+        data = raw.decode().split("data: ", 1)[1]
+        event = json.loads(data)
+        if event["type"] != "ping":
+            snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
+    dumped: dict[str, Any] = snapshot.model_dump(mode="json", exclude_none=True)
+    return dumped
+
+
+SEARCH = at.ServerToolUseBlock(
+    type="server_tool_use", id="srv_1", name="web_search", input={"query": "Start"}
+)
+
+
+def an_paused_whole() -> str:
+    content = [at.TextBlock(type="text", text="Ich suche."), SEARCH]
+    return an_message(content, "pause_turn", 7).model_dump_json()
+
+
+def an_paused_stream() -> list[bytes]:
+    return [
+        an_begin(),
+        an_start(0, at.TextBlock(type="text", text="")),
+        an_delta(0, at.TextDelta(type="text_delta", text="Ich suche.")),
+        an_stop(0),
+        an_start(1, SEARCH.model_copy(update={"input": {}})),
+        an_json(1, '{"query": '),
+        an_json(1, '"Start"}'),
+        an_stop(1),
+        *an_end("pause_turn", 7),
+    ]
+
+
+def test_a_streamed_server_tool_use_keeps_its_input_and_goes_back_with_it(
+    server, sleeps, anthropic_stream_oracle
+):
+    server.answer(an_paused_whole())
+    server.stream(*an_paused_stream())
+    model = provider("anthropic", server, sleeps)
+
+    unstreamed = model.complete(HELLO, TOOLS)
+    answer = model.stream(HELLO, TOOLS, on_delta=ignore)
+
+    assert answer == unstreamed
+    assert answer.replay is not None
+    blocks = [dict(b) for b in answer.replay.blocks]
+    assert blocks[1]["input"] == {"query": "Start"}
+    assert [{k: v for k, v in b.items() if v is not None} for b in blocks] == sdk_message(
+        an_paused_stream()
+    )["content"]
+    # The paused turn goes back as it came, the search's input with it.
+    turn = ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
+    body = {**model.request_body([*HELLO, turn], TOOLS), **model.STREAM_FIELDS}
+    anthropic_stream_oracle(body)
+    assert body["messages"][-1]["content"][1] == {
+        "type": "server_tool_use",
+        "id": "srv_1",
+        "name": "web_search",
+        "input": {"query": "Start"},
+    }
+
+
+def test_an_openai_stream_that_ends_after_its_finish_reason_and_usage_is_whole(server, sleeps):
+    from openai import OpenAI
+
+    # No ``data: [DONE]``: the chunk with the finish reason and the usage chunk came.
+    chunks = oa_stream()[:-1]
+    server.stream(*chunks)
+    server.answer(oa_whole())
+    server.stream(*chunks)
+    sdk = OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0)
+    model = provider("openai", server, sleeps, max_retries=0)
+    deltas: list[Any] = []
+
+    # The SDK reads every chunk and ends without an error where the body ends.
+    taken = list(sdk.chat.completions.create(model="gpt-test", messages=[], stream=True))
+    unstreamed = model.complete(HELLO, TOOLS)
+    answer = model.stream(HELLO, TOOLS, on_delta=deltas.append)
+
+    assert [c.model_dump_json() for c in taken] == [
+        c.decode().removeprefix("data: ").strip() for c in chunks
+    ]
+    assert answer == unstreamed
+    assert deltas == OA_DELTAS
+    assert len(server.bodies) == 3
+
+
+@pytest.mark.parametrize(
+    "end", [-3, -2], ids=["before-the-finish-reason", "before-the-usage-it-asked-for"]
+)
+def test_an_openai_stream_that_ends_early_without_done_is_broken(end, server, sleeps):
+    server.stream(*oa_stream()[:end])
+    server.stream(*oa_stream())
+    deltas: list[Any] = []
+
+    answer = provider("openai", server, sleeps).stream(HELLO, TOOLS, on_delta=deltas.append)
+
+    assert answer.finish_reason == "tool_calls"
+    assert deltas == [*OA_DELTAS, StreamRestarted(), *OA_DELTAS]
+    assert len(server.bodies) == 2
+
+
+def test_the_response_id_is_the_first_non_empty_chunk_id(server, sleeps):
+    # Azure opens a stream with the prompt's filter results, in a chunk whose id is empty.
+    azure = {
+        "id": "",
+        "object": "",
+        "created": 0,
+        "model": "",
+        "choices": [],
+        "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
+    }
+    server.stream(f"data: {json.dumps(azure)}\n\n".encode(), *oa_stream())
+
+    answer = provider("openai", server, sleeps).stream(HELLO, TOOLS, on_delta=ignore)
+
+    assert answer.response_id == "chatcmpl-1"
+
+
+def test_streamed_anthropic_text_blocks_join_as_the_whole_answer_joins_them(server, sleeps):
+    def text_block(index: int, *pieces: str) -> list[bytes]:
+        deltas = [an_delta(index, at.TextDelta(type="text_delta", text=p)) for p in pieces]
+        return [an_start(index, at.TextBlock(type="text", text="")), *deltas, an_stop(index)]
+
+    def thinking_block(index: int, thought: str) -> list[bytes]:
+        empty = at.ThinkingBlock(type="thinking", thinking="", signature="")
+        delta = at.ThinkingDelta(type="thinking_delta", thinking=thought)
+        return [an_start(index, empty), an_delta(index, delta), an_stop(index)]
+
+    events = [
+        an_begin(),
+        *thinking_block(0, "Erst dies."),
+        *thinking_block(1, "Dann das."),
+        *text_block(2, "Erst", "ens."),
+        *text_block(3),
+        *text_block(4, "Zweitens."),
+        *an_end("end_turn", 9),
+    ]
+    blocks = sdk_message(events)["content"]
+    server.answer(an_message(blocks, "end_turn", 9).model_dump_json())
+    server.stream(*events)
+    model = provider("anthropic", server, sleeps)
+    deltas: list[Any] = []
+
+    unstreamed = model.complete(HELLO, [])
+    answer = model.stream(HELLO, [], on_delta=deltas.append)
+
+    assert answer == unstreamed
+    assert answer.content == "Erstens.\n\nZweitens."
+    shown = "".join(d.text for d in deltas if isinstance(d, TextDelta))
+    thought = "".join(d.text for d in deltas if isinstance(d, ThinkingDelta))
+    assert (shown, thought) == (answer.content, answer.thinking)
