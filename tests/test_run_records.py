@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import inspect as schema
 from sqlalchemy import text
+from structlog.testing import capture_logs
 
 from nrllm_core import (
     AuditRecord,
@@ -209,11 +210,25 @@ def test_a_suspension_record_and_its_trace_context_next_to_the_sealed_state(tmp_
     host.store.close()
 
 
-def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp_path):
-    plugin = Plugin({"traceparent": "not a traceparent"})
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"traceparent": "not a traceparent"},
+        # An all-zero trace id is W3C's "invalid"; an empty answer is no context either.
+        {"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"},
+        {},
+    ],
+)
+def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp_path, answer):
+    plugin = Plugin(answer)
     host = host_with(tmp_path, plugin, [WRITE_TURN, {"content": "done"}])
-    suspended = host.run("Write")
+    with capture_logs() as logs:
+        suspended = host.run("Write")
     assert host.store.suspension(suspended.run_id).trace_context is None
+    # Refused, and said so: a plugin that answers a malformed context has a defect.
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "nrllm.trace_context.refused"
+    ]
     plugin.records.clear()
     host.approve(suspended.run_id, approve=False, approver="bob", turn_digest=suspended.turn_digest)
     assert "trace_context" not in plugin.payload("start")

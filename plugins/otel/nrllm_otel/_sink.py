@@ -328,10 +328,13 @@ class OtelSink:
         if status == "failed":
             span.set_status(Status(StatusCode.ERROR, reason))
         span.end(end_time=now)
+        span_context = span.get_span_context()
         with self._lock:
             self._segments.pop(run_id, None)
-            if status == "awaiting_approval":
-                self._suspended[run_id] = span.get_span_context()
+            # A no-op tracer's span (nothing configured) has no trace to resume: no context,
+            # rather than an empty answer that core would refuse as malformed.
+            if status == "awaiting_approval" and span_context.is_valid:
+                self._suspended[run_id] = span_context
 
     # -- providers ---------------------------------------------------------------------------
 
