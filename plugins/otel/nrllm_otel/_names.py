@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "GEN_AI_AGENT_NAME",
     "GEN_AI_CLIENT_OPERATION_DURATION",
     "GEN_AI_CLIENT_TOKEN_USAGE",
     "GEN_AI_CONVERSATION_ID",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 # Attributes (upstream: gen_ai_attributes, under the same names).
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"

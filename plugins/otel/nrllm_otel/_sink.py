@@ -49,12 +49,25 @@ class _Segment:
     request_started: int | None = None
 
 
+# A name a backend shows and groups by: one short line of printable text.
+_AGENT_NAME_MAX_CHARS: Final = 128
+
+
+def _agent_name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value or len(value) > _AGENT_NAME_MAX_CHARS or not value.isprintable():
+        raise ValueError(
+            f"{attribute.name}: expected 1 to {_AGENT_NAME_MAX_CHARS} printable characters"
+        )
+
+
 @final
 @attrs.frozen(kw_only=True)
 class OtelSettings:
-    """``[otel]``: ``enabled = false`` starts no span and records no metric."""
+    """``[otel]``: ``enabled = false`` starts no span and records no metric; ``agent_name``
+    is the ``gen_ai.agent.name`` of every ``invoke_agent`` span."""
 
     enabled: bool = True
+    agent_name: str = attrs.field(default="nrllm", validator=_agent_name)
 
 
 @final
@@ -76,6 +89,7 @@ class OtelSink:
         self._tracer: Tracer | None = None
         self._instruments: Instruments | None = None
         self._enabled = True
+        self._agent_name = OtelSettings().agent_name
         self._lock = threading.Lock()
         self._segments: dict[str, _Segment] = {}
         # Suspended segments' span contexts, until core asks for them to store.
@@ -89,16 +103,10 @@ class OtelSink:
 
     @hookimpl
     def nrllm_settings(self, settings: Any) -> None:
-        value = (
-            settings.get("enabled", True)
-            if isinstance(settings, Mapping)
-            else getattr(settings, "enabled", True)
-        )
-        if type(value) is not bool:
-            # Fail closed: an observability backend is an external store.
-            logger().warning("nrllm.otel.enabled_invalid")
-            value = False
-        self._enabled = value
+        if not isinstance(settings, OtelSettings):
+            settings = _settings_from(settings)
+        self._enabled = settings.enabled
+        self._agent_name = settings.agent_name
 
     @hookimpl
     def nrllm_trace_context(self, run_id: str) -> Mapping[str, str] | None:
@@ -170,6 +178,7 @@ class OtelSink:
         attributes = _drop_none(
             {
                 names.GEN_AI_OPERATION_NAME: names.OPERATION_INVOKE_AGENT,
+                names.GEN_AI_AGENT_NAME: self._agent_name,
                 names.GEN_AI_PROVIDER_NAME: _text(payload.get("provider_kind")) or provider,
                 names.GEN_AI_REQUEST_MODEL: _text(payload.get("model")),
                 names.GEN_AI_CONVERSATION_ID: record.run_id,
@@ -180,7 +189,7 @@ class OtelSink:
             }
         )
         span = self._tracer_for().start_span(
-            f"{names.OPERATION_INVOKE_AGENT} {provider or 'direct'}",
+            f"{names.OPERATION_INVOKE_AGENT} {self._agent_name}",
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -253,7 +262,8 @@ class OtelSink:
         )
         segment.input_messages = None
         segment.request_started = None
-        name = f"{names.OPERATION_CHAT} {segment.model or segment.provider or 'model'}"
+        # The convention's name: the operation and the requested model, when there is one.
+        name = f"{names.OPERATION_CHAT} {segment.model}" if segment.model else names.OPERATION_CHAT
         span = self._child(segment, name, SpanKind.CLIENT, {**shared, **attributes}, start)
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error))
@@ -353,6 +363,22 @@ class OtelSink:
         if self._instruments is None:
             self._instruments = Instruments.create(self._meter_provider)
         return self._instruments
+
+
+def _settings_from(section: object) -> OtelSettings:
+    """Settings handed over as a plain section (the sink registered under another name)."""
+    given = section if isinstance(section, Mapping) else {}
+    enabled = given.get("enabled", True)
+    if type(enabled) is not bool:
+        # Fail closed: an observability backend is an external store.
+        logger().warning("nrllm.otel.enabled_invalid")
+        return OtelSettings(enabled=False)
+    name = given.get("agent_name")
+    try:
+        return OtelSettings(enabled=enabled, agent_name=name if isinstance(name, str) else "nrllm")
+    except ValueError:
+        logger().warning("nrllm.otel.agent_name_invalid")
+        return OtelSettings(enabled=enabled)
 
 
 def _resumed_from(value: object) -> trace.SpanContext | None:

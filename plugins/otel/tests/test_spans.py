@@ -42,12 +42,13 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
     (run,) = otel.named("invoke_agent")
     chats = otel.named("chat")
     (tool,) = otel.named("execute_tool")
-    assert run.name == "invoke_agent model"
+    assert run.name == "invoke_agent nrllm"
     assert run.kind is SpanKind.INTERNAL
     assert run.parent is None
     # The metadata attributes are the same at every level; content only adds its own keys.
     assert dict(run.attributes) == {
         "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "nrllm",
         "gen_ai.provider.name": "scripted",
         "gen_ai.request.model": "tiny-1",
         "gen_ai.conversation.id": outcome.run_id,
@@ -183,7 +184,8 @@ def test_a_direct_invoke_is_a_run_of_kind_invoke(make_host, otel, echo):
     host = make_host([], echo())
     host.invoke("echo", {"text": "hi"})
     (run,) = otel.named("invoke_agent")
-    assert run.name == "invoke_agent direct"
+    assert run.name == "invoke_agent nrllm"
+    assert run.attributes["gen_ai.agent.name"] == "nrllm"
     assert run.attributes["nrllm.run.kind"] == "invoke"
     (tool,) = otel.named("execute_tool")
     assert tool.parent.span_id == run.context.span_id
@@ -381,3 +383,66 @@ def test_an_enabled_that_is_not_a_boolean_is_refused_when_the_configuration_load
 
     with pytest.raises(ConfigError, match=r"otel\.enabled"):
         make_host([final()], sections={"otel": {"enabled": "no"}}).run("Go")
+
+
+def test_the_agent_is_named_by_otel_agent_name(make_host, otel, echo):
+    host = make_host([final()], echo(), sections={"otel": {"agent_name": "support-desk"}})
+    host.run("Go")
+    host.invoke("echo", {"text": "hi"})
+    runs = otel.named("invoke_agent")
+    assert [r.name for r in runs] == ["invoke_agent support-desk"] * 2
+    assert [r.attributes["gen_ai.agent.name"] for r in runs] == ["support-desk"] * 2
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "x" * 129, 7])
+def test_an_agent_name_that_is_no_short_printable_text_is_refused_when_the_configuration_loads(
+    make_host, name
+):
+    from nrllm_core import ConfigError
+
+    with pytest.raises(ConfigError, match=r"otel\.agent_name"):
+        make_host([final()], sections={"otel": {"agent_name": name}}).run("Go")
+
+
+def test_a_chat_span_without_a_model_is_named_chat(otel):
+    # A provider with no model configured: the span is named after the operation alone, never
+    # after the provider's kind.
+    otel.sink.nrllm_audit(start_record(provider="gpt", provider_kind="openai"))
+    otel.sink.nrllm_audit(step_record(1, StepKind.REQUEST))
+    otel.sink.nrllm_audit(step_record(2, StepKind.LLM, finish_reason="stop"))
+    otel.sink.nrllm_audit(step_record(3, StepKind.FINISH, status="completed"))
+    (chat,) = otel.named("chat")
+    assert chat.name == "chat"
+    assert "gen_ai.request.model" not in chat.attributes
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+
+
+def start_record(**payload) -> AuditRecord:
+    return step_record(0, StepKind.START, run_kind="run", **payload)
+
+
+def step_record(sequence: int, kind: StepKind, duration_ms: float = 0.0, **payload) -> AuditRecord:
+    return AuditRecord(
+        run_id="run-1",
+        sequence=sequence,
+        kind=kind,
+        round=1,
+        duration_ms=duration_ms,
+        payload=payload,
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "names"),
+    [
+        ({"agent_name": "desk"}, ["invoke_agent desk"]),
+        # Not checked by core as a plain section: a bad name falls back, a bad switch is off.
+        ({"agent_name": "a\nb"}, ["invoke_agent nrllm"]),
+        ({"enabled": "yes"}, []),
+    ],
+)
+def test_a_plain_section_is_read_as_the_settings_class_would_be(otel, section, names):
+    otel.sink.nrllm_settings(section)
+    otel.sink.nrllm_audit(start_record())
+    otel.sink.nrllm_audit(step_record(1, StepKind.FINISH, status="completed"))
+    assert [s.name for s in otel.finished()] == names
