@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ainvoke", "invoke", "own_context", "refuse"]
 
-# A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
+# A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, ran past its
+# timeout, or never ran.
 _OK: Final = "ok"
 _ERROR: Final = "error"
+_TIMEOUT: Final = "timeout"
 REFUSED: Final = "refused"
 
 
@@ -311,7 +313,7 @@ def timed_out(admitted: Admitted, timeout: float, seconds: float) -> Executed:
     logger().warning("nrllm.tool.timed_out", tool=name, call_id=admitted.context.call_id)
     return Executed(
         result=ToolResult.error(f'Error: tool "{name}" timed out after {timeout:g} seconds.'),
-        outcome=_ERROR,
+        outcome=_TIMEOUT,
         seconds=seconds,
     )
 

@@ -31,6 +31,8 @@ __all__ = ["OtelSettings", "OtelSink"]
 
 _SCOPE: Final = "nrllm_otel"
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
+# error.type of a call whose tool ran and answered with an error (or raised).
+_TOOL_ERROR: Final = "tool_error"
 
 
 @attrs.define(kw_only=True)
@@ -300,6 +302,10 @@ class OtelSink:
         for event_name, event_attributes in tool_artifact_events(segment.level, payload):
             span.add_event(event_name, event_attributes, end)
         if payload.get("tool_is_error") is True:
+            # error.type names the class of failure: refused, timeout, or the tool's own error.
+            span.set_attribute(
+                error_attributes.ERROR_TYPE, _TOOL_ERROR if outcome == "error" else outcome
+            )
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=end)
         self._instruments_for().tool_call(name, outcome, data_class)
@@ -336,6 +342,9 @@ class OtelSink:
         span = segment.span
         span.set_attributes(_drop_none({"nrllm.run.status": status, "nrllm.termination": reason}))
         if status == "failed":
+            span.set_attribute(
+                error_attributes.ERROR_TYPE, reason or error_attributes.ErrorTypeValues.OTHER.value
+            )
             span.set_status(Status(StatusCode.ERROR, reason))
         span.end(end_time=now)
         span_context = span.get_span_context()

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from nrllm_core import AuditRecord, Effect, StepKind
+from nrllm_core import (
+    AuditRecord,
+    DataClass,
+    Effect,
+    StepKind,
+    Tool,
+    ToolContext,
+    ToolResult,
+)
 
 
 def call(name: str, call_id: str, **arguments):
@@ -59,6 +69,7 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
         "nrllm.termination": "completed",
     }
     assert run.status.status_code is StatusCode.UNSET
+    assert "error.type" not in run.attributes
     assert [c.name for c in chats] == ["chat tiny-1", "chat tiny-1"]
     for span in [*chats, tool]:
         assert span.parent is not None
@@ -108,10 +119,13 @@ def test_a_tool_error_and_a_refused_call_set_the_tool_span_status_and_count(make
     host.run("Go")
     fine, broken, unknown = otel.named("execute_tool")
     assert fine.status.status_code is StatusCode.UNSET
+    assert "error.type" not in fine.attributes
     assert broken.status.status_code is StatusCode.ERROR
     assert broken.attributes["nrllm.tool.result"] == "error"
+    assert broken.attributes["error.type"] == "tool_error"
     assert unknown.status.status_code is StatusCode.ERROR
     assert unknown.attributes["nrllm.tool.result"] == "refused"
+    assert unknown.attributes["error.type"] == "refused"
     counted = {
         (
             p.attributes["gen_ai.tool.name"],
@@ -142,6 +156,7 @@ def test_a_failed_model_call_is_an_error_chat_span_and_a_duration_with_its_error
     assert run.status.status_code is StatusCode.ERROR
     assert run.attributes["nrllm.run.status"] == "failed"
     assert run.attributes["nrllm.termination"] == "provider_failed"
+    assert run.attributes["error.type"] == "provider_failed"
     (chat,) = otel.named("chat")
     assert chat.status.status_code is StatusCode.ERROR
     assert chat.parent.span_id == run.context.span_id
@@ -446,3 +461,31 @@ def test_a_plain_section_is_read_as_the_settings_class_would_be(otel, section, n
     otel.sink.nrllm_audit(start_record())
     otel.sink.nrllm_audit(step_record(1, StepKind.FINISH, status="completed"))
     assert [s.name for s in otel.finished()] == names
+
+
+class Slow(Tool):
+    """Answers after longer than the run lets a call take."""
+
+    name = "slow"
+    description = "Takes its time."
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+
+    def execute(self, arguments: dict, context: ToolContext) -> ToolResult:
+        time.sleep(1.0)
+        return ToolResult.text("late")
+
+
+def test_a_timed_out_call_is_an_error_span_with_error_type_timeout(make_host, otel):
+    host = make_host(
+        [tool_turn(call("slow", "c1")), final()],
+        Slow(),
+        sections={"run": {"tool_timeout_seconds": 0.1}},
+    )
+    assert host.run("Go").status == "completed"
+    (tool,) = otel.named("execute_tool")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert tool.attributes["error.type"] == "timeout"
+    assert tool.attributes["nrllm.tool.result"] == "timeout"
+    (point,) = otel.points("nrllm.tool.calls")
+    assert point.attributes["nrllm.tool.result"] == "timeout"
