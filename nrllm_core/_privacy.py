@@ -160,7 +160,7 @@ def _bound_provider_strings(data: dict[str, Any]) -> None:
     reason = data.get("finish_reason")
     if reason is not None and not (isinstance(reason, str) and reason in FINISH_REASONS):
         data["finish_reason"] = OTHER_FINISH_REASON
-    for key in ("tool_call_id", "response_id"):
+    for key in ("tool_call_id", "response_id", "response_model"):
         value = data.get(key)
         if isinstance(value, str) and len(value) > CALL_ID_MAX_CHARS:
             data[key] = value[:CALL_ID_MAX_CHARS]

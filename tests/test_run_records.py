@@ -236,13 +236,38 @@ def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp
     host.store.close()
 
 
-def test_the_response_id_is_bounded_below_redacted():
+@pytest.mark.parametrize("key", ["response_id", "response_model"])
+def test_the_response_id_and_model_are_bounded_below_redacted(key):
     from nrllm_core import RunStep, StepKind
     from nrllm_core._privacy import PrivacyLevel, privacy_view
 
-    step = RunStep(kind=StepKind.LLM, round=1, duration_ms=1.0, fields={"response_id": "r" * 500})
-    assert privacy_view(step, PrivacyLevel.METADATA)["response_id"] == "r" * 128
-    assert privacy_view(step, PrivacyLevel.FULL)["response_id"] == "r" * 500
+    step = RunStep(kind=StepKind.LLM, round=1, duration_ms=1.0, fields={key: "r" * 500})
+    assert privacy_view(step, PrivacyLevel.METADATA)[key] == "r" * 128
+    assert privacy_view(step, PrivacyLevel.FULL)[key] == "r" * 500
+
+
+def test_a_tool_step_keeps_the_tools_description_masked_and_bounded(tmp_path):
+    from nrllm_core.redact import LEAF_MAX_CHARS
+
+    class Described(Write):
+        name = "described"
+        description = "Uses ghp_" + "a" * 36 + " to write. " + "x" * 5000
+        effect = Effect.READ_ONLY
+        requires_approval = False
+
+    class Registers(Plugin):
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            registry.register(Described())
+
+    plugin = Registers()
+    host = host_with(tmp_path, plugin, [])
+    host.invoke("described", {"text": "hi"})
+    kept = plugin.payload("tool")["tool_description"]
+    assert kept.startswith("Uses ")
+    assert "ghp_" + "a" * 36 not in kept
+    assert len(kept) < LEAF_MAX_CHARS + 100
+    host.store.close()
 
 
 def test_a_trace_context_edited_in_the_database_reads_as_none(backend):

@@ -29,6 +29,7 @@ from nrllm_core.providers._http import (
     StreamFailed,
     http_settings,
     response_id,
+    response_model,
     token_count,
 )
 from nrllm_core.providers._settings import Settings
@@ -167,6 +168,7 @@ class OpenAIProvider(HttpProvider):
             ),
             finish_reason=finish,
             response_id=response_id(data),
+            response_model=response_model(data),
             thinking=thinking if isinstance(thinking, str) and thinking else None,
             stop=stop,
         )
@@ -183,6 +185,7 @@ class _Chunks:
         "_content",
         "_finish",
         "_id",
+        "_model",
         "_on_delta",
         "_reasoning",
         "_refusal",
@@ -193,6 +196,7 @@ class _Chunks:
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._id: object = None
+        self._model: object = None
         self._seen = False
         self._content: list[str] = []
         self._refusal: list[str] = []
@@ -214,6 +218,8 @@ class _Chunks:
             raise StreamFailed(chunk["error"])
         if self._id is None:
             self._id = chunk.get("id")
+        if self._model is None:
+            self._model = chunk.get("model")
         if chunk.get("usage") is not None:
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -259,7 +265,7 @@ class _Chunks:
 
     def answer(self) -> Any:
         if not self._seen:
-            return {"id": self._id, "choices": []}
+            return {"id": self._id, "model": self._model, "choices": []}
         message: dict[str, Any] = {
             "role": "assistant",
             "content": "".join(self._content) if self._content else None,
@@ -281,7 +287,7 @@ class _Chunks:
                 for _, call in sorted(self._calls.items())
             ]
         choice = {"index": 0, "message": message, "finish_reason": self._finish}
-        return {"id": self._id, "choices": [choice], "usage": self._usage}
+        return {"id": self._id, "model": self._model, "choices": [choice], "usage": self._usage}
 
 
 def _wire_message(message: ChatMessage) -> dict[str, Any]:

@@ -218,6 +218,9 @@ class OtelSink:
             names.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: (
                 _count(payload.get("reasoning_tokens")) or None
             ),
+            names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: (
+                _count(payload.get("cache_creation_tokens")) or None
+            ),
         }
         reason = _text(payload.get("finish_reason"))
         answered = {
@@ -225,6 +228,7 @@ class OtelSink:
             **_drop_none(
                 {
                     names.GEN_AI_RESPONSE_ID: _text(payload.get("response_id")),
+                    names.GEN_AI_RESPONSE_MODEL: _text(payload.get("response_model")),
                     names.GEN_AI_RESPONSE_FINISH_REASONS: None if reason is None else (reason,),
                 }
             ),
@@ -287,6 +291,7 @@ class OtelSink:
             {
                 names.GEN_AI_OPERATION_NAME: names.OPERATION_EXECUTE_TOOL,
                 names.GEN_AI_TOOL_NAME: name,
+                names.GEN_AI_TOOL_DESCRIPTION: _text(payload.get("tool_description")),
                 names.GEN_AI_TOOL_CALL_ID: _text(payload.get("tool_call_id")),
                 names.GEN_AI_TOOL_TYPE: names.TOOL_TYPE_FUNCTION,
                 "nrllm.tool.data_class": data_class,

@@ -96,6 +96,7 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
     assert metadata_of(tool) == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
+        "gen_ai.tool.description": "The echo tool.",
         "gen_ai.tool.call.id": "call_1",
         "gen_ai.tool.type": "function",
         "nrllm.tool.data_class": "systemDiagnostics",
@@ -489,3 +490,24 @@ def test_a_timed_out_call_is_an_error_span_with_error_type_timeout(make_host, ot
     assert tool.attributes["nrllm.tool.result"] == "timeout"
     (point,) = otel.points("nrllm.tool.calls")
     assert point.attributes["nrllm.tool.result"] == "timeout"
+
+
+def test_a_chat_span_carries_the_answering_model_and_the_cache_writes(otel):
+    otel.sink.nrllm_audit(start_record(provider="claude", provider_kind="anthropic", model="c-4"))
+    otel.sink.nrllm_audit(step_record(1, StepKind.REQUEST))
+    otel.sink.nrllm_audit(
+        step_record(
+            2,
+            StepKind.LLM,
+            response_model="c-4-20250514",
+            prompt_tokens=160,
+            cached_tokens=100,
+            cache_creation_tokens=50,
+        )
+    )
+    otel.sink.nrllm_audit(step_record(3, StepKind.FINISH, status="completed"))
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.request.model"] == "c-4"
+    assert chat.attributes["gen_ai.response.model"] == "c-4-20250514"
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 50
