@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import time
 import types
@@ -29,9 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ainvoke", "invoke", "own_context", "refuse"]
 
-# A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, or never ran.
+# A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, ran past its
+# timeout, or never ran.
 _OK: Final = "ok"
 _ERROR: Final = "error"
+_TIMEOUT: Final = "timeout"
 REFUSED: Final = "refused"
 
 
@@ -193,12 +196,23 @@ def deliver(
             "tool_is_error": result.is_error,
             "tool_outcome": _ERROR if outcome == _OK and result.is_error else outcome,
             # ``_value_``: the plain string, without ``.value``'s descriptor call.
+            "tool_description": None if registered is None else _described(registered.description),
             "tool_data_class": None if registered is None else registered.data_class._value_,
             "tool_effect": None if registered is None else registered.effect._value_,
         },
         tool_artifacts=result.artifacts,
     )
     return wire, step
+
+
+@functools.lru_cache(maxsize=1024)
+def _described(description: str) -> str:
+    """A tool's description as its steps keep it: masked and bounded like any audited text (an
+    MCP server writes it). The same few descriptions recur on every call: each is worked out
+    once."""
+    from nrllm_core.redact import redact
+
+    return redact(description)
 
 
 def admit(
@@ -311,7 +325,7 @@ def timed_out(admitted: Admitted, timeout: float, seconds: float) -> Executed:
     logger().warning("nrllm.tool.timed_out", tool=name, call_id=admitted.context.call_id)
     return Executed(
         result=ToolResult.error(f'Error: tool "{name}" timed out after {timeout:g} seconds.'),
-        outcome=_ERROR,
+        outcome=_TIMEOUT,
         seconds=seconds,
     )
 

@@ -423,8 +423,11 @@ def _ask(
                 "thinking": answer.thinking,
                 "finish_reason": answer.finish_reason,
                 "response_id": answer.response_id,
+                "response_model": answer.response_model,
                 "truncated": answer.stop is Stop.LENGTH,
                 **answer.usage.to_dict(),
+                # Zero is how a provider that does not report them reads: left out.
+                "cache_creation_tokens": answer.cache_creation_tokens or None,
                 "requested_tool_calls": [
                     {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
                     for c in answer.tool_calls

@@ -420,6 +420,11 @@ class ProviderAnswer:
     replay: Replay | None = None
     # The provider's id for this answer, when it gives one.
     response_id: str | None = None
+    # The model that answered, as the provider names it (a dated version of the one asked for).
+    response_model: str | None = None
+    # Input tokens written to the provider's prompt cache (part of ``usage.prompt_tokens``):
+    # only Anthropic reports them.
+    cache_creation_tokens: int = attrs.field(default=0, validator=_count)
 
 
 @final

@@ -169,10 +169,11 @@ def _known_finish_reason(data: dict[str, Any]) -> None:
 
 
 def _mask_call_ids(data: dict[str, Any]) -> None:
-    """Call ids (and the answer's id) are text the model or its provider chose: each is masked,
-    then cut, wherever the step keeps it. The same id comes out the same in every step, so the
-    steps of one call still correlate. Nothing of the step itself is changed."""
-    for key in ("tool_call_id", "response_id"):
+    """Call ids (and the answer's id and model name) are text the model or its provider chose:
+    each is masked, then cut, wherever the step keeps it. The same id comes out the same in
+    every step, so the steps of one call still correlate. Nothing of the step itself is
+    changed."""
+    for key in ("tool_call_id", "response_id", "response_model"):
         if key in data:
             data[key] = _stored_id(data[key])
     for key in ("pending_calls", "requested_tool_calls"):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import inspect as schema
 from sqlalchemy import text
+from structlog.testing import capture_logs
 
 from nrllm_core import (
     AuditRecord,
@@ -209,11 +210,25 @@ def test_a_suspension_record_and_its_trace_context_next_to_the_sealed_state(tmp_
     host.store.close()
 
 
-def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp_path):
-    plugin = Plugin({"traceparent": "not a traceparent"})
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"traceparent": "not a traceparent"},
+        # An all-zero trace id is W3C's "invalid"; an empty answer is no context either.
+        {"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"},
+        {},
+    ],
+)
+def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp_path, answer):
+    plugin = Plugin(answer)
     host = host_with(tmp_path, plugin, [WRITE_TURN, {"content": "done"}])
-    suspended = host.run("Write")
+    with capture_logs() as logs:
+        suspended = host.run("Write")
     assert host.store.suspension(suspended.run_id).trace_context is None
+    # Refused, and said so: a plugin that answers a malformed context has a defect.
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "nrllm.trace_context.refused"
+    ]
     plugin.records.clear()
     host.approve(suspended.run_id, approve=False, approver="bob", turn_digest=suspended.turn_digest)
     assert "trace_context" not in plugin.payload("start")
@@ -221,13 +236,38 @@ def test_a_denied_call_is_refused_and_an_invalid_trace_context_is_not_stored(tmp
     host.store.close()
 
 
-def test_the_response_id_is_bounded_below_redacted():
+@pytest.mark.parametrize("key", ["response_id", "response_model"])
+def test_the_response_id_and_model_are_bounded_below_redacted(key):
     from nrllm_core import RunStep, StepKind
     from nrllm_core._privacy import PrivacyLevel, privacy_view
 
-    step = RunStep(kind=StepKind.LLM, round=1, duration_ms=1.0, fields={"response_id": "r" * 500})
-    assert privacy_view(step, PrivacyLevel.METADATA)["response_id"] == "r" * 128
-    assert privacy_view(step, PrivacyLevel.FULL)["response_id"] == "r" * 500
+    step = RunStep(kind=StepKind.LLM, round=1, duration_ms=1.0, fields={key: "r" * 500})
+    assert privacy_view(step, PrivacyLevel.METADATA)[key] == "r" * 128
+    assert privacy_view(step, PrivacyLevel.FULL)[key] == "r" * 500
+
+
+def test_a_tool_step_keeps_the_tools_description_masked_and_bounded(tmp_path):
+    from nrllm_core.redact import LEAF_MAX_CHARS
+
+    class Described(Write):
+        name = "described"
+        description = "Uses ghp_" + "a" * 36 + " to write. " + "x" * 5000
+        effect = Effect.READ_ONLY
+        requires_approval = False
+
+    class Registers(Plugin):
+        @hookimpl
+        def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+            registry.register(Described())
+
+    plugin = Registers()
+    host = host_with(tmp_path, plugin, [])
+    host.invoke("described", {"text": "hi"})
+    kept = plugin.payload("tool")["tool_description"]
+    assert kept.startswith("Uses ")
+    assert "ghp_" + "a" * 36 not in kept
+    assert len(kept) < LEAF_MAX_CHARS + 100
+    host.store.close()
 
 
 def test_a_trace_context_edited_in_the_database_reads_as_none(backend):

@@ -30,6 +30,7 @@ from nrllm_core.providers._http import (
     StreamFailed,
     http_settings,
     response_id,
+    response_model,
     token_count,
 )
 from nrllm_core.providers._settings import Settings
@@ -167,14 +168,13 @@ class AnthropicProvider(HttpProvider):
         verbatim = stop is Stop.PAUSE or not all(_portable(b.get("type")) for b in blocks)
         usage = data.get("usage")
         cache_read = token_count(usage, "cache_read_input_tokens")
+        cache_creation = token_count(usage, "cache_creation_input_tokens")
         return ProviderAnswer(
             content=content,
             tool_calls=tuple(calls),
             usage=Usage(
                 # Billed input: uncached, read from the cache and written to it.
-                prompt_tokens=token_count(usage, "input_tokens")
-                + cache_read
-                + token_count(usage, "cache_creation_input_tokens"),
+                prompt_tokens=token_count(usage, "input_tokens") + cache_read + cache_creation,
                 completion_tokens=token_count(usage, "output_tokens"),
                 cached_tokens=cache_read,
             ),
@@ -183,6 +183,8 @@ class AnthropicProvider(HttpProvider):
             stop=stop,
             replay=Replay(origin=self.origin, blocks=blocks) if verbatim else None,
             response_id=response_id(data),
+            response_model=response_model(data),
+            cache_creation_tokens=cache_creation,
         )
 
     def _wire_messages(self, messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:

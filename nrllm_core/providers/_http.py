@@ -39,6 +39,7 @@ __all__ = [
     "post_json",
     "post_stream",
     "response_id",
+    "response_model",
 ]
 
 BACKOFF_BASE_SECONDS: Final = 0.5
@@ -588,5 +589,14 @@ def token_count(usage: object, key: str) -> int:
 
 def response_id(data: object) -> str | None:
     """The answer's ``id`` (both APIs put it at the top level), when it is a string."""
-    value = data.get("id") if isinstance(data, Mapping) else None
+    return _top_level_text(data, "id")
+
+
+def response_model(data: object) -> str | None:
+    """The answer's ``model`` (both APIs put it at the top level), when it is a string."""
+    return _top_level_text(data, "model")
+
+
+def _top_level_text(data: object, key: str) -> str | None:
+    value = data.get(key) if isinstance(data, Mapping) else None
     return value if isinstance(value, str) and value else None

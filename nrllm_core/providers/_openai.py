@@ -29,6 +29,7 @@ from nrllm_core.providers._http import (
     StreamFailed,
     http_settings,
     response_id,
+    response_model,
     token_count,
 )
 from nrllm_core.providers._settings import Settings
@@ -167,6 +168,7 @@ class OpenAIProvider(HttpProvider):
             ),
             finish_reason=finish,
             response_id=response_id(data),
+            response_model=response_model(data),
             thinking=thinking if isinstance(thinking, str) and thinking else None,
             stop=stop,
         )
@@ -183,6 +185,7 @@ class _Chunks:
         "_content",
         "_finish",
         "_id",
+        "_model",
         "_on_delta",
         "_reasoning",
         "_refusal",
@@ -193,6 +196,7 @@ class _Chunks:
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._id: str | None = None
+        self._model: str | None = None
         self._seen = False
         self._content: list[str] = []
         self._refusal: list[str] = []
@@ -212,10 +216,12 @@ class _Chunks:
             raise StreamBroken("an event that is not an object")
         if chunk.get("error") is not None:
             raise StreamFailed(chunk["error"])
-        identifier = chunk.get("id")
-        # Azure opens with the prompt's filter results in a chunk whose id is empty.
+        # Azure opens with the prompt's filter results in a chunk whose id and model are empty.
+        identifier, model = chunk.get("id"), chunk.get("model")
         if not self._id and isinstance(identifier, str):
             self._id = identifier
+        if not self._model and isinstance(model, str):
+            self._model = model
         if chunk.get("usage") is not None:
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -266,7 +272,7 @@ class _Chunks:
 
     def answer(self) -> Any:
         if not self._seen:
-            return {"id": self._id, "choices": []}
+            return {"id": self._id, "model": self._model, "choices": []}
         message: dict[str, Any] = {
             "role": "assistant",
             "content": "".join(self._content) if self._content else None,
@@ -288,7 +294,7 @@ class _Chunks:
                 for _, call in sorted(self._calls.items())
             ]
         choice = {"index": 0, "message": message, "finish_reason": self._finish}
-        return {"id": self._id, "choices": [choice], "usage": self._usage}
+        return {"id": self._id, "model": self._model, "choices": [choice], "usage": self._usage}
 
 
 def _wire_message(message: ChatMessage) -> dict[str, Any]:

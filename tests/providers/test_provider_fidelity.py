@@ -699,6 +699,9 @@ def test_usage_counts_what_the_provider_billed(answer, expected, make_host, serv
     assert detail is not None
     (llm,) = [s.payload for s in detail.steps if s.kind == "llm"]
     assert {k: llm[k] for k in expected} == expected
+    # The model that answered, and the cache writes (Anthropic only) apart from the reads.
+    assert llm["response_model"] == ("gpt-test" if kind == "openai" else "claude-test")
+    assert llm.get("cache_creation_tokens") == (None if kind == "openai" else 50)
 
 
 def test_openai_reasoning_content_is_recorded_as_thinking_and_never_sent_back(

@@ -298,6 +298,7 @@ def test_a_streamed_answer_equals_the_same_answer_unstreamed(kind, server, sleep
     assert answer.usage.prompt_tokens == (10 if kind == "openai" else 13)
     assert answer.usage.completion_tokens == (5 if kind == "openai" else 42)
     assert answer.response_id == ("chatcmpl-1" if kind == "openai" else "msg_1")
+    assert answer.response_model == ("gpt-test" if kind == "openai" else "claude-test")
     assert answer.thinking == ("Hm, ja." if kind == "openai" else "Ich brauche Daten.")
 
 

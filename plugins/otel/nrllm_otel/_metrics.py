@@ -50,7 +50,9 @@ class Instruments:
             tool_calls=meter.create_counter(
                 "nrllm.tool.calls",
                 unit="{call}",
-                description="Tool calls by tool, result (ok, error, refused) and data class.",
+                description=(
+                    "Tool calls by tool, result (ok, error, timeout, refused) and data class."
+                ),
             ),
         )
 

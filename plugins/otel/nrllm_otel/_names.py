@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "GEN_AI_AGENT_NAME",
     "GEN_AI_CLIENT_OPERATION_DURATION",
     "GEN_AI_CLIENT_TOKEN_USAGE",
     "GEN_AI_CONVERSATION_ID",
@@ -23,12 +24,15 @@ __all__ = [
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_ID",
+    "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TOKEN_TYPE",
     "GEN_AI_TOOL_CALL_ARGUMENTS",
     "GEN_AI_TOOL_CALL_ID",
     "GEN_AI_TOOL_CALL_RESULT",
+    "GEN_AI_TOOL_DESCRIPTION",
     "GEN_AI_TOOL_NAME",
     "GEN_AI_TOOL_TYPE",
+    "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
     "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
@@ -42,6 +46,7 @@ __all__ = [
 ]
 
 # Attributes (upstream: gen_ai_attributes, under the same names).
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -50,12 +55,15 @@ GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"

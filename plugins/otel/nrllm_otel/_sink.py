@@ -31,6 +31,8 @@ __all__ = ["OtelSettings", "OtelSink"]
 
 _SCOPE: Final = "nrllm_otel"
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
+# error.type of a call whose tool ran and answered with an error (or raised).
+_TOOL_ERROR: Final = "tool_error"
 
 
 @attrs.define(kw_only=True)
@@ -49,12 +51,25 @@ class _Segment:
     request_started: int | None = None
 
 
+# A name a backend shows and groups by: one short line of printable text.
+_AGENT_NAME_MAX_CHARS: Final = 128
+
+
+def _agent_name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value or len(value) > _AGENT_NAME_MAX_CHARS or not value.isprintable():
+        raise ValueError(
+            f"{attribute.name}: expected 1 to {_AGENT_NAME_MAX_CHARS} printable characters"
+        )
+
+
 @final
 @attrs.frozen(kw_only=True)
 class OtelSettings:
-    """``[otel]``: ``enabled = false`` starts no span and records no metric."""
+    """``[otel]``: ``enabled = false`` starts no span and records no metric; ``agent_name``
+    is the ``gen_ai.agent.name`` of every ``invoke_agent`` span."""
 
     enabled: bool = True
+    agent_name: str = attrs.field(default="nrllm", validator=_agent_name)
 
 
 @final
@@ -76,6 +91,7 @@ class OtelSink:
         self._tracer: Tracer | None = None
         self._instruments: Instruments | None = None
         self._enabled = True
+        self._agent_name = OtelSettings().agent_name
         self._lock = threading.Lock()
         self._segments: dict[str, _Segment] = {}
         # Suspended segments' span contexts, until core asks for them to store.
@@ -89,16 +105,10 @@ class OtelSink:
 
     @hookimpl
     def nrllm_settings(self, settings: Any) -> None:
-        value = (
-            settings.get("enabled", True)
-            if isinstance(settings, Mapping)
-            else getattr(settings, "enabled", True)
-        )
-        if type(value) is not bool:
-            # Fail closed: an observability backend is an external store.
-            logger().warning("nrllm.otel.enabled_invalid")
-            value = False
-        self._enabled = value
+        if not isinstance(settings, OtelSettings):
+            settings = _settings_from(settings)
+        self._enabled = settings.enabled
+        self._agent_name = settings.agent_name
 
     @hookimpl
     def nrllm_trace_context(self, run_id: str) -> Mapping[str, str] | None:
@@ -170,6 +180,7 @@ class OtelSink:
         attributes = _drop_none(
             {
                 names.GEN_AI_OPERATION_NAME: names.OPERATION_INVOKE_AGENT,
+                names.GEN_AI_AGENT_NAME: self._agent_name,
                 names.GEN_AI_PROVIDER_NAME: _text(payload.get("provider_kind")) or provider,
                 names.GEN_AI_REQUEST_MODEL: _text(payload.get("model")),
                 names.GEN_AI_CONVERSATION_ID: record.run_id,
@@ -180,7 +191,7 @@ class OtelSink:
             }
         )
         span = self._tracer_for().start_span(
-            f"{names.OPERATION_INVOKE_AGENT} {provider or 'direct'}",
+            f"{names.OPERATION_INVOKE_AGENT} {self._agent_name}",
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -207,6 +218,9 @@ class OtelSink:
             names.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: (
                 _count(payload.get("reasoning_tokens")) or None
             ),
+            names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: (
+                _count(payload.get("cache_creation_tokens")) or None
+            ),
         }
         reason = _text(payload.get("finish_reason"))
         answered = {
@@ -214,6 +228,7 @@ class OtelSink:
             **_drop_none(
                 {
                     names.GEN_AI_RESPONSE_ID: _text(payload.get("response_id")),
+                    names.GEN_AI_RESPONSE_MODEL: _text(payload.get("response_model")),
                     names.GEN_AI_RESPONSE_FINISH_REASONS: None if reason is None else (reason,),
                 }
             ),
@@ -253,7 +268,8 @@ class OtelSink:
         )
         segment.input_messages = None
         segment.request_started = None
-        name = f"{names.OPERATION_CHAT} {segment.model or segment.provider or 'model'}"
+        # The convention's name: the operation and the requested model, when there is one.
+        name = f"{names.OPERATION_CHAT} {segment.model}" if segment.model else names.OPERATION_CHAT
         span = self._child(segment, name, SpanKind.CLIENT, {**shared, **attributes}, start)
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error))
@@ -275,6 +291,7 @@ class OtelSink:
             {
                 names.GEN_AI_OPERATION_NAME: names.OPERATION_EXECUTE_TOOL,
                 names.GEN_AI_TOOL_NAME: name,
+                names.GEN_AI_TOOL_DESCRIPTION: _text(payload.get("tool_description")),
                 names.GEN_AI_TOOL_CALL_ID: _text(payload.get("tool_call_id")),
                 names.GEN_AI_TOOL_TYPE: names.TOOL_TYPE_FUNCTION,
                 "nrllm.tool.data_class": data_class,
@@ -290,6 +307,10 @@ class OtelSink:
         for event_name, event_attributes in tool_artifact_events(segment.level, payload):
             span.add_event(event_name, event_attributes, end)
         if payload.get("tool_is_error") is True:
+            # error.type names the class of failure: refused, timeout, or the tool's own error.
+            span.set_attribute(
+                error_attributes.ERROR_TYPE, _TOOL_ERROR if outcome == "error" else outcome
+            )
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=end)
         self._instruments_for().tool_call(name, outcome, data_class)
@@ -326,12 +347,18 @@ class OtelSink:
         span = segment.span
         span.set_attributes(_drop_none({"nrllm.run.status": status, "nrllm.termination": reason}))
         if status == "failed":
+            span.set_attribute(
+                error_attributes.ERROR_TYPE, reason or error_attributes.ErrorTypeValues.OTHER.value
+            )
             span.set_status(Status(StatusCode.ERROR, reason))
         span.end(end_time=now)
+        span_context = span.get_span_context()
         with self._lock:
             self._segments.pop(run_id, None)
-            if status == "awaiting_approval":
-                self._suspended[run_id] = span.get_span_context()
+            # A no-op tracer's span (nothing configured) has no trace to resume: no context,
+            # rather than an empty answer that core would refuse as malformed.
+            if status == "awaiting_approval" and span_context.is_valid:
+                self._suspended[run_id] = span_context
 
     # -- providers ---------------------------------------------------------------------------
 
@@ -350,6 +377,22 @@ class OtelSink:
         if self._instruments is None:
             self._instruments = Instruments.create(self._meter_provider)
         return self._instruments
+
+
+def _settings_from(section: object) -> OtelSettings:
+    """Settings handed over as a plain section (the sink registered under another name)."""
+    given = section if isinstance(section, Mapping) else {}
+    enabled = given.get("enabled", True)
+    if type(enabled) is not bool:
+        # Fail closed: an observability backend is an external store.
+        logger().warning("nrllm.otel.enabled_invalid")
+        return OtelSettings(enabled=False)
+    name = given.get("agent_name")
+    try:
+        return OtelSettings(enabled=enabled, agent_name=name if isinstance(name, str) else "nrllm")
+    except ValueError:
+        logger().warning("nrllm.otel.agent_name_invalid")
+        return OtelSettings(enabled=enabled)
 
 
 def _resumed_from(value: object) -> trace.SpanContext | None:

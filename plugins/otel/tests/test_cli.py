@@ -45,7 +45,7 @@ def test_otel_console_prints_the_spans_and_metrics_on_stderr_through_the_sanitis
     done = nrllm(folder, "run", "Hi", "--json", "--otel-console")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "completed"
-    assert '"name": "invoke_agent model"' in done.stderr
+    assert '"name": "invoke_agent nrllm"' in done.stderr
     assert '"name": "chat tiny-1"' in done.stderr
     assert "gen_ai.client.operation.duration" in done.stderr
     # At "full" the model's text is in the spans, but never a raw terminal escape.
@@ -120,7 +120,7 @@ def test_serve_prints_a_runs_spans_and_on_sigterm_its_metrics(folder):
         _, errors = server.communicate(timeout=30)
     # uvicorn stopped gracefully, then the signal ended the process, as without the flag.
     assert server.returncode == -signal.SIGTERM
-    assert '"name": "invoke_agent model"' in errors
+    assert '"name": "invoke_agent nrllm"' in errors
     assert '"name": "chat tiny-1"' in errors
     # Exported by the shutdown the signal handler ran: a signal's end runs no exit hooks.
     assert "gen_ai.client.operation.duration" in errors

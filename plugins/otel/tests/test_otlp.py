@@ -78,8 +78,8 @@ def test_the_runs_spans_arrive_over_otlp_http(make_host, echo, receiver):
         for span in scope.spans
     ]
     names = sorted(s.name for s in spans)
-    assert names == ["chat tiny-1", "chat tiny-1", "execute_tool echo", "invoke_agent model"]
-    (run,) = [s for s in spans if s.name == "invoke_agent model"]
+    assert names == ["chat tiny-1", "chat tiny-1", "execute_tool echo", "invoke_agent nrllm"]
+    (run,) = [s for s in spans if s.name == "invoke_agent nrllm"]
     attributes = {a.key: a.value.string_value for a in run.attributes}
     assert attributes["gen_ai.conversation.id"] == outcome.run_id
     assert all(s.trace_id == run.trace_id for s in spans)

@@ -95,7 +95,7 @@ def test_a_run_resumed_in_another_process_continues_the_same_trace(folder):
     first = host(folder, "run")
     outcome = first["outcome"]
     assert outcome["status"] == "awaiting_approval"
-    assert [s["name"] for s in first["spans"]] == ["chat tiny-1", "invoke_agent model"]
+    assert [s["name"] for s in first["spans"]] == ["chat tiny-1", "invoke_agent nrllm"]
     suspended = first["spans"][1]
     second = host(folder, "approve", outcome["run_id"], outcome["turn_digest"])
     assert second["outcome"]["status"] == "completed"

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from nrllm_core import AuditRecord, Effect, StepKind
+from nrllm_core import (
+    AuditRecord,
+    DataClass,
+    Effect,
+    StepKind,
+    Tool,
+    ToolContext,
+    ToolResult,
+)
 
 
 def call(name: str, call_id: str, **arguments):
@@ -42,12 +52,13 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
     (run,) = otel.named("invoke_agent")
     chats = otel.named("chat")
     (tool,) = otel.named("execute_tool")
-    assert run.name == "invoke_agent model"
+    assert run.name == "invoke_agent nrllm"
     assert run.kind is SpanKind.INTERNAL
     assert run.parent is None
     # The metadata attributes are the same at every level; content only adds its own keys.
     assert dict(run.attributes) == {
         "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "nrllm",
         "gen_ai.provider.name": "scripted",
         "gen_ai.request.model": "tiny-1",
         "gen_ai.conversation.id": outcome.run_id,
@@ -58,6 +69,7 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
         "nrllm.termination": "completed",
     }
     assert run.status.status_code is StatusCode.UNSET
+    assert "error.type" not in run.attributes
     assert [c.name for c in chats] == ["chat tiny-1", "chat tiny-1"]
     for span in [*chats, tool]:
         assert span.parent is not None
@@ -84,6 +96,7 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
     assert metadata_of(tool) == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
+        "gen_ai.tool.description": "The echo tool.",
         "gen_ai.tool.call.id": "call_1",
         "gen_ai.tool.type": "function",
         "nrllm.tool.data_class": "systemDiagnostics",
@@ -107,10 +120,13 @@ def test_a_tool_error_and_a_refused_call_set_the_tool_span_status_and_count(make
     host.run("Go")
     fine, broken, unknown = otel.named("execute_tool")
     assert fine.status.status_code is StatusCode.UNSET
+    assert "error.type" not in fine.attributes
     assert broken.status.status_code is StatusCode.ERROR
     assert broken.attributes["nrllm.tool.result"] == "error"
+    assert broken.attributes["error.type"] == "tool_error"
     assert unknown.status.status_code is StatusCode.ERROR
     assert unknown.attributes["nrllm.tool.result"] == "refused"
+    assert unknown.attributes["error.type"] == "refused"
     counted = {
         (
             p.attributes["gen_ai.tool.name"],
@@ -141,6 +157,7 @@ def test_a_failed_model_call_is_an_error_chat_span_and_a_duration_with_its_error
     assert run.status.status_code is StatusCode.ERROR
     assert run.attributes["nrllm.run.status"] == "failed"
     assert run.attributes["nrllm.termination"] == "provider_failed"
+    assert run.attributes["error.type"] == "provider_failed"
     (chat,) = otel.named("chat")
     assert chat.status.status_code is StatusCode.ERROR
     assert chat.parent.span_id == run.context.span_id
@@ -183,7 +200,8 @@ def test_a_direct_invoke_is_a_run_of_kind_invoke(make_host, otel, echo):
     host = make_host([], echo())
     host.invoke("echo", {"text": "hi"})
     (run,) = otel.named("invoke_agent")
-    assert run.name == "invoke_agent direct"
+    assert run.name == "invoke_agent nrllm"
+    assert run.attributes["gen_ai.agent.name"] == "nrllm"
     assert run.attributes["nrllm.run.kind"] == "invoke"
     (tool,) = otel.named("execute_tool")
     assert tool.parent.span_id == run.context.span_id
@@ -405,3 +423,115 @@ def test_below_full_a_call_id_the_model_chose_is_exported_masked_and_alike_in_ea
         exported = [*span.attributes.values()]
         exported += [value for e in span.events for value in e.attributes.values()]
         assert "AKIAIOSFODNN7EXAMPLE" not in repr(exported)
+
+
+def test_the_agent_is_named_by_otel_agent_name(make_host, otel, echo):
+    host = make_host([final()], echo(), sections={"otel": {"agent_name": "support-desk"}})
+    host.run("Go")
+    host.invoke("echo", {"text": "hi"})
+    runs = otel.named("invoke_agent")
+    assert [r.name for r in runs] == ["invoke_agent support-desk"] * 2
+    assert [r.attributes["gen_ai.agent.name"] for r in runs] == ["support-desk"] * 2
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "x" * 129, 7])
+def test_an_agent_name_that_is_no_short_printable_text_is_refused_when_the_configuration_loads(
+    make_host, name
+):
+    from nrllm_core import ConfigError
+
+    with pytest.raises(ConfigError, match=r"otel\.agent_name"):
+        make_host([final()], sections={"otel": {"agent_name": name}}).run("Go")
+
+
+def test_a_chat_span_without_a_model_is_named_chat(otel):
+    # A provider with no model configured: the span is named after the operation alone, never
+    # after the provider's kind.
+    otel.sink.nrllm_audit(start_record(provider="gpt", provider_kind="openai"))
+    otel.sink.nrllm_audit(step_record(1, StepKind.REQUEST))
+    otel.sink.nrllm_audit(step_record(2, StepKind.LLM, finish_reason="stop"))
+    otel.sink.nrllm_audit(step_record(3, StepKind.FINISH, status="completed"))
+    (chat,) = otel.named("chat")
+    assert chat.name == "chat"
+    assert "gen_ai.request.model" not in chat.attributes
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+
+
+def start_record(**payload) -> AuditRecord:
+    return step_record(0, StepKind.START, run_kind="run", **payload)
+
+
+def step_record(sequence: int, kind: StepKind, duration_ms: float = 0.0, **payload) -> AuditRecord:
+    return AuditRecord(
+        run_id="run-1",
+        sequence=sequence,
+        kind=kind,
+        round=1,
+        duration_ms=duration_ms,
+        payload=payload,
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "names"),
+    [
+        ({"agent_name": "desk"}, ["invoke_agent desk"]),
+        # Not checked by core as a plain section: a bad name falls back, a bad switch is off.
+        ({"agent_name": "a\nb"}, ["invoke_agent nrllm"]),
+        ({"enabled": "yes"}, []),
+    ],
+)
+def test_a_plain_section_is_read_as_the_settings_class_would_be(otel, section, names):
+    otel.sink.nrllm_settings(section)
+    otel.sink.nrllm_audit(start_record())
+    otel.sink.nrllm_audit(step_record(1, StepKind.FINISH, status="completed"))
+    assert [s.name for s in otel.finished()] == names
+
+
+class Slow(Tool):
+    """Answers after longer than the run lets a call take."""
+
+    name = "slow"
+    description = "Takes its time."
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+
+    def execute(self, arguments: dict, context: ToolContext) -> ToolResult:
+        time.sleep(1.0)
+        return ToolResult.text("late")
+
+
+def test_a_timed_out_call_is_an_error_span_with_error_type_timeout(make_host, otel):
+    host = make_host(
+        [tool_turn(call("slow", "c1")), final()],
+        Slow(),
+        sections={"run": {"tool_timeout_seconds": 0.1}},
+    )
+    assert host.run("Go").status == "completed"
+    (tool,) = otel.named("execute_tool")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert tool.attributes["error.type"] == "timeout"
+    assert tool.attributes["nrllm.tool.result"] == "timeout"
+    (point,) = otel.points("nrllm.tool.calls")
+    assert point.attributes["nrllm.tool.result"] == "timeout"
+
+
+def test_a_chat_span_carries_the_answering_model_and_the_cache_writes(otel):
+    otel.sink.nrllm_audit(start_record(provider="claude", provider_kind="anthropic", model="c-4"))
+    otel.sink.nrllm_audit(step_record(1, StepKind.REQUEST))
+    otel.sink.nrllm_audit(
+        step_record(
+            2,
+            StepKind.LLM,
+            response_model="c-4-20250514",
+            prompt_tokens=160,
+            cached_tokens=100,
+            cache_creation_tokens=50,
+        )
+    )
+    otel.sink.nrllm_audit(step_record(3, StepKind.FINISH, status="completed"))
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.request.model"] == "c-4"
+    assert chat.attributes["gen_ai.response.model"] == "c-4-20250514"
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 50
