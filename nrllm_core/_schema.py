@@ -20,7 +20,8 @@ _EXACT_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
 _FLAT_OBJECT_KEYS: Final = frozenset(
     {"type", "properties", "required", "additionalProperties", "description", "title"}
 )
-_FLAT_PROPERTY_KEYS: Final = frozenset({"type", "description", "title"})
+# ``default`` is an annotation only: it changes what a value may be no more than a title does.
+_FLAT_PROPERTY_KEYS: Final = frozenset({"type", "description", "title", "default"})
 
 
 @attrs.frozen

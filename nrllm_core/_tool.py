@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
+import math
 import re
 import types
 import typing
@@ -168,7 +170,8 @@ def tool(
 
 
 def _schema_from_signature(function: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
-    hints = typing.get_type_hints(function)
+    # Extras kept: ``Annotated`` carries the constraints.
+    hints = typing.get_type_hints(function, include_extras=True)
     properties: dict[str, Any] = {}
     required: list[str] = []
     takes_context = False
@@ -183,6 +186,12 @@ def _schema_from_signature(function: Callable[..., Any]) -> tuple[dict[str, Any]
         properties[param.name] = _schema_for(hints[param.name], param.name)
         if param.default is param.empty:
             required.append(param.name)
+        elif not _is_json(param.default):
+            raise TypeError(
+                f"tool parameter {param.name!r}: its default {param.default!r} is not a JSON value"
+            )
+        else:
+            properties[param.name]["default"] = copy.deepcopy(param.default)
     schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -190,7 +199,37 @@ def _schema_from_signature(function: Callable[..., Any]) -> tuple[dict[str, Any]
     }
     if required:
         schema["required"] = required
+    _check_defaults(schema)
     return schema, takes_context
+
+
+def _is_json(value: object) -> bool:
+    """Whether ``value`` is JSON data as the model would send it: exact JSON types only."""
+    if value is None or type(value) in (str, int, bool):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(_is_json(item) for item in value)
+    if type(value) is dict:
+        return all(type(key) is str and _is_json(item) for key, item in value.items())
+    return False
+
+
+def _check_defaults(schema: dict[str, Any]) -> None:
+    """Each default must pass the check the seam makes of what the model sends."""
+    defaults = {n: p["default"] for n, p in schema["properties"].items() if "default" in p}
+    if not defaults:
+        return
+    from nrllm_core._schema import argument_error, compile_schema
+
+    validator = compile_schema({k: v for k, v in schema.items() if k != "required"})
+    for name, value in defaults.items():
+        problem = argument_error(validator, {name: value})
+        if problem is not None:
+            raise TypeError(
+                f"tool parameter {name!r}: its default does not fit its schema: {problem}"
+            )
 
 
 _SCALARS: Final[Mapping[Any, str]] = {
@@ -200,6 +239,21 @@ _SCALARS: Final[Mapping[Any, str]] = {
     bool: "boolean",
     type(None): "null",
 }
+# The JSON Schema keywords of the length constraints, (MinLen, MaxLen), by JSON type.
+_LENGTHS: Final[Mapping[str, tuple[str, str]]] = {
+    "string": ("minLength", "maxLength"),
+    "array": ("minItems", "maxItems"),
+    "object": ("minProperties", "maxProperties"),
+}
+_KINDS: Final[Mapping[str, str]] = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "null": "null",
+    "array": "an array",
+    "object": "an object",
+}
 
 
 def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
@@ -207,6 +261,8 @@ def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
         return {"type": _SCALARS[annotation]}
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _constrained(_schema_for(args[0], where), args[1:], where)
     if origin is Literal and all(isinstance(a, str | int | bool) for a in args):
         return {"enum": list(args)}
     if origin is list and len(args) == 1:
@@ -218,3 +274,60 @@ def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [_schema_for(a, where) for a in args]}
     raise TypeError(f"tool parameter {where!r} has a type with no JSON Schema: {annotation!r}")
+
+
+def _constrained(schema: dict[str, Any], metadata: tuple[Any, ...], where: str) -> dict[str, Any]:
+    """``schema`` with the ``annotated-types`` constraints of an ``Annotated`` type. Anything
+    else there is refused: a constraint the schema cannot carry would go unchecked."""
+    import annotated_types
+
+    for item in metadata:
+        # ``Interval`` and ``Len`` are groups of the single constraints.
+        group = item if isinstance(item, annotated_types.GroupedMetadata) else [item]
+        for constraint in group:
+            try:
+                keyword, value = _keyword(constraint, schema)
+            except ValueError as exc:
+                raise TypeError(f"tool parameter {where!r}: {constraint!r} {exc}") from None
+            schema[keyword] = value
+    return schema
+
+
+def _keyword(constraint: object, schema: Mapping[str, Any]) -> tuple[str, Any]:
+    """The JSON Schema keyword and value of one constraint on ``schema``; ``ValueError``
+    saying why there is none."""
+    from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen, MultipleOf
+
+    # Each constraint's keyword (by the JSON type it applies to) and the field of its bound.
+    numbers = ("integer", "number")
+    keywords: dict[type, tuple[Mapping[str, str], str]] = {
+        Gt: (dict.fromkeys(numbers, "exclusiveMinimum"), "gt"),
+        Ge: (dict.fromkeys(numbers, "minimum"), "ge"),
+        Lt: (dict.fromkeys(numbers, "exclusiveMaximum"), "lt"),
+        Le: (dict.fromkeys(numbers, "maximum"), "le"),
+        MultipleOf: (dict.fromkeys(numbers, "multipleOf"), "multiple_of"),
+        MinLen: ({t: pair[0] for t, pair in _LENGTHS.items()}, "min_length"),
+        MaxLen: ({t: pair[1] for t, pair in _LENGTHS.items()}, "max_length"),
+    }
+    kind = type(constraint)
+    if kind not in keywords:
+        raise ValueError("is not a constraint with a JSON Schema")
+    by_type, field = keywords[kind]
+    json_type = schema.get("type")
+    keyword = by_type.get(json_type) if isinstance(json_type, str) else None
+    if keyword is None:
+        shown = _KINDS.get(json_type) if isinstance(json_type, str) else None
+        raise ValueError(
+            f"does not apply to {shown or ('an enum' if 'enum' in schema else 'a union')}"
+        )
+    if keyword in schema:
+        raise ValueError(f"repeats {keyword}")
+    value = getattr(constraint, field)
+    if kind in (MinLen, MaxLen):
+        if type(value) is not int or value < 0:
+            raise ValueError("needs an integer of 0 or more")
+    elif type(value) not in (int, float) or not math.isfinite(value):
+        raise ValueError("needs a finite number")
+    elif kind is MultipleOf and value <= 0:
+        raise ValueError("needs a number above 0")
+    return keyword, value

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nrllm_core._gate import GateReport
     from nrllm_core._host import Host, RunOutcome
     from nrllm_core._manager import PluginManager
-    from nrllm_core._messages import ChatMessage, ProviderAnswer, ToolSpec
+    from nrllm_core._messages import ChatMessage, ProviderAnswer, ToolCall, ToolSpec
     from nrllm_core._providers import Provider, ProviderRegistry
 
 __all__ = ["Harness", "Invocation"]
@@ -40,8 +40,6 @@ MARKER: Final = "nrllm_settings"
 # The provider kind of the inline scripts: core's ``scripted`` kind, with its requests kept.
 _KIND: Final = "nrllm-pytest-scripted"
 _ACTOR: Final = "tester"
-# Shorter cells and texts, and numbers, are everywhere on a wire: they prove no leak.
-_LEAK_MIN_CHARS: Final = 4
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -103,6 +101,8 @@ class Harness:
         self.sinks = SinkRecorder()
         #: every request a scripted model received: its messages and the tools offered.
         self.requests: list[Request] = []
+        # Every answer a scripted model gave: the model's own text, which it may repeat.
+        self._answers: list[ProviderAnswer] = []
         self._marker_settings = marker_settings
         self._sections: dict[str, Mapping[str, Any]] = {}
         self._providers: dict[str, dict[str, Any]] = {}
@@ -119,7 +119,8 @@ class Harness:
             from nrllm_core._manager import make_plugin_manager
 
             self._pm = make_plugin_manager(
-                plugins=[self.sinks, _ScriptedKind(self.requests)], load_entry_points=False
+                plugins=[self.sinks, _ScriptedKind(self.requests, self._answers)],
+                load_entry_points=False,
             )
             # Tools are registered with the harness's own configuration, as a host's are.
             self._pm.use_config(self._config)
@@ -260,47 +261,91 @@ class Harness:
     # -- checks ------------------------------------------------------------------------------
 
     def assert_no_artifact_on_wire(self) -> None:
-        """Fail with the first artifact cell or text of this test found in a wire payload or
-        in a request to a model. Cells and texts under four characters, and numbers, are
-        not checked: they are on every wire."""
-        secrets = list(_artifact_strings(self.sinks.trace))
-        for where, text in self._wire_texts():
-            for origin, secret in secrets:
-                if secret in text:
-                    pytest.fail(f"{origin} is on the wire: {secret!r} in {where}", pytrace=False)
+        """Fail with the first artifact value of this test (a table's cell, a text artifact's
+        text) found in a wire payload or a model request where none of its sources has it.
 
-    def _wire_texts(self) -> Iterator[tuple[str, str]]:
+        A call's wire payload, and the tool message that carries it to the model, may hold
+        that call's own content (what its tool returned, bounded); every payload and message
+        may hold the test's prompts (the user and system messages) and the model's own
+        answers (its text and its calls' arguments). What the tool put in its content, the
+        test wrote or the model said is no leak; anything else the wire holds of an artifact
+        is."""
+        artifacts = list(_artifact_values(self.sinks.trace))
+        contents: dict[str, list[str]] = {}
+        for event in self.sinks.trace:
+            if event.step.kind is StepKind.TOOL:
+                fields = event.step.fields
+                contents.setdefault(fields["tool_call_id"], []).append(fields["tool_result"])
+        shared = [*self._prompts(), *_answer_texts(self._answers)]
+        for where, text, call_id in self._wire_texts():
+            own = [*contents.get(call_id, ()), *shared] if call_id is not None else shared
+            for origin, value in artifacts:
+                if value in text and not any(value in source for source in own):
+                    pytest.fail(f"{origin} is on the wire: {value!r} in {where}", pytrace=False)
+
+    def _prompts(self) -> Iterator[str]:
+        from nrllm_core._messages import Role
+
+        for messages, _ in self.requests:
+            yield from (m.content for m in messages if m.role in (Role.SYSTEM, Role.USER))
+
+    def _wire_texts(self) -> Iterator[tuple[str, str, str | None]]:
+        """Each text of a wire payload or a model request, where it is, and the call whose
+        content it carries (``None``: a model's message)."""
+        from nrllm_core._messages import Role
+
         for payload in self.sinks.wire:
-            yield f'the wire payload of call "{payload.call_id}"', payload.content
+            yield f'the wire payload of call "{payload.call_id}"', payload.content, payload.call_id
         for number, (messages, _) in enumerate(self.requests, start=1):
             for index, message in enumerate(messages):
                 where = f"model request {number}, message {index + 1} ({message.role.value})"
-                yield where, message.content or ""
-                for call in message.tool_calls:
-                    yield f"{where}, call arguments", repr(call.arguments)
+                if message.role is Role.TOOL:
+                    yield where, message.content, message.tool_call_id
+                elif message.role is Role.ASSISTANT:
+                    yield where, message.content, None
+                    for call in message.tool_calls:
+                        for text in _call_texts(call):
+                            yield f"{where}, call arguments", text, None
 
 
-def _artifact_strings(events: Sequence[TraceEvent]) -> Iterator[tuple[str, str]]:
+def _artifact_values(events: Sequence[TraceEvent]) -> Iterator[tuple[str, str]]:
     for event in events:
         name = event.step.fields.get("tool_name")
         for artifact in event.step.tool_artifacts:
             origin = f'an artifact of "{name}" (run {event.run_id}, step {event.sequence})'
             if artifact.type is ArtifactType.TABLE:
-                strings = [cell for row in artifact.data["rows"] for cell in row]
+                values = [cell for row in artifact.data["rows"] for cell in row]
             else:
-                strings = [artifact.data["text"]]
-            for text in strings:
-                text = text.strip()
-                if len(text) >= _LEAK_MIN_CHARS and not _is_number(text):
-                    yield origin, text
+                values = [artifact.data["text"]]
+            for value in values:
+                # Blank cells are in every text; what is around a value is not the value.
+                value = value.strip()
+                if value:
+                    yield origin, value
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+def _answer_texts(answers: Sequence[ProviderAnswer]) -> Iterator[str]:
+    for answer in answers:
+        yield answer.content
+        for call in answer.tool_calls:
+            yield from _call_texts(call)
+
+
+def _call_texts(call: ToolCall) -> Iterator[str]:
+    """The strings of a call's arguments, keys and values, at any depth; malformed arguments
+    as the model sent them."""
+    if call.raw_arguments is not None:
+        yield call.raw_arguments
+    pending: list[object] = [call.arguments]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, Mapping):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
 
 
 def _module(module_or_path: types.ModuleType | str | os.PathLike[str]) -> types.ModuleType:
@@ -363,8 +408,9 @@ def _declared_entry_point(source: Path, module: str) -> str | None:
 class _ScriptedKind:
     """Registers the inline scripts' kind: core's scripted provider, its requests kept."""
 
-    def __init__(self, requests: list[Request]) -> None:
+    def __init__(self, requests: list[Request], answers: list[ProviderAnswer]) -> None:
         self.requests = requests
+        self.answers = answers
 
     @hookimpl
     def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
@@ -383,6 +429,7 @@ class _ScriptedKind:
         return _Recorded(
             scripted_factory(name, settings, config_dir=config_dir, environ=environ),
             self.requests,
+            self.answers,
         )
 
 
@@ -391,9 +438,12 @@ class _ScriptedKind:
 class _Recorded:
     model: Provider
     requests: list[Request]
+    answers: list[ProviderAnswer]
 
     def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
     ) -> ProviderAnswer:
         self.requests.append((tuple(messages), tuple(tools)))
-        return self.model.complete(messages, tools)
+        answer = self.model.complete(messages, tools)
+        self.answers.append(answer)
+        return answer

@@ -74,3 +74,50 @@ def test_the_tutorial_quotes_every_file_of_the_example() -> None:
 @pytest.mark.parametrize("path", EXAMPLE_FILES)
 def test_the_tutorial_quotes_the_example_word_for_word(path: str) -> None:
     assert quoted_files()[path] == (EXAMPLE / path).read_text(encoding="utf-8")
+
+
+def test_the_index_counts_the_tools_the_tutorial_builds(nrllm) -> None:
+    nrllm.load(EXAMPLE / "nrllm_hello")
+    count = ["no", "one", "two", "three"][len(nrllm.pm.catalog().tools)]
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    tutorial = index[index.index("## Tutorial") : index.index("## How-to guides")]
+
+    assert f"a plugin with {count} tools" in " ".join(tutorial.split())
+    assert f"An example nrllm plugin: {count} tools" in (EXAMPLE / "pyproject.toml").read_text(
+        encoding="utf-8"
+    )
+
+
+def test_governance_classifies_personal_data_with_an_example_that_works(nrllm) -> None:
+    import types
+
+    from nrllm_core import DataClass, TrustZone
+
+    text = (DOCS / "explanation" / "governance.md").read_text(encoding="utf-8")
+    section = text[text.index("## Personal data") :]
+    section = section[: section.index("\n## ")]
+    assert "content and artifacts alike" in " ".join(section.split())
+    modules = []
+    for number, code in enumerate(re.findall(r"```python\n(.*?)```", section, re.DOTALL)):
+        module = types.ModuleType(f"governance_example_{number}")
+        exec(compile(code, f"governance.md example {number}", "exec"), module.__dict__)
+        modules.append(module)
+    tool_module, policy_module = modules
+
+    nrllm.load(tool_module)
+    call = nrllm.invoke("find_customer", email="ada@example.org")
+    # The model gets a customer number; the person is in the artifact, which the class covers.
+    assert call.content == "1 customer found: C-1042"
+    assert ["C-1042", "Ada Lovelace", "ada@example.org", "+44 20 7946 0000"] in (
+        call.artifacts[0].data["rows"]
+    )
+    assert nrllm.offered(TrustZone.EXTERNAL_GLOBAL).offered_names == ("find_customer",)
+    nrllm.load(policy_module)
+    registered = nrllm.pm.catalog().get("find_customer")
+    assert registered.declared_data_class is DataClass.EDITOR_CONTENT
+    assert (registered.data_class, registered.data_class_source) == (
+        DataClass.INTERNAL_CONFIGURATION,
+        "hook",
+    )
+    assert nrllm.offered(TrustZone.EXTERNAL_GLOBAL).offered_names == ()
+    assert nrllm.offered(TrustZone.EXTERNAL_EU).offered_names == ("find_customer",)

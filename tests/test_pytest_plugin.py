@@ -23,7 +23,7 @@ def lookup(name: str) -> ToolResult:
     """Look a customer up."""
     row = [name, "ada@example.org"]
     table = ToolArtifact.table(["name", "email"], [row])
-    if name == "leak":
+    if name == "show":
         return ToolResult.text("found ada@example.org", table)
     return ToolResult.text("1 customer found", table)
 
@@ -205,29 +205,88 @@ def test_no_artifact_on_the_wire_passes_for_a_tool_that_keeps_them_apart(nrllm, 
     nrllm.assert_no_artifact_on_wire()
 
 
-def test_no_artifact_on_the_wire_fails_with_the_first_leak(nrllm, leaky):
-    nrllm.load(leaky)
+def test_no_artifact_on_the_wire_fails_with_the_first_leak(nrllm, leaky, monkeypatch):
+    from nrllm_core import _loop
 
-    nrllm.invoke("lookup", name="leak")
+    nrllm.load(leaky)
+    call = {"name": "lookup", "arguments": {"name": "ada"}}
+    answer = _loop._answer
+
+    def leaking(segment, call, content, is_error):
+        # A host double that copies the call's artifact into the model's next request.
+        [table] = nrllm.sinks.trace[-1].step.tool_artifacts
+        answer(segment, call, f"{content}: {table.data['rows'][0][1]}", is_error)
+
+    monkeypatch.setattr(_loop, "_answer", leaking)
+    nrllm.run("Find Ada.", script=[{"tool_calls": [call]}, {"content": "One customer."}])
 
     with pytest.raises(pytest.fail.Exception) as failed:
         nrllm.assert_no_artifact_on_wire()
+    step = next(e for e in nrllm.sinks.trace if e.step.tool_artifacts)
     assert str(failed.value) == (
-        'an artifact of "lookup" (run '
-        f"{nrllm.sinks.trace[-1].run_id}, step 2) is on the wire: 'ada@example.org' in the "
-        f'wire payload of call "{nrllm.sinks.wire[-1].call_id}"'
+        f'an artifact of "lookup" (run {step.run_id}, step {step.sequence}) is on the wire: '
+        "'ada@example.org' in model request 2, message 3 (tool)"
     )
 
 
-def test_no_artifact_on_the_wire_checks_what_the_model_was_sent(nrllm, leaky):
+def test_no_artifact_on_the_wire_checks_each_wire_payload(nrllm, leaky, monkeypatch):
+    from nrllm_core import _invoke
+
     nrllm.load(leaky)
+    new_wire = _invoke._new_wire
+
+    def leaking(**fields):
+        # A seam double whose wire payload is not the content the tool returned.
+        return new_wire(**{**fields, "content": fields["content"] + " ada@example.org"})
+
+    monkeypatch.setattr(_invoke, "_new_wire", leaking)
     nrllm.invoke("lookup", name="ada")
 
-    # A host that copies an artifact into a prompt leaks it as surely as a tool would.
-    nrllm.run("Write to ada@example.org", script=[{"content": "Done."}])
-
-    with pytest.raises(pytest.fail.Exception, match=r"in model request 1, message 1 \(user\)"):
+    with pytest.raises(pytest.fail.Exception, match=r"in the wire payload of call \"call_"):
         nrllm.assert_no_artifact_on_wire()
+
+
+def test_no_artifact_on_the_wire_passes_for_what_a_tool_puts_in_its_content(nrllm, leaky):
+    nrllm.load(leaky)
+
+    # The tool chose to tell the model this value: its content is what the wire may carry.
+    assert nrllm.invoke("lookup", name="show").content == "found ada@example.org"
+
+    nrllm.assert_no_artifact_on_wire()
+
+
+def test_no_artifact_on_the_wire_passes_for_the_prompt_and_the_models_arguments(nrllm, leaky):
+    nrllm.load(leaky)
+    call = {"name": "lookup", "arguments": {"name": "ada@example.org"}}
+    script = [{"tool_calls": [call]}, {"content": "ada@example.org is a customer."}]
+
+    nrllm.run("Is ada@example.org a customer?", script=script)
+
+    nrllm.assert_no_artifact_on_wire()
+
+
+def test_no_artifact_on_the_wire_passes_for_a_summary_of_its_own_table(nrllm):
+    nrllm.load(HELLO)
+    call = {"name": "word_count", "arguments": {"text": "the cat saw the other cat"}}
+
+    nrllm.invoke("word_count", text="the cat saw the other cat")
+    nrllm.run("Count.", script=[{"tool_calls": [call]}, {"content": "6 words."}])
+
+    assert "other" in nrllm.sinks.wire[-1].content
+    nrllm.assert_no_artifact_on_wire()
+
+
+def test_no_artifact_on_the_wire_passes_for_builtin_read_records(nrllm, tmp_path):
+    from nrllm_builtin.sample import create_sample_database
+
+    database = create_sample_database(tmp_path / "sample.db")
+    nrllm.load_installed("builtin", settings={"records_url": f"sqlite+pysqlite:///{database}"})
+
+    call = nrllm.invoke("read_records", table="pages")
+
+    assert "Home" in call.content
+    assert "Home" in {cell for row in call.artifacts[0].data["rows"] for cell in row}
+    nrllm.assert_no_artifact_on_wire()
 
 
 @pytest.mark.anyio

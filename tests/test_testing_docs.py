@@ -36,7 +36,8 @@ def test_the_page_quotes_tests():
     assert len(quoted()) >= 10
 
 
-@pytest.mark.parametrize(("path", "name", "code"), quoted(), ids=lambda v: str(v)[:40])
+# Named by the test quoted: two names may share their first words.
+@pytest.mark.parametrize(("path", "name", "code"), quoted(), ids=[n for _, n, _ in quoted()])
 def test_each_example_is_a_test_word_for_word(path, name, code):
     assert name.startswith("test_")
     assert functions_of(path)[name] == code

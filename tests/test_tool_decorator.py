@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import pytest
+from annotated_types import Ge, Gt, Interval, Le, Len, Lt, MaxLen, MinLen, MultipleOf, Predicate
 
 from nrllm_core import (
     Actor,
@@ -14,6 +15,7 @@ from nrllm_core import (
     ToolContext,
     ToolRegistry,
     ToolResult,
+    hookimpl,
     tool,
 )
 
@@ -52,15 +54,16 @@ def test_schema_is_derived_from_the_signature():
             "weights": {"type": "object", "additionalProperties": {"type": "integer"}},
             "mode": {"enum": ["fast", "slow"]},
             "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            "either": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            "limit": {"type": "integer"},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+            "limit": {"type": "integer", "default": 10},
             "matrix": {
                 "anyOf": [
                     {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
                     {"type": "null"},
-                ]
+                ],
+                "default": None,
             },
-            "extra": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            "extra": {"anyOf": [{"type": "object"}, {"type": "null"}], "default": None},
         },
         "required": ["text", "count", "ratio", "flag", "tags", "weights", "mode", "maybe"],
         "additionalProperties": False,
@@ -150,11 +153,26 @@ def test_context_is_injected_only_when_declared():
         """Ignore the context."""
         return ToolResult.text(query)
 
+    # Anywhere in the signature: first, or keyword-only between two parameters.
+    @tool(group="rag")
+    def first(context: ToolContext, query: str) -> ToolResult:
+        """Context first."""
+        return ToolResult.text(f"{query} for {context.actor.id}")
+
+    @tool(group="rag")
+    def keyword_only(query: str, *, context: ToolContext, limit: int = 3) -> ToolResult:
+        """Context keyword-only."""
+        return ToolResult.text(f"{query}:{limit} for {context.actor.id}")
+
     assert with_context.execute({"query": "q"}, context).content == "q for alice"
     assert without_context.execute({"query": "q"}, context).content == "q"
     # The context is not a parameter the model can see or send.
     assert "context" not in with_context.parameters["properties"]
     assert with_context.parameters["required"] == ["query"]
+    assert first.execute({"query": "q"}, context).content == "q for alice"
+    assert keyword_only.execute({"query": "q"}, context).content == "q:3 for alice"
+    assert list(first.parameters["properties"]) == ["query"]
+    assert list(keyword_only.parameters["properties"]) == ["query", "limit"]
 
 
 def test_a_missing_docstring_fails_at_decoration():
@@ -322,3 +340,189 @@ def test_registration_refuses_malformed_declarations(attribute, value, error):
     setattr(broken, attribute, value)
     with pytest.raises(error):
         ToolRegistry().register(broken)
+
+
+@tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+def constrained(
+    limit: Annotated[int, Ge(1), Le(50)],
+    ratio: Annotated[float, Gt(0), Lt(1)],
+    step: Annotated[int, MultipleOf(5)],
+    title: Annotated[str, MinLen(1), MaxLen(40)],
+    tags: Annotated[list[Annotated[str, MaxLen(10)]], MaxLen(3)],
+    weights: Annotated[dict[str, int], MinLen(1)],
+    window: Annotated[int, Interval(ge=0, lt=10)],
+    code: Annotated[str, Len(2, 3)],
+    mode: Literal["fast", "slow"] = "fast",
+    page: Annotated[int, Ge(1)] = 1,
+    note: Annotated[str, MaxLen(5)] | None = None,
+) -> ToolResult:
+    """Take one parameter of every constraint."""
+    return ToolResult.text(f"{limit}:{mode}:{page}:{note}")
+
+
+def test_annotated_constraints_literals_and_defaults_are_in_the_schema():
+    assert constrained.parameters["properties"] == {
+        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "step": {"type": "integer", "multipleOf": 5},
+        "title": {"type": "string", "minLength": 1, "maxLength": 40},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3},
+        "weights": {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "minProperties": 1,
+        },
+        "window": {"type": "integer", "minimum": 0, "exclusiveMaximum": 10},
+        "code": {"type": "string", "minLength": 2, "maxLength": 3},
+        "mode": {"enum": ["fast", "slow"], "default": "fast"},
+        "page": {"type": "integer", "minimum": 1, "default": 1},
+        "note": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}], "default": None},
+    }
+    assert constrained.parameters["required"] == [
+        "limit", "ratio", "step", "title", "tags", "weights", "window", "code",
+    ]  # fmt: skip
+
+
+VALID = {
+    "limit": 50,
+    "ratio": 0.5,
+    "step": 10,
+    "title": "t",
+    "tags": ["a"],
+    "weights": {"a": 1},
+    "window": 0,
+    "code": "ab",
+}
+
+
+class Constrained:
+    @hookimpl
+    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
+        registry.register(constrained)
+
+
+def test_the_seam_applies_the_python_defaults_to_a_valid_call(nrllm):
+    nrllm.load(Constrained())
+
+    assert nrllm.invoke("constrained", **VALID).content == "50:fast:1:None"
+
+
+@pytest.mark.parametrize(
+    ("changed", "problem"),
+    [
+        ({"limit": 0}, "$.limit: 0 is less than the minimum of 1"),
+        ({"limit": 51}, "$.limit: 51 is greater than the maximum of 50"),
+        ({"ratio": 0}, "$.ratio: 0 is less than or equal to the minimum of 0"),
+        ({"ratio": 1}, "$.ratio: 1 is greater than or equal to the maximum of 1"),
+        ({"step": 7}, "$.step: 7 is not a multiple of 5"),
+        ({"title": ""}, "$.title: '' should be non-empty"),
+        ({"title": "x" * 41}, "$.title: '" + "x" * 41 + "' is too long"),
+        ({"tags": ["a"] * 4}, "$.tags: ['a', 'a', 'a', 'a'] is too long"),
+        ({"tags": ["x" * 11]}, "$.tags[0]: '" + "x" * 11 + "' is too long"),
+        ({"weights": {}}, "$.weights: {} should be non-empty"),
+        ({"window": 10}, "$.window: 10 is greater than or equal to the maximum of 10"),
+        ({"code": "abcd"}, "$.code: 'abcd' is too long"),
+        ({"mode": "medium"}, "$.mode: 'medium' is not one of ['fast', 'slow']"),
+        ({"page": 0}, "$.page: 0 is less than the minimum of 1"),
+        ({"note": "too long"}, "$.note: 'too long' is too long"),
+    ],
+    ids=lambda v: v.split(":")[0] + ":" + v.split(":")[1][:12] if isinstance(v, str) else "",
+)
+def test_the_seam_refuses_arguments_outside_the_constraints(nrllm, changed, problem):
+    nrllm.load(Constrained())
+
+    call = nrllm.invoke("constrained", **{**VALID, **changed})
+
+    assert call.is_error
+    assert call.content == f'Error: invalid arguments for tool "constrained": {problem}'
+
+
+def _with_default(annotation: Any, default: Any) -> Any:
+    def function(value: int = 0) -> ToolResult:
+        """A tool."""
+        return ToolResult.text("x")
+
+    function.__annotations__["value"] = annotation
+    function.__defaults__ = (default,)
+    return function
+
+
+SCHEMA = "its default does not fit its schema: $.value:"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "default", "problem"),
+    [
+        (Annotated[int, Ge(1)], 0, f"{SCHEMA} 0 is less than the minimum of 1"),
+        (int, "10", f"{SCHEMA} '10' is not of type 'integer'"),
+        (int, True, f"{SCHEMA} True is not of type 'integer'"),
+        (int, None, f"{SCHEMA} None is not of type 'integer'"),
+        (Literal["a", "b"], "c", f"{SCHEMA} 'c' is not one of ['a', 'b']"),
+        (Annotated[str, MaxLen(2)], "abc", f"{SCHEMA} 'abc' is too long"),
+        (list[str], ("a",), "its default ('a',) is not a JSON value"),
+        (float, float("nan"), "its default nan is not a JSON value"),
+        (float, float("inf"), "its default inf is not a JSON value"),
+        (dict[str, int], {1: 2}, "its default {1: 2} is not a JSON value"),
+        (list[str], {"a"}, "its default {'a'} is not a JSON value"),
+        (str, b"a", "its default b'a' is not a JSON value"),
+    ],
+    ids=[
+        "minimum", "string-for-int", "bool-for-int", "none-for-int", "enum", "max-length",
+        "tuple", "nan", "inf", "int-key", "set", "bytes",
+    ],
+)  # fmt: skip
+def test_a_default_that_is_not_a_valid_argument_fails_at_decoration(annotation, default, problem):
+    with pytest.raises(TypeError) as failed:
+        tool(group="rag")(_with_default(annotation, default))
+    assert str(failed.value) == f"tool parameter 'value': {problem}"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "problem"),
+    [
+        (Annotated[str, Ge(1)], "Ge(ge=1) does not apply to a string"),
+        (Annotated[int, MaxLen(3)], "MaxLen(max_length=3) does not apply to an integer"),
+        (Annotated[bool, Ge(0)], "Ge(ge=0) does not apply to a boolean"),
+        (Annotated[Literal[1, 2], Ge(1)], "Ge(ge=1) does not apply to an enum"),
+        (Annotated[int | None, Ge(1)], "Ge(ge=1) does not apply to a union"),
+        (Annotated[int, "doc"], "'doc' is not a constraint with a JSON Schema"),
+        (
+            Annotated[int, Predicate(bool)],
+            "Predicate(bool) is not a constraint with a JSON Schema",
+        ),
+        (Annotated[float, Ge(True)], "Ge(ge=True) needs a finite number"),
+        (Annotated[float, Le(float("inf"))], "Le(le=inf) needs a finite number"),
+        (Annotated[int, MultipleOf(0)], "MultipleOf(multiple_of=0) needs a number above 0"),
+        (Annotated[str, MaxLen(-1)], "MaxLen(max_length=-1) needs an integer of 0 or more"),
+        (Annotated[int, Ge(1), Ge(2)], "Ge(ge=2) repeats minimum"),
+    ],
+    ids=[
+        "number-on-string", "length-on-int", "number-on-bool", "enum", "union", "doc",
+        "predicate", "bool-bound", "infinite-bound", "zero-multiple", "negative-length",
+        "repeated",
+    ],
+)  # fmt: skip
+def test_a_constraint_without_a_json_schema_fails_at_decoration(annotation, problem):
+    def function(value: int) -> ToolResult:
+        """A tool."""
+        return ToolResult.text("x")
+
+    function.__annotations__["value"] = annotation
+    with pytest.raises(TypeError) as failed:
+        tool(group="rag")(function)
+    assert str(failed.value) == f"tool parameter 'value': {problem}"
+
+
+def test_a_default_keeps_a_flat_schema_on_the_quick_check():
+    from nrllm_core._schema import compile_schema
+
+    @tool(group="rag")
+    def search(query: str, limit: int = 10) -> ToolResult:
+        """Search."""
+        return ToolResult.text(query)
+
+    validator = compile_schema(search.parameters)
+
+    assert validator.quick is not None
+    for arguments in ({"query": "q"}, {"query": "q", "limit": 3}, {"query": "q", "limit": "3"}):
+        assert validator.quick(arguments) is validator.full.is_valid(arguments)

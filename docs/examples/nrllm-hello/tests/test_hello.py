@@ -39,6 +39,17 @@ def test_the_wire_gets_the_summary_and_the_trace_the_table(nrllm) -> None:
     assert "tool_artifacts" not in call.audit.payload
 
 
+def test_the_table_stays_off_the_wire(nrllm) -> None:
+    nrllm.load(PLUGIN)
+    call = {"name": "word_count", "arguments": {"text": "the cat saw the other cat"}}
+
+    nrllm.invoke("word_count", text="the cat saw the other cat")
+    nrllm.run("Count the words.", script=[{"tool_calls": [call]}, {"content": "6 words."}])
+
+    # Words the summary names are its own content; any other table cell would be a leak.
+    nrllm.assert_no_artifact_on_wire()
+
+
 def test_a_text_without_words_is_an_error_without_artifacts(nrllm) -> None:
     nrllm.load(PLUGIN)
 
