@@ -158,6 +158,7 @@ async def _next(walker: Driver[Drive, T]) -> Drive | None:
 
 
 async def _settle_cancelled(walker: Driver[Drive, Any]) -> None:
+    """Settle the run of a cancelled task (shielded), before the cancellation goes on."""
     import anyio
 
     with anyio.CancelScope(shield=True):

@@ -168,10 +168,7 @@ def _notify(watcher: Callable[[T], None] | None, value: T | None) -> None:
 
 def _cancelled(driver: Driver[Effect, Any], effect: Effect) -> None:
     """Answer ``effect`` as a cancelled run does: no model call, no call started."""
-    if isinstance(effect, Ask):
-        driver.fail(RunCancelled())
-    elif isinstance(effect, Run):
-        driver.answer([cancelled(started=False) for _ in effect.calls])
+    _interrupted(driver, effect, _Turn())
 
 
 def _ask(provider: Provider | None, ask: Ask, watchers: Watchers) -> ProviderAnswer:
@@ -284,11 +281,9 @@ async def adrive(
                 # driver answers a cancelled run's: each step written, no model request, no
                 # call started.
                 while effect is not None:
-                    if not driver.awaiting:
-                        pass
-                    elif isinstance(effect, Record):
+                    if driver.awaiting and isinstance(effect, Record):
                         await _write(driver, record, effect)
-                    else:
+                    elif driver.awaiting:
                         _interrupted(driver, effect, partial)
                     partial = _Turn()
                     effect = driver.next()
