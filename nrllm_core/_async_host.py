@@ -8,12 +8,11 @@ import functools
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
-from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive
+from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive, in_thread
 from nrllm_core._events import AsyncEventStream, StreamEvent
-from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome
-from nrllm_core._loop import Record, RunCancelled
+from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome, _record
+from nrllm_core._loop import RunCancelled
 from nrllm_core._payloads import TraceEvent, WirePayload
-from nrllm_core._recorder import RunRecorder
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -59,8 +58,12 @@ class AsyncHost:
         flow = self.host._run_flow(prompt, **options)
         walker: Driver[Drive, RunOutcome] = Driver(flow)
         first = await _next(walker)
-        async for event in events.start(lambda watchers: self._walked(walker, first, watchers)):
-            yield event
+        run = events.start(lambda watchers: self._walked(walker, first, watchers))
+        # Closed here, in the reader's task, when the reader leaves: the run's task group
+        # (entered in this task) is left in this task, after the run settled cancelled.
+        async with contextlib.aclosing(run):
+            async for event in run:
+                yield event
 
     async def approve(
         self,
@@ -87,7 +90,7 @@ class AsyncHost:
 
     async def pending(self, run_id: str) -> RunOutcome | None:
         """:meth:`Host.pending`, awaited."""
-        return await _in_thread(self.host.pending, run_id)
+        return await in_thread(functools.partial(self.host.pending, run_id))
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -105,12 +108,9 @@ class AsyncHost:
                 try:
                     walker.answer(await self._drive(effect, cancellation, watchers))
                 except anyio.get_cancelled_exc_class():
-                    # The run settles with what the driver recorded, then the task's
-                    # cancellation goes on.
-                    if cancellation.outcome is not None:
-                        walker.answer(cancellation.outcome)
-                    with anyio.CancelScope(shield=True):
-                        await _in_thread(_drain, walker)
+                    # The driver recorded what happened; the run settles cancelled, then the
+                    # task's cancellation goes on.
+                    await _settle_cancelled(walker)
                     raise
                 except Exception as exc:
                     walker.fail(exc)
@@ -140,35 +140,36 @@ class AsyncHost:
         return self._limiter
 
 
-async def _record(recorder: RunRecorder, effect: Record) -> bool:
-    delivered: bool = await _in_thread(recorder.record, effect.step)
-    return delivered
-
-
 async def _next(walker: Driver[Drive, T]) -> Drive | None:
     """The flow's store work up to its next core, in a worker thread. A cancellation while it
     runs lets it finish (the thread is not abandoned), then settles the run."""
     import anyio
+    import anyio.lowlevel
 
     try:
-        return await _in_thread(walker.next)
+        effect = await in_thread(walker.next)
+        # A cancellation that landed during that work (shielded from an anyio scope) lands
+        # here: the core it asked for never starts.
+        await anyio.lowlevel.checkpoint_if_cancelled()
     except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            await _in_thread(_drain, walker)
+        await _settle_cancelled(walker)
         raise
+    return effect
+
+
+async def _settle_cancelled(walker: Driver[Drive, Any]) -> None:
+    """Settle the run of a cancelled task (shielded), before the cancellation goes on."""
+    import anyio
+
+    with anyio.CancelScope(shield=True):
+        await in_thread(functools.partial(_drain, walker))
 
 
 def _drain(walker: Driver[Drive, Any]) -> None:
-    """Take a cancelled flow to its end: it settles the run (``cancelled``); it drives no
-    core: one it asked for and never got is refused, and so is every one after."""
-    if walker.awaiting:
-        walker.fail(RunCancelled())
+    """Take a cancelled flow to its end, refusing the core it waits for (even one already
+    driven: the run was cancelled before it settled) and every one after; it settles the run
+    ``cancelled``. A flow that settled already is left as it settled."""
     with contextlib.suppress(RunCancelled):
-        while walker.next() is not None:
+        while not walker.done:
             walker.fail(RunCancelled())
-
-
-async def _in_thread(function: Callable[..., T], *args: Any) -> T:
-    import anyio.to_thread
-
-    return await anyio.to_thread.run_sync(function, *args)
+            walker.next()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import attrs
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from anyio import CancelScope, CapacityLimiter
 
-__all__ = ["NOBODY", "Cancellation", "Driver", "Watchers", "adrive", "drive"]
+__all__ = ["NOBODY", "Cancellation", "Driver", "Watchers", "adrive", "drive", "in_thread"]
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -53,15 +53,13 @@ class Cancellation:
     """A run's cancellation, asked from any thread: pending calls never start, the model is
     not asked again, and an async run's scope is cancelled."""
 
-    __slots__ = ("_event", "_lock", "_loop_call", "_scope", "outcome")
+    __slots__ = ("_event", "_lock", "_loop_call", "_scope")
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._scope: CancelScope | None = None
         self._loop_call: Callable[[Callable[[], object]], None] | None = None
-        # The core's outcome when a cancelled async task unwinds past the driver.
-        self.outcome: Any = None
 
     @property
     def requested(self) -> bool:
@@ -119,6 +117,10 @@ class Driver(Generic[E, T]):
     def fail(self, error: BaseException) -> None:
         self._error, self.awaiting = error, False
 
+    @property
+    def done(self) -> bool:
+        return self._done
+
     def result(self) -> T:
         if not self._done:
             raise RuntimeError("the generator has not returned yet")
@@ -166,10 +168,7 @@ def _notify(watcher: Callable[[T], None] | None, value: T | None) -> None:
 
 def _cancelled(driver: Driver[Effect, Any], effect: Effect) -> None:
     """Answer ``effect`` as a cancelled run does: no model call, no call started."""
-    if isinstance(effect, Ask):
-        driver.fail(RunCancelled())
-    elif isinstance(effect, Run):
-        driver.answer([cancelled(started=False) for _ in effect.calls])
+    _interrupted(driver, effect, _Turn())
 
 
 def _ask(provider: Provider | None, ask: Ask, watchers: Watchers) -> ProviderAnswer:
@@ -250,18 +249,18 @@ async def adrive(
     *,
     pm: PluginManager,
     provider: Provider | None,
-    record: Callable[[Record], Awaitable[bool]],
+    record: Callable[[Record], bool],
     limits: RunConfig,
     limiter: CapacityLimiter,
     cancellation: Cancellation | None = None,
     watchers: Watchers = NOBODY,
 ) -> T:
-    """Drive ``core`` on the running event loop; a turn's calls run in a task group.
+    """Drive ``core`` on the running event loop; a turn's calls run in a task group, steps
+    are written in worker threads (:func:`in_thread`).
 
     A cancelled task (or ``cancellation``) stops the calls still running and never starts
     the others; the loop then records what happened, shielded, and ends ``cancelled``. When
-    the cancellation came from outside, it is raised again after that (``cancellation.outcome``
-    holds the outcome for whoever settles the run).
+    the cancellation came from outside, it is raised again after that.
     """
     import anyio
 
@@ -278,13 +277,16 @@ async def adrive(
                 )
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                _interrupted(driver, effect, partial)
-                while (effect := driver.next()) is not None:
-                    if isinstance(effect, Record):
-                        driver.answer(await record(effect))
-                    else:
-                        _cancelled(driver, effect)
-            cancel.outcome = driver.result()
+                # The effect the cancellation interrupted, then every one after, as the sync
+                # driver answers a cancelled run's: each step written, no model request, no
+                # call started.
+                while effect is not None:
+                    if driver.awaiting and isinstance(effect, Record):
+                        await _write(driver, record, effect)
+                    elif driver.awaiting:
+                        _interrupted(driver, effect, partial)
+                    partial = _Turn()
+                    effect = driver.next()
             raise
     return driver.result()
 
@@ -314,20 +316,22 @@ async def _aeffect(
     effect: Effect,
     pm: PluginManager,
     provider: Provider | None,
-    record: Callable[[Record], Awaitable[bool]],
+    record: Callable[[Record], bool],
     limits: RunConfig,
     limiter: CapacityLimiter,
     watchers: Watchers,
     partial: _Turn,
 ) -> None:
-    import anyio
+    import anyio.lowlevel
 
     if isinstance(effect, Record):
-        # A step's write is never cut in half by a cancellation.
-        with anyio.CancelScope(shield=True):
-            driver.answer(await record(effect))
+        await _write(driver, record, effect)
         _notify(watchers.on_wire, effect.wire)
-    elif isinstance(effect, Ask):
+        return
+    # A cancellation that landed while a step was written stops the run here, as the sync
+    # driver's check does: the model is not asked, no call starts.
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    if isinstance(effect, Ask):
         messages, specs = list(effect.messages), list(effect.specs)
         try:
             if provider is None:
@@ -349,6 +353,69 @@ async def _aeffect(
     else:
         await _run_tasks(pm, effect.calls, limits, limiter, watchers, partial)
         driver.answer(partial.answers(len(effect.calls)))
+
+
+async def _write(
+    driver: Driver[Effect, Any], record: Callable[[Record], bool], effect: Record
+) -> None:
+    """Write a step in a worker thread, which answers the driver itself: a cancellation while
+    it writes neither cuts the write in half nor loses whether it was delivered."""
+
+    def write() -> None:
+        driver.answer(record(effect))
+
+    await in_thread(write)
+
+
+async def in_thread(function: Callable[[], T]) -> T:
+    """``function()`` in a worker thread that no cancellation abandons.
+
+    A cancellation (an anyio scope, or asyncio's own ``Task.cancel``, which goes through any
+    shield) keeps a ``function`` that has not started from starting, and waits, shielded, for
+    one that has to return before it goes on: what the thread holds (the flow, a step's
+    write) is never driven again while the thread is still inside it.
+    """
+    import anyio
+    import anyio.to_thread
+
+    entry = _Entry()
+    try:
+        return await anyio.to_thread.run_sync(entry.run, function)
+    except anyio.get_cancelled_exc_class():
+        entry.refused = True
+        with anyio.CancelScope(shield=True):
+            while True:
+                try:
+                    await anyio.to_thread.run_sync(entry.wait)
+                    break
+                except anyio.get_cancelled_exc_class():
+                    # Task.cancel again: the thread is still inside.
+                    continue
+        raise
+
+
+@final
+class _Entry:
+    """One call into a worker thread: it starts unless refused first, and holds ``_inside``
+    while it runs, so that whoever refused it can wait for it to leave."""
+
+    __slots__ = ("_inside", "refused")
+
+    def __init__(self) -> None:
+        self._inside = threading.Lock()
+        self.refused = False
+
+    def run(self, function: Callable[[], T]) -> T:
+        with self._inside:
+            if self.refused:
+                # The task that asked is gone; nothing reads this.
+                raise RunCancelled
+            return function()
+
+    def wait(self) -> None:
+        """Return once no call is inside (one refused first never enters)."""
+        with self._inside:
+            pass
 
 
 @attrs.define

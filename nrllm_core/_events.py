@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -178,18 +179,26 @@ class AsyncEventStream:
         def step(event: TraceEvent) -> None:
             import anyio.from_thread
 
-            anyio.from_thread.run_sync(self._send.send_nowait, _Step(event))
+            anyio.from_thread.run_sync(self._put, _Step(event))
 
         return step
 
+    def _put(self, event: StreamEvent | _Step) -> None:
+        import anyio
+
+        # Once the reader left, the run is being cancelled: what it still records (its last
+        # steps) or streams has nobody to reach.
+        with contextlib.suppress(anyio.BrokenResourceError):
+            self._send.send_nowait(event)
+
     async def start(
         self, run: Callable[[Watchers], Awaitable[RunOutcome]]
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         import anyio
 
         async def work() -> None:
             async with self._send:
-                await self._send.send(_last(await run(_watchers(self._send.send_nowait))))
+                await self._send.send(_last(await run(_watchers(self._put))))
 
         async with anyio.create_task_group() as group, self._receive:
             group.start_soon(work)
@@ -200,5 +209,9 @@ class AsyncEventStream:
                             _observed(self._on_event, event.event)
                         continue
                     yield event
+            except GeneratorExit:
+                # The reader left (``aclose``): the run is cancelled and settles before this
+                # group ends, which must not see the exit (it would raise it as an error).
+                pass
             finally:
                 group.cancel_scope.cancel()

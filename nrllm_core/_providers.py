@@ -104,7 +104,9 @@ async def acomplete(
     import anyio.to_thread
 
     call = functools.partial(complete, provider, messages, tools, tool_choice=tool_choice)
-    return await anyio.to_thread.run_sync(call)
+    # A cancelled run does not wait for the answer: the thread (which holds nothing of the
+    # run) goes on by itself and what it returns is dropped, as an async request is cancelled.
+    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
 
 
 def stream(
@@ -151,7 +153,7 @@ async def astream(
         anyio.from_thread.run_sync(on_delta, delta)
 
     call = functools.partial(sync, messages, tools, tool_choice=tool_choice, on_delta=relay)
-    streamed: ProviderAnswer = await anyio.to_thread.run_sync(call)
+    streamed: ProviderAnswer = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
     return streamed
 
 
