@@ -58,7 +58,8 @@ class Survey:
 
     server: ServerSettings
     definitions: tuple[Definition, ...] = ()
-    # Tool name to ``pinned``/``changed``/``unpinned``; ``None`` when the pins could not be read.
+    # Tool name to ``pinned``/``changed``/``unpinned``/``new``; ``None`` when the pins could
+    # not be read.
     states: Mapping[str, str] | None = None
     failure: str | None = None
 
@@ -66,9 +67,10 @@ class Survey:
 def survey(
     server: ServerSettings, environ: Mapping[str, str], pins: Any, *, pin_first_use: bool
 ) -> Survey:
-    """Connect (or re-list), and compare every tool with its pin. On a server's first listing
-    every tool is pinned as found (trust on first use), when ``pin_first_use``."""
-    from nrllm_mcp._pins import pin_states
+    """Connect (or re-list), and compare every tool with its pin. A server's first listing is
+    pinned as found (trust on first use), the server itself even when it lists no tool, when
+    ``pin_first_use``; otherwise its tools are ``new``."""
+    from nrllm_mcp._pins import PinState, pin_states
 
     connection = connection_for(server, environ)
     try:
@@ -85,10 +87,16 @@ def survey(
         return Survey(server=server, failure=reason)
     definitions = tuple(Definition.from_mcp(t) for t in listed)
     try:
-        pinned = pins().pins(server.name)
-        if not pinned and pin_first_use:
-            pins().pin(server.name, definitions, by=FIRST_USE)
-            pinned = pins().pins(server.name)
+        store = pins()
+        if not store.known(server.name):
+            if not pin_first_use:
+                return Survey(
+                    server=server,
+                    definitions=definitions,
+                    states={d.name: PinState.NEW.value for d in definitions},
+                )
+            store.pin(server.name, definitions, by=FIRST_USE)
+        pinned = store.pins(server.name)
         states = {name: state.value for name, state in pin_states(definitions, pinned).items()}
     except Exception:
         logger().error("nrllm.mcp.pins_unreadable", server=server.name, exc_info=True)
