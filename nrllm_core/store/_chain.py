@@ -33,6 +33,7 @@ __all__ = [
     "KeySource",
     "Problem",
     "chain_key",
+    "derived_key",
     "find_break",
     "head_mac",
     "initial_mac",
@@ -52,6 +53,8 @@ STEP_FIELDS: Final = (
 _VERSION: Final = "nrllm audit chain v1"
 # Its own label: a head is never a valid initial value or step mac, nor one of those a head.
 _HEAD_VERSION: Final = "nrllm audit chain head v1"
+# Its own label too: no derived key is an initial value, a head or the chain's key.
+_DERIVED_VERSION: Final = "nrllm audit derived key v1"
 # A stored step: a dict, or SQLAlchemy's RowMapping (whose keys are not typed as str).
 Row = Mapping[Any, Any]
 # Distinct from anything else derived from the same secret: the audit key is never the
@@ -132,6 +135,12 @@ def chain_key(environ: Mapping[str, str], stored: Callable[[], bytes]) -> ChainK
         material = stored()
     secret = HKDF(algorithm=SHA256(), length=32, salt=None, info=_HKDF_INFO).derive(material)
     return ChainKey(secret=secret, source=source)
+
+
+def derived_key(key: ChainKey, purpose: str) -> bytes:
+    """A 32-byte key for ``purpose`` alone: whoever holds it cannot compute the chain's macs,
+    nor the key of another purpose."""
+    return hmac.digest(key.secret, _json.dumps([_DERIVED_VERSION, purpose]), "sha256")
 
 
 def initial_mac(key: ChainKey, run_id: str) -> str:

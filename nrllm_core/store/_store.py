@@ -25,6 +25,7 @@ from nrllm_core.store._chain import (
     ChainCheck,
     ChainKey,
     Problem,
+    derived_key,
     find_break,
 )
 from nrllm_core.store._database import (
@@ -155,6 +156,13 @@ class Store(ops.StoreCore):
         authenticated, with this store's key."""
         with self._write_lock:
             run_upgrade(self._engine, self._environ)
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A key for ``purpose`` (a plugin's own label) alone, derived from the audit chain's
+        key: a plugin authenticates rows of its own with it, as the chain does its steps,
+        without holding the chain's key. Like the chain, it resists someone who can write the
+        database only when the key comes from the environment."""
+        return derived_key(self._key(), purpose)
 
     def close(self) -> None:
         with self._write_lock:

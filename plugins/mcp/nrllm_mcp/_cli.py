@@ -85,9 +85,8 @@ def servers(ctx: click.Context, as_json: bool) -> None:
         reason = f": {row['reason']}" if row["reason"] else ""
         echo(f"{row['name']} ({row['transport']}): {row['state']}{reason}")
         for tool in row["tools"]:
-            echo(
-                f"  {tool['name'] or '(no usable name)'}  {tool['pin']}  (server's {tool['tool']})"
-            )
+            pin = "new (pinned on first use)" if tool["pin"] == "new" else tool["pin"]
+            echo(f"  {tool['name'] or '(no usable name)'}  {pin}  (server's {tool['tool']})")
 
 
 @mcp.group(invoke_without_command=True)
@@ -106,6 +105,7 @@ def pins(ctx: click.Context, as_json: bool) -> None:
             "pinned_at": p.pinned_at,
             "pinned_by": p.pinned_by,
             "description": p.definition.description,
+            "mac": p.mac.value,
         }
         for p in _pins(ctx, config).pins()
     ]
@@ -117,9 +117,15 @@ def pins(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         echo(
             f"{row['server']} {row['tool']}  sha256:{row['digest'][:16]}  {row['pinned_at']}"
-            f"  by {row['pinned_by']}"
+            f"  by {row['pinned_by']}{_MAC_SHOWN[row['mac']]}"
         )
         echo(f"  {row['description']}")
+
+
+# What ``nrllm mcp pins`` adds to a pin's line, by its mac check.
+_MAC_SHOWN = {"valid": "", "tampered": "  tampered", "missing": "  no MAC: approve again"}
+# How ``approve`` names a pin whose mac does not hold; its stored definition is not shown.
+_UNTRUSTED = {"tampered": "tampered", "missing": "unauthenticated"}
 
 
 @pins.command()
@@ -149,11 +155,12 @@ def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bo
     if not pending:
         echo("nothing to approve: every listed tool matches its pin")
         return
-    pinned = {p.tool: p.definition for p in store.pins(server.name)}
+    pinned = {p.tool: p for p in store.pins(server.name)}
     for definition in pending:
-        before = pinned.get(definition.name)
-        label = f"{server.name} {definition.name}"
-        echo(f"{'changed' if before else 'new'}: {label}")
+        pin = pinned.get(definition.name)
+        before = None if pin is None or pin.mac != "valid" else pin.definition
+        kind = "new" if pin is None else _UNTRUSTED.get(pin.mac, "changed")
+        echo(f"{kind}: {server.name} {definition.name}")
         diff = difflib.unified_diff(
             [] if before is None else before.pretty(),
             definition.pretty(),

@@ -13,7 +13,7 @@ import attrs
 from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolRegistry, ToolResult
 from nrllm_core.log import logger
 from nrllm_mcp._connection import Connection, ConnectionFailed
-from nrllm_mcp._definition import Definition, clean_description, nrllm_name
+from nrllm_mcp._definition import Definition, clean_description, clean_schema, nrllm_name
 from nrllm_mcp._results import to_tool_result
 from nrllm_mcp._settings import McpSettings, ServerSettings
 
@@ -22,6 +22,7 @@ __all__ = ["McpTool", "Survey", "close_all", "connection_for", "register_servers
 # Why a server's tool is withheld, as ``nrllm tools`` shows it (``no: REASON``).
 UNREADABLE: Final = "pinsUnreadable"
 BAD_SCHEMA: Final = "invalidSchema"
+TOO_LARGE: Final = "tooLarge"
 FIRST_USE: Final = "(first use)"
 
 _lock = threading.Lock()
@@ -57,7 +58,8 @@ class Survey:
 
     server: ServerSettings
     definitions: tuple[Definition, ...] = ()
-    # Tool name to ``pinned``/``changed``/``unpinned``; ``None`` when the pins could not be read.
+    # Tool name to ``pinned``/``changed``/``unpinned``/``new``; ``None`` when the pins could
+    # not be read.
     states: Mapping[str, str] | None = None
     failure: str | None = None
 
@@ -65,9 +67,10 @@ class Survey:
 def survey(
     server: ServerSettings, environ: Mapping[str, str], pins: Any, *, pin_first_use: bool
 ) -> Survey:
-    """Connect (or re-list), and compare every tool with its pin. On a server's first listing
-    every tool is pinned as found (trust on first use), when ``pin_first_use``."""
-    from nrllm_mcp._pins import pin_states
+    """Connect (or re-list), and compare every tool with its pin. A server's first listing is
+    pinned as found (trust on first use), the server itself even when it lists no tool, when
+    ``pin_first_use``; otherwise its tools are ``new``."""
+    from nrllm_mcp._pins import PinState, pin_states
 
     connection = connection_for(server, environ)
     try:
@@ -84,10 +87,16 @@ def survey(
         return Survey(server=server, failure=reason)
     definitions = tuple(Definition.from_mcp(t) for t in listed)
     try:
-        pinned = pins().pins(server.name)
-        if not pinned and pin_first_use:
-            pins().pin(server.name, definitions, by=FIRST_USE)
-            pinned = pins().pins(server.name)
+        store = pins()
+        if not store.known(server.name):
+            if not pin_first_use:
+                return Survey(
+                    server=server,
+                    definitions=definitions,
+                    states={d.name: PinState.NEW.value for d in definitions},
+                )
+            store.pin(server.name, definitions, by=FIRST_USE)
+        pinned = store.pins(server.name)
         states = {name: state.value for name, state in pin_states(definitions, pinned).items()}
     except Exception:
         logger().error("nrllm.mcp.pins_unreadable", server=server.name, exc_info=True)
@@ -138,7 +147,15 @@ def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> 
             registry.withhold(name, state)
             continue
         try:
-            registry.register(McpTool(name=name, definition=definition, connection=connection))
+            tool = McpTool(name=name, definition=definition, connection=connection)
+        except ValueError:
+            registry.withhold(name, BAD_SCHEMA)
+            continue
+        if tool.offered_bytes() > server.max_tool_bytes:
+            registry.withhold(name, TOO_LARGE)
+            continue
+        try:
+            registry.register(tool)
         except (TypeError, ValueError):
             registry.withhold(name, BAD_SCHEMA)
 
@@ -163,11 +180,20 @@ class McpTool(Tool):
             f"The tool {clean_description(definition.name)} of the MCP server {server.name}."
         )
         self.group = server.group
-        self.parameters = dict(definition.input_schema)
+        self.parameters = clean_schema(definition.input_schema)
         self.data_class: DataClass | None = server.data_class
         self.effect = effect_for(server, definition)
         self.definition = definition
         self._connection = connection
+
+    def offered_bytes(self) -> int:
+        """The size of what a model is offered of the tool, as compact UTF-8 JSON."""
+        offered = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        }
+        return len(json.dumps(offered, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return call(self._connection, self.definition, arguments, self.name)

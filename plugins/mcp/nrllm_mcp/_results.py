@@ -15,13 +15,18 @@ __all__ = ["to_tool_result"]
 
 
 def to_tool_result(result: Any, tool_name: str) -> ToolResult:
-    """Text blocks joined become ``content``; structured content, images, audio and resources
-    become artifacts. A result the server marks ``isError`` becomes an error (its text only)."""
+    """Text blocks joined become ``content``; structured content, images, audio, resources and
+    text whose audience leaves out the model become artifacts. A result the server marks
+    ``isError`` becomes an error (the model's text only)."""
     texts: list[str] = []
     artifacts: list[ToolArtifact] = []
     for block in result.content:
         kind = getattr(block, "type", None)
-        if kind == "text":
+        if kind == "text" and not _for_the_model(block):
+            artifacts.append(
+                ToolArtifact.text(block.text, label=f"text for the user from {tool_name}")
+            )
+        elif kind == "text":
             texts.append(block.text)
         elif kind in ("image", "audio"):
             artifacts.append(
@@ -45,6 +50,13 @@ def to_tool_result(result: Any, tool_name: str) -> ToolResult:
     if result.structured_content is not None:
         artifacts.insert(0, _structured(result.structured_content, tool_name))
     return ToolResult.text(content, *artifacts)
+
+
+def _for_the_model(block: Any) -> bool:
+    """No audience named means everyone; one named without ``assistant`` leaves the model out."""
+    annotations = getattr(block, "annotations", None)
+    audience = None if annotations is None else annotations.audience
+    return audience is None or "assistant" in audience
 
 
 def _structured(value: Any, tool_name: str) -> ToolArtifact:

@@ -40,6 +40,8 @@ class ServerSettings:
     group: str = "mcp"
     read_only_tools: tuple[str, ...] = ()
     prefix: str = ""
+    # The largest tool a model is offered: its name, description and input schema as offered.
+    max_tool_bytes: int = 16_384
 
     @property
     def transport(self) -> str:
@@ -118,6 +120,11 @@ def _server(name: object, raw: object) -> ServerSettings:
         if type(timeout) not in (int, float) or not 0 < timeout <= 600:
             raise SettingsError(f"{where}.timeout_seconds: expected a number in (0, 600]")
         values["timeout_seconds"] = float(timeout)
+    if "max_tool_bytes" in raw:
+        size = raw["max_tool_bytes"]
+        if type(size) is not int or not 1_024 <= size <= 1_048_576:
+            raise SettingsError(f"{where}.max_tool_bytes: expected an integer in [1024, 1048576]")
+        values["max_tool_bytes"] = size
     if "enabled" in raw:
         if type(raw["enabled"]) is not bool:
             raise SettingsError(f"{where}.enabled: expected a boolean")

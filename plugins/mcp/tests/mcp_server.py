@@ -2,7 +2,9 @@
 
 ``python mcp_server.py STATE_DIR stdio`` or ``python mcp_server.py STATE_DIR http PORT``.
 What it lists is read from STATE_DIR on every ``tools/list``, so a test can change a
-description or add a tool between two connections. With STATE_DIR/hostile, the server puts
+description, list no tool at all (STATE_DIR/empty), offer a tool of a given input schema
+(STATE_DIR/schema, its JSON) or add a tool between two connections. With STATE_DIR/hostile, the
+server puts
 that file's text everywhere a server controls: its name, version and instructions, its stderr,
 a tool's name, a tool's description and a tool's result.
 """
@@ -10,6 +12,7 @@ a tool's name, a tool's description and a tool's result.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 from pathlib import Path
@@ -46,6 +49,7 @@ def _tools() -> list[types.Tool]:
     empty = {"type": "object", "properties": {}}
     tools = [
         types.Tool(name="echo", description=_description(), input_schema=text_schema),
+        types.Tool(name="audience", description="Says things to whom.", input_schema=empty),
         types.Tool(name="image", description="A picture.", input_schema=empty),
         types.Tool(name="rows", description="Rows of a table.", input_schema=empty),
         types.Tool(name="hang", description="Never answers.", input_schema=empty),
@@ -58,6 +62,12 @@ def _tools() -> list[types.Tool]:
             annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
         ),
     ]
+    if (_state() / "empty").exists():
+        tools = []
+    schema = _state() / "schema"
+    if schema.exists():
+        shaped = json.loads(schema.read_text(encoding="utf-8"))
+        tools.append(types.Tool(name="shaped", description="Shaped.", input_schema=shaped))
     if (_state() / "collide").exists():
         # Two names that are one after nrllm's reduction.
         tools += [
@@ -102,6 +112,24 @@ async def call_tool(
         return types.CallToolResult(
             content=[types.TextContent(text="2 rows")],
             structured_content={"result": [{"city": "Oslo", "n": 1}, {"city": "Bergen", "n": 2}]},
+        )
+    if params.name == "audience":
+        return types.CallToolResult(
+            content=[
+                types.TextContent(text="for both"),
+                types.TextContent(
+                    text="for the model", annotations=types.Annotations(audience=["assistant"])
+                ),
+                types.TextContent(
+                    text="for the user: 4111 1111 1111 1111",
+                    annotations=types.Annotations(audience=["user"]),
+                ),
+                types.TextContent(text="for nobody", annotations=types.Annotations(audience=[])),
+                types.TextContent(
+                    text="for everyone",
+                    annotations=types.Annotations(audience=["user", "assistant"], priority=1),
+                ),
+            ]
         )
     if params.name == "hang":
         await anyio.sleep(3600)

@@ -235,3 +235,41 @@ def test_a_host_built_in_code_sees_its_own_servers(tmp_path, configure, state):
         assert host.invoke("coded__echo", {"text": "hi"}).content == "hi"
     finally:
         host.store.close()
+
+
+def test_content_meant_only_for_the_user_is_an_artifact_never_content(pm):
+    capture = SinkRecorder()
+    pm.register(capture)
+    wire = call(pm, "demo__audience")
+    assert wire.content == "for both\nfor the model\nfor everyone"
+    assert "4111" not in wire.content
+    artifacts = capture.trace[-1].step.tool_artifacts
+    assert [(a.type, a.label, a.data) for a in artifacts] == [
+        (
+            ArtifactType.TEXT,
+            "text for the user from demo__audience",
+            {"text": "for the user: 4111 1111 1111 1111"},
+        ),
+        (ArtifactType.TEXT, "text for the user from demo__audience", {"text": "for nobody"}),
+    ]
+
+
+def test_an_error_sends_only_the_text_meant_for_the_model():
+    import mcp.types as types
+
+    from nrllm_mcp._results import to_tool_result
+
+    only_user = types.Annotations(audience=["user"])
+    result = types.CallToolResult(
+        content=[types.TextContent(text="token=s3cret", annotations=only_user)], is_error=True
+    )
+    failed = to_tool_result(result, "t")
+    assert (failed.content, failed.is_error) == ('Error: tool "t" failed on the server.', True)
+    both = types.CallToolResult(
+        content=[
+            types.TextContent(text="token=s3cret", annotations=only_user),
+            types.TextContent(text="it broke"),
+        ],
+        is_error=True,
+    )
+    assert to_tool_result(both, "t").content == "it broke"
