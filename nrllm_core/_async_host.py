@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
 from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive
 from nrllm_core._events import AsyncEventStream, StreamEvent
-from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome
+from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions
 from nrllm_core._loop import Record, RunCancelled
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._recorder import RunRecorder
 
