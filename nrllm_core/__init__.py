@@ -15,11 +15,11 @@ from nrllm_core._bounds import (
     bound_artifacts,
     bound_content,
 )
-from nrllm_core._catalog import RegisteredTool, ToolRegistry
-from nrllm_core._config import ConfigError, HostConfig, load_config
+from nrllm_core._catalog import RegisteredTool, ToolCatalog, ToolRegistry, WithheldTool
+from nrllm_core._config import ConfigError, HostConfig, StoreConfig, load_config
 from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
 from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
-from nrllm_core._host import ApprovalRefused, Host, NoApprover, RefusalReason, RunOutcome
+from nrllm_core._host import ApprovalRefused, Host, NoApprover, RefusalReason
 from nrllm_core._invoke import ainvoke, invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import (
@@ -36,6 +36,7 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._providers import Provider, ProviderConfigError, ProviderRegistry, build_provider
 from nrllm_core._recorder import RunRecorder
@@ -87,6 +88,7 @@ __all__ = [
     "RunStep",
     "StepKind",
     "Stop",
+    "StoreConfig",
     "StreamEvent",
     "StreamRestarted",
     "Suspended",
@@ -97,6 +99,7 @@ __all__ = [
     "ToolArtifact",
     "ToolCall",
     "ToolCallStarted",
+    "ToolCatalog",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
@@ -105,6 +108,7 @@ __all__ = [
     "TrustZone",
     "Usage",
     "WirePayload",
+    "WithheldTool",
     "ainvoke",
     "bound_artifacts",
     "bound_content",

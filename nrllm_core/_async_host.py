@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
 from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive, in_thread
 from nrllm_core._events import AsyncEventStream, StreamEvent
-from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, RunOutcome, _record
+from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, record_step
 from nrllm_core._loop import RunCancelled
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class AsyncHost:
             effect.core,
             pm=self.host.pm,
             provider=effect.provider,
-            record=functools.partial(_record, effect.recorder),
+            record=functools.partial(record_step, effect.recorder),
             limits=effect.limits,
             limiter=self._threads(effect.limits.tool_threads),
             cancellation=cancellation,

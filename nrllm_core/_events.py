@@ -18,7 +18,7 @@ from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
-    from nrllm_core._host import RunOutcome
+    from nrllm_core._outcome import RunOutcome
 
 __all__ = [
     "AsyncEventStream",

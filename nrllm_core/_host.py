@@ -41,6 +41,7 @@ from nrllm_core._loop import (
 )
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, Usage
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._privacy import audit_view_for
 from nrllm_core._providers import Provider, build_provider
@@ -53,7 +54,7 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     from nrllm_core.store import Store
 
-__all__ = ["ApprovalRefused", "Host", "NoApprover", "RefusalReason", "RunOutcome"]
+__all__ = ["ApprovalRefused", "Host", "NoApprover", "RefusalReason"]
 
 _AUDIT_PLUGIN: Final = "nrllm.audit"
 T = TypeVar("T")
@@ -135,46 +136,6 @@ class ApprovalRefused(Exception):
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@final
-@attrs.frozen(kw_only=True)
-class RunOutcome:
-    """What ``run`` and ``approve`` report; the same shape as ``nrllm run --json``."""
-
-    run_id: str
-    # completed, awaiting_approval or failed; a refused approval reports the run's own status.
-    status: str | None
-    termination_reason: str | None
-    final_content: str
-    pending: tuple[PendingCall, ...] = ()
-    turn_digest: str | None = None
-    error: str | None = None
-    usage: Usage = attrs.field(factory=Usage)
-    # The final answer stopped at its token limit.
-    truncated: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "termination_reason": self.termination_reason,
-            "final_content": self.final_content,
-            "pending": [
-                {
-                    "call_id": p.call_id,
-                    "name": p.name,
-                    "arguments": p.arguments,
-                    "requires_approval": p.requires_approval,
-                    "preview": list(p.preview),
-                }
-                for p in self.pending
-            ],
-            "turn_digest": self.turn_digest,
-            "error": self.error,
-            "truncated": self.truncated,
-            "usage": self.usage.to_dict(),
-        }
 
 
 @final
@@ -724,7 +685,7 @@ class Host:
                             effect.core,
                             pm=self.pm,
                             provider=effect.provider,
-                            record=functools.partial(_record, effect.recorder),
+                            record=functools.partial(record_step, effect.recorder),
                             limits=effect.limits,
                             cancellation=cancellation,
                             watchers=watchers,
@@ -959,7 +920,8 @@ class Host:
         )
 
 
-def _record(recorder: RunRecorder, effect: Record) -> bool:
+def record_step(recorder: RunRecorder, effect: Record) -> bool:
+    """Write the step a loop core yields; whether every audit sink took it."""
     delivered: bool = recorder.record(effect.step)
     return delivered
 

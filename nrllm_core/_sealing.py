@@ -13,7 +13,7 @@ from typing import Final
 
 from nrllm_core._private_files import private_dir
 
-__all__ = ["SealError", "load_state_key", "open_sealed", "seal"]
+__all__ = ["SealError", "decode_key", "load_state_key", "open_sealed", "seal"]
 
 _KEY_BYTES: Final = 32
 _NONCE_BYTES: Final = 12
@@ -24,7 +24,8 @@ class SealError(ValueError):
     """A sealed state could not be opened: tampered with, moved to another run, or a wrong key."""
 
 
-def _decode_key(text: str, source: str = "NRLLM_STATE_KEY") -> bytes:
+def decode_key(text: str, source: str = "NRLLM_STATE_KEY") -> bytes:
+    """A 32-byte key from its URL-safe base64 text; ``SealError`` naming ``source`` otherwise."""
     stripped = text.strip()
     try:
         # Accept the key with or without its base64 padding; validate, so that a stray
@@ -41,7 +42,7 @@ def load_state_key(data_dir: Path, environ: dict[str, str] | None = None) -> byt
     """The key from ``NRLLM_STATE_KEY``, else from a 0600 key file created on first use."""
     env = os.environ if environ is None else environ
     if env.get("NRLLM_STATE_KEY"):
-        return _decode_key(env["NRLLM_STATE_KEY"])
+        return decode_key(env["NRLLM_STATE_KEY"])
     path = data_dir / _KEY_FILE
     private_dir(data_dir)
     if not path.exists():
@@ -55,7 +56,7 @@ def load_state_key(data_dir: Path, environ: dict[str, str] | None = None) -> byt
                 os.link(aside, path)
         finally:
             os.unlink(aside)
-    return _decode_key(path.read_text(encoding="ascii"), source=str(path))
+    return decode_key(path.read_text(encoding="ascii"), source=str(path))
 
 
 def seal(key: bytes, bound_to: str, plaintext: bytes) -> bytes:

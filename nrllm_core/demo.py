@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from nrllm_core._events import Finished
-from nrllm_core._host import Host, RunOutcome
+from nrllm_core._host import Host
 from nrllm_core._messages import TextDelta
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._private_files import private_dir
 from nrllm_core._serde import to_json, trace_dict

@@ -26,9 +26,10 @@ from nrllm_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from nrllm_core._gate import GateReport
-    from nrllm_core._host import Host, RunOutcome
+    from nrllm_core._host import Host
     from nrllm_core._manager import PluginManager
     from nrllm_core._messages import ChatMessage, ProviderAnswer, ToolCall, ToolSpec
+    from nrllm_core._outcome import RunOutcome
     from nrllm_core._providers import Provider, ProviderRegistry
 
 __all__ = ["Harness", "Invocation"]

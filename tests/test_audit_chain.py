@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy import inspect, text
 
 from nrllm_core import AuditRecord, StepKind
-from nrllm_core._sealing import _decode_key
+from nrllm_core._sealing import decode_key
 from nrllm_core.cli import cli
 from nrllm_core.store import KeySource, RunStatus, Store
 from nrllm_core.store._chain import (
@@ -473,7 +473,7 @@ def test_the_audit_key_is_never_the_sealing_key() -> None:
     derived = chain_key({"NRLLM_STATE_KEY": STATE_KEY}, bytes)
     assert derived.source is KeySource.STATE_KEY
     assert len(derived.secret) == 32
-    assert derived.secret != _decode_key(STATE_KEY)
+    assert derived.secret != decode_key(STATE_KEY)
     assert chain_key({"NRLLM_AUDIT_KEY": STATE_KEY}, bytes).secret == derived.secret
     assert STATE_KEY not in repr(derived)
 

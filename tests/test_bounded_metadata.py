@@ -199,8 +199,10 @@ def test_nrllm_invoke_refuses_an_admin_tool_to_a_non_admin(
     config.write_text('[actor]\nid = "ann"\n', encoding="utf-8")
     monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(
-        "nrllm_core.cli._main._plugin_manager",
-        lambda: make_plugin_manager(plugins=[tools_plugin(admin_tool)], load_entry_points=False),
+        "nrllm_core.cli._common.plugin_manager",
+        lambda **_: make_plugin_manager(
+            plugins=[tools_plugin(admin_tool)], load_entry_points=False
+        ),
     )
 
     with capture_logs():

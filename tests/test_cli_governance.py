@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from nrllm_core import DataClass, DenialReason, Effect, TrustZone, make_plugin_manager
 from nrllm_core._manager import PluginManager
-from nrllm_core.cli import _main, cli
+from nrllm_core.cli import _common, cli
 from nrllm_core.pytest_plugin import Harness
 
 from .conftest import Probe, ToolsPlugin
@@ -64,10 +64,10 @@ def cli_env(
     monkeypatch.chdir(tmp_path)
 
     # A manager per command, as the command makes one; the nrllm fixture's is its own host's.
-    def plugin_manager() -> PluginManager:
+    def plugin_manager(**_: object) -> PluginManager:
         return make_plugin_manager(plugins=[ToolsPlugin(*tools.values())], load_entry_points=False)
 
-    monkeypatch.setattr(_main, "_plugin_manager", plugin_manager)
+    monkeypatch.setattr(_common, "plugin_manager", plugin_manager)
     # Captured, so that log lines cannot mix into the command's stdout.
     with structlog.testing.capture_logs() as logs:
         yield logs

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from structlog.testing import capture_logs
 
 from nrllm_core import Effect, make_plugin_manager
-from nrllm_core.cli import _main, cli
+from nrllm_core.cli import _common, cli
 from nrllm_core.store import Store
 
 from .conftest import Counting, ToolsPlugin
@@ -71,9 +71,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     )
     read = Counting("read_notes")
     monkeypatch.setattr(
-        _main,
-        "_plugin_manager",
-        lambda: make_plugin_manager(plugins=[ToolsPlugin(write, read)], load_entry_points=False),
+        _common,
+        "plugin_manager",
+        lambda **_: make_plugin_manager(
+            plugins=[ToolsPlugin(write, read)], load_entry_points=False
+        ),
     )
     home = tmp_path / "home"
     monkeypatch.setenv("NRLLM_HOME", str(home))

@@ -38,7 +38,7 @@ from nrllm_core import (
     make_plugin_manager,
 )
 from nrllm_core._manager import PluginManager
-from nrllm_core.cli import BadInput, _main, cli, echo, echo_json, printable
+from nrllm_core.cli import BadInput, _common, cli, echo, echo_json, printable
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.log import use_logger
 from nrllm_repurpose._cli import repurpose
@@ -95,13 +95,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("NRLLM_STATE_KEY", raising=False)
     monkeypatch.delenv("NRLLM_CONFIG", raising=False)
 
-    def plugin_manager() -> PluginManager:
+    def plugin_manager(**_: object) -> PluginManager:
         pm = make_plugin_manager(plugins=[nrllm_repurpose], load_entry_points=False)
         pm.register(ToolsPlugin(EchoHostile(), WriteHostile()), name=f"evil{HOSTILE}")
         pm.load_errors["broken"] = f"RuntimeError: {HOSTILE}"
         return pm
 
-    monkeypatch.setattr(_main, "_plugin_manager", plugin_manager)
+    monkeypatch.setattr(_common, "plugin_manager", plugin_manager)
     return folder
 
 

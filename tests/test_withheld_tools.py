@@ -17,7 +17,7 @@ from nrllm_core import (
     tool,
 )
 from nrllm_core._values import Actor
-from nrllm_core.cli import _main, cli
+from nrllm_core.cli import _common, cli
 
 
 @tool(group="content", name="kept")
@@ -89,9 +89,9 @@ def test_nrllm_tools_shows_no_and_the_reason(monkeypatch, tmp_path) -> None:
     monkeypatch.chdir(tmp_path)
     plugin = Withholding(("srv__new", "unpinned"), ("srv__changed", "changed"))
     monkeypatch.setattr(
-        _main,
-        "_plugin_manager",
-        lambda: make_plugin_manager(plugins=[plugin], load_entry_points=False),
+        _common,
+        "plugin_manager",
+        lambda **_: make_plugin_manager(plugins=[plugin], load_entry_points=False),
     )
     text = CliRunner().invoke(cli, ["tools"])
     assert text.exit_code == 0, text.output

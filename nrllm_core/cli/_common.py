@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
-from nrllm_core._config import ConfigError, HostConfig, load_config
+from nrllm_core._config import ConfigError, HostConfig, config_loader, load_config
+from nrllm_core._host import Host
+from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core.cli._terminal import echo
 
-__all__ = ["BadInput", "host_config"]
+__all__ = ["BadInput", "host_config", "open_host", "plugin_manager"]
 
 
 class BadInput(click.ClickException):
@@ -22,9 +27,7 @@ def host_config(ctx: click.Context) -> HostConfig:
     """The configuration named by ``--config``, ``$NRLLM_CONFIG`` or ``./nrllm.toml``, with
     each plugin's section checked by its settings class, and checked against the provider
     kinds the installed plugins register."""
-    from nrllm_core.cli._main import _plugin_manager
-
-    pm = _plugin_manager()
+    pm = plugin_manager()
     try:
         return load_config(
             (ctx.find_root().obj or {}).get("config_path"),
@@ -32,5 +35,48 @@ def host_config(ctx: click.Context) -> HostConfig:
             settings_classes=pm.settings_classes(),
             provider_kinds=pm.provider_registry().kinds,
         )
+    except ConfigError as exc:
+        raise BadInput(f"invalid configuration: {exc}") from None
+
+
+def plugin_manager(*, report_load_errors: bool = True) -> PluginManager:
+    """The command's plugin manager, made when the command first needs it (never for
+    ``--help``); each plugin that failed to load is reported then, in one line, unless the
+    command reports the load errors itself.
+
+    Every command reaches it as ``_common.plugin_manager``, so a test replaces it in one place.
+    """
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    if isinstance(obj, dict) and "pm" in obj:
+        made: PluginManager = obj["pm"]
+        return made
+    pm = make_plugin_manager()
+    if isinstance(obj, dict):
+        # Tools are registered with the configuration the command reads.
+        pm.use_config(_command_config(pm, obj.get("config_path")))
+    errors = pm.load_errors if report_load_errors else {}
+    for name, error in sorted(errors.items()):
+        echo(
+            f'plugin "{name}" failed to load: {error} (nrllm plugins shows the traceback)', err=True
+        )
+    if isinstance(obj, dict):
+        obj["pm"] = pm
+    return pm
+
+
+def _command_config(pm: PluginManager, path: str | None) -> Callable[[], HostConfig]:
+    return config_loader(
+        path,
+        plugin_sections=lambda: [name for name, _ in pm.list_name_plugin()],
+        settings_classes=pm.settings_classes,
+        provider_kinds=lambda: pm.provider_registry().kinds,
+    )
+
+
+def open_host(ctx: click.Context) -> Host:
+    """The host of the configuration the command reads, on the command's plugin manager."""
+    try:
+        return Host.from_config(ctx.find_root().obj["config_path"], pm=plugin_manager())
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None

@@ -11,7 +11,7 @@ from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
 from nrllm_core._serde import to_json
-from nrllm_core.cli import _main
+from nrllm_core.cli import _common, _main
 from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._terminal import echo, echo_json
 from nrllm_core.providers._settings import Settings
@@ -36,7 +36,7 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     """List every registered tool and whether a run would be offered it."""
     config = host_config(ctx)
     require_names(config, provider=provider, skill=skill)
-    catalog = _main._plugin_manager().catalog()
+    catalog = _common.plugin_manager().catalog()
     report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
     rows.extend(_withheld_row(name, "withheld") for name in sorted(catalog.clashes))

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import click
 
 from nrllm_core import _json
-from nrllm_core._config import HostConfig
-from nrllm_core._manager import PluginManager, make_plugin_manager
+from nrllm_core._manager import make_plugin_manager
 from nrllm_core._payloads import StepKind
 from nrllm_core._serde import audit_dict, to_json, trace_dict, wire_dict
 from nrllm_core._sink_recorder import SinkRecorder
+from nrllm_core.cli import _common
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.cli._terminal import PrintableGroup, echo, echo_json
 
@@ -38,45 +38,12 @@ def main() -> None:
     cli()
 
 
-def _plugin_manager() -> PluginManager:
-    """The command's plugin manager, made when the command first needs it (never for
-    ``--help``); each plugin that failed to load is reported then, in one line."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_root().obj if ctx is not None else None
-    if isinstance(obj, dict) and "pm" in obj:
-        made: PluginManager = obj["pm"]
-        return made
-    pm = make_plugin_manager()
-    if isinstance(obj, dict):
-        # Tools are registered with the configuration the command reads.
-        pm.use_config(_command_config(pm, obj.get("config_path")))
-    # ``nrllm plugins`` shows the load errors in full itself.
-    errors = {} if ctx is not None and ctx.command is plugins else pm.load_errors
-    for name, error in sorted(errors.items()):
-        echo(
-            f'plugin "{name}" failed to load: {error} (nrllm plugins shows the traceback)', err=True
-        )
-    if isinstance(obj, dict):
-        obj["pm"] = pm
-    return pm
-
-
-def _command_config(pm: PluginManager, path: str | None) -> Callable[[], HostConfig]:
-    from nrllm_core._config import config_loader
-
-    return config_loader(
-        path,
-        plugin_sections=lambda: [name for name, _ in pm.list_name_plugin()],
-        settings_classes=pm.settings_classes,
-        provider_kinds=lambda: pm.provider_registry().kinds,
-    )
-
-
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins(as_json: bool) -> None:
     """List plugins with their distribution, hooks, tools and load errors."""
-    pm = _plugin_manager()
+    # ``nrllm plugins`` shows the load errors in full itself.
+    pm = _common.plugin_manager(report_load_errors=False)
     records = pm.plugin_records()
     if as_json:
         echo_json(
@@ -139,11 +106,8 @@ def invoke(
     ctx: click.Context, tool_name: str, raw_args: str, as_json: bool, provider: str | None
 ) -> None:
     """Call one tool through the seam and show what the wire, trace and audit received."""
-    # Imported here: these modules register their commands on this module's group.
-    from nrllm_core.cli._run import open_host
-
     arguments = _parse_arguments(raw_args)
-    host = open_host(ctx)
+    host = _common.open_host(ctx)
     catalog = host.pm.catalog()
     # A withheld name is no typo: the call's report says why it is withheld.
     suggestion = None if catalog.claims(tool_name) else _closest(tool_name, catalog.tools)

@@ -8,20 +8,13 @@ from typing import Any, NoReturn
 
 import click
 
-from nrllm_core._config import ConfigError
-from nrllm_core._host import ApprovalRefused, Host, RunOutcome
+from nrllm_core._host import ApprovalRefused, Host
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _main
-from nrllm_core.cli._common import BadInput
+from nrllm_core.cli._common import BadInput, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo, echo_json
-
-
-def open_host(ctx: click.Context) -> Host:
-    try:
-        return Host.from_config(ctx.find_root().obj["config_path"], pm=_main._plugin_manager())
-    except ConfigError as exc:
-        raise BadInput(f"invalid configuration: {exc}") from None
 
 
 @_main.cli.command()

@@ -12,7 +12,7 @@ from types import FrameType
 import click
 
 from nrllm_core.cli import _main
-from nrllm_core.cli._common import BadInput
+from nrllm_core.cli._common import BadInput, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo
 
@@ -55,7 +55,6 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool, otel_con
         )
     import uvicorn
 
-    from nrllm_core.cli._run import open_host
     from nrllm_core.inspector import create_app
 
     nrllm = open_host(ctx)

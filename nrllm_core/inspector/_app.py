@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from nrllm_core import _json
 from nrllm_core._gate import GateReport
-from nrllm_core._host import ApprovalRefused, Host, RunOutcome
+from nrllm_core._host import ApprovalRefused, Host
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
 from nrllm_core.inspector._guard import Guard

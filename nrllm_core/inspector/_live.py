@@ -10,7 +10,7 @@ from nrllm_core._messages import StreamRestarted, TextDelta, ThinkingDelta
 from nrllm_core.inspector._stream import Emit
 
 if TYPE_CHECKING:
-    from nrllm_core._host import RunOutcome
+    from nrllm_core._outcome import RunOutcome
 
 __all__ = ["live_text"]
 

@@ -22,7 +22,7 @@ from typing import Any, Final, final
 import attrs
 
 from nrllm_core import _json
-from nrllm_core._sealing import _decode_key
+from nrllm_core._sealing import decode_key
 
 __all__ = [
     "STEP_FIELDS",
@@ -129,7 +129,7 @@ def chain_key(environ: Mapping[str, str], stored: Callable[[], bytes]) -> ChainK
     for variable in (KeySource.AUDIT_KEY, KeySource.STATE_KEY):
         text = environ.get(variable.value)
         if text:
-            source, material = variable, _decode_key(text, variable.value)
+            source, material = variable, decode_key(text, variable.value)
             break
     else:
         material = stored()

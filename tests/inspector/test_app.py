@@ -13,8 +13,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from nrllm_core import Finished, Usage, _json
-from nrllm_core._host import ApprovalRefused, RunOutcome
+from nrllm_core import ApprovalRefused, Finished, RunOutcome, Usage, _json
 from nrllm_core._payloads import RunStep, StepKind, TraceEvent
 from nrllm_core.inspector import create_app
 from nrllm_core.inspector._guard import cookie_name

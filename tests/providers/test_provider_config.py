@@ -20,7 +20,7 @@ from openai.types.completion_usage import PromptTokensDetails
 
 from nrllm_core import ChatMessage, ConfigError, Host, ProviderConfigError, load_config
 from nrllm_core._manager import PluginManager
-from nrllm_core.cli import _main, cli
+from nrllm_core.cli import _common, cli
 from nrllm_core.providers import AnthropicProvider, OpenAIProvider
 
 HELLO = [ChatMessage.user("hi")]
@@ -241,12 +241,12 @@ def cli_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[str],
     monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
 
-    def plugin_manager() -> PluginManager:
+    def plugin_manager(**_: object) -> PluginManager:
         from nrllm_core import make_plugin_manager
 
         return make_plugin_manager(load_entry_points=False)
 
-    monkeypatch.setattr(_main, "_plugin_manager", plugin_manager)
+    monkeypatch.setattr(_common, "plugin_manager", plugin_manager)
 
     def write(text: str) -> Path:
         path = tmp_path / "conf" / "nrllm.toml"

@@ -16,7 +16,7 @@ from nrllm_core import ToolRegistry, hookimpl
 if TYPE_CHECKING:
     import click
 
-    from nrllm_core._config import StoreConfig
+    from nrllm_core import StoreConfig
 
 __all__: list[str] = []
 

@@ -10,15 +10,30 @@ from typing import TYPE_CHECKING
 
 from nrllm_core import ToolRegistry, hookimpl
 from nrllm_repurpose._formats import list_repurpose_formats
+from nrllm_repurpose._generate import (
+    FinishContext,
+    GenerationFailed,
+    Generator,
+    GeneratorRegistry,
+    Output,
+    SpeechSynthesizer,
+)
 from nrllm_repurpose._settings import RepurposeSettings
 from nrllm_repurpose._start import StartRepurposeJob
 
 if TYPE_CHECKING:
     import click
 
-    from nrllm_repurpose._generate import GeneratorRegistry
-
-__all__ = ["StartRepurposeJob"]
+# What a plugin adding formats through ``nrllm_repurpose_generators`` needs.
+__all__ = [
+    "FinishContext",
+    "GenerationFailed",
+    "Generator",
+    "GeneratorRegistry",
+    "Output",
+    "SpeechSynthesizer",
+    "StartRepurposeJob",
+]
 
 
 @hookimpl

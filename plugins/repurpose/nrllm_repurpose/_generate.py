@@ -5,14 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, final
+from typing import Final, Protocol, final
 
 import attrs
 
 from nrllm_core.log import logger
-
-if TYPE_CHECKING:
-    from nrllm_core import PluginManager
 
 __all__ = [
     "FinishContext",
@@ -21,7 +18,6 @@ __all__ = [
     "GeneratorRegistry",
     "Output",
     "SpeechSynthesizer",
-    "build_registry",
     "default_generators",
 ]
 
@@ -116,41 +112,6 @@ class GeneratorRegistry:
     @property
     def speech(self) -> Mapping[str, SpeechSynthesizer]:
         return dict(self._speech)
-
-
-def build_registry(pm: PluginManager) -> GeneratorRegistry:
-    """Every plugin's generators; each plugin registers on its own, so one that raises adds
-    nothing, and a name two plugins claim is withheld from both."""
-    from nrllm_repurpose import hookspecs
-
-    hook = getattr(pm.hook, "nrllm_repurpose_generators", None)
-    if hook is None or hook.spec is None:
-        pm.add_hookspecs(hookspecs)
-        hook = pm.hook.nrllm_repurpose_generators
-    claims: dict[tuple[str, str], list[tuple[str, Any]]] = {}
-    for impl in reversed(hook.get_hookimpls()):
-        own = GeneratorRegistry()
-        try:
-            impl.function(*[{"registry": own}[arg] for arg in impl.argnames])
-        except Exception:
-            logger().warning(
-                "nrllm.repurpose.registration_failed", plugin=impl.plugin_name, exc_info=True
-            )
-            continue
-        for name, generator in own.generators.items():
-            claims.setdefault(("format", name), []).append((impl.plugin_name, generator))
-        for name, synthesizer in own.speech.items():
-            claims.setdefault(("speech", name), []).append((impl.plugin_name, synthesizer))
-    registry = GeneratorRegistry()
-    for (kind, name), owners in claims.items():
-        if len(owners) > 1:
-            plugins = tuple(plugin for plugin, _ in owners)
-            logger().error("nrllm.repurpose.name_clash", kind=kind, name=name, plugins=plugins)
-        elif kind == "format":
-            registry.register(owners[0][1])
-        else:
-            registry.register_speech(name, owners[0][1])
-    return registry
 
 
 # -- the default formats -------------------------------------------------------------------------

@@ -15,15 +15,11 @@ import attrs
 
 from nrllm_core import ChatMessage, DataClass, HostConfig, ProviderError, build_provider
 from nrllm_core.log import logger
-from nrllm_repurpose._generate import (
-    FinishContext,
-    GenerationFailed,
-    GeneratorRegistry,
-    build_registry,
-)
+from nrllm_repurpose._generate import FinishContext, GenerationFailed, GeneratorRegistry
 from nrllm_repurpose._ingest import IngestionFailed, ingest
 from nrllm_repurpose._parse import ParseLimits
 from nrllm_repurpose._records import ArtifactStatus, Claim, JobStatus
+from nrllm_repurpose._registry import build_registry
 from nrllm_repurpose._settings import SECTION, RepurposeSettings, SettingsError, load_settings
 from nrllm_repurpose._store import JobStore, LeaseLost
 

@@ -17,8 +17,9 @@ import pytest
 import nrllm_repurpose
 from nrllm_core import hookimpl, load_config, make_plugin_manager
 from nrllm_repurpose import _worker
-from nrllm_repurpose._generate import Generator, GeneratorRegistry, build_registry
+from nrllm_repurpose._generate import Generator, GeneratorRegistry
 from nrllm_repurpose._records import ArtifactStatus, JobStatus
+from nrllm_repurpose._registry import build_registry
 from nrllm_repurpose._store import WORKER_LOST, JobStore, LeaseLost
 from nrllm_repurpose._worker import CRASHED, Worker
 

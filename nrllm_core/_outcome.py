@@ -1,0 +1,52 @@
+"""What a run, an approval or a direct call reports to the host application."""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+import attrs
+
+from nrllm_core._loop import PendingCall
+from nrllm_core._messages import Usage
+
+__all__ = ["RunOutcome"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunOutcome:
+    """What ``run`` and ``approve`` report; the same shape as ``nrllm run --json``."""
+
+    run_id: str
+    # completed, awaiting_approval or failed; a refused approval reports the run's own status.
+    status: str | None
+    termination_reason: str | None
+    final_content: str
+    pending: tuple[PendingCall, ...] = ()
+    turn_digest: str | None = None
+    error: str | None = None
+    usage: Usage = attrs.field(factory=Usage)
+    # The final answer stopped at its token limit.
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "termination_reason": self.termination_reason,
+            "final_content": self.final_content,
+            "pending": [
+                {
+                    "call_id": p.call_id,
+                    "name": p.name,
+                    "arguments": p.arguments,
+                    "requires_approval": p.requires_approval,
+                    "preview": list(p.preview),
+                }
+                for p in self.pending
+            ],
+            "turn_digest": self.turn_digest,
+            "error": self.error,
+            "truncated": self.truncated,
+            "usage": self.usage.to_dict(),
+        }
