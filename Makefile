@@ -28,6 +28,8 @@ test: install-dev
 bench: $(BIN)/python
 	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp \
 		-e "./plugins/otel[test]"
+	$(BIN)/python benchmarks/bench_peers.py
+	$(BIN)/python benchmarks/bench_processes.py
 	$(BIN)/python benchmarks/bench_seam.py
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_run.py
