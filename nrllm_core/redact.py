@@ -139,7 +139,8 @@ _NAME: Final = rf"(?<!{_NAME_CHAR}){_NAME_REST}"
 # quoted name also takes ``,`` (``define('DB_PASSWORD', …)``), ``] =`` (``env["TOKEN"] =``)
 # and an XML ``value=`` attribute (``<add key="ApiKey" value="…"/>``).
 _BARE_JOIN: Final = (
-    r"(?:\[[0-9]{0,20}\])?(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
+    r"(?:\[[0-9]{0,20}\])?"
+    r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
     r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
 )
 _QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
@@ -227,8 +228,17 @@ _ENTROPY_ASSIGNMENT: Final = (
     r"(?:(?P<entropy_strong>)"
     + _ends_in(
         (
-            "pw", "pwd", "pass", "passwd", "password", "passphrase", "token", "tok", "secret",
-            "credential", "credentials",
+            "pw",
+            "pwd",
+            "pass",
+            "passwd",
+            "password",
+            "passphrase",
+            "token",
+            "tok",
+            "secret",
+            "credential",
+            "credentials",
         )
     )
     + "|"

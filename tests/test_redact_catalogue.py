@@ -143,7 +143,9 @@ CATALOGUE = [
     # Command lines.
     pytest.param("mysql -u root -pS3cretPass99 app", "mysql -u root -p*** app", id="mysql-p"),
     pytest.param(
-        "$ mariadb-dump -h db -p'S3cret' x | gzip", "$ mariadb-dump -h db -p*** x | gzip", id="mariadb"
+        "$ mariadb-dump -h db -p'S3cret' x | gzip",
+        "$ mariadb-dump -h db -p*** x | gzip",
+        id="mariadb",
     ),
     pytest.param("tool --password S3cretPass99 -v", "tool --password *** -v", id="flag-password"),
     pytest.param('cli -token "abc 123" x', 'cli -token "***" x', id="flag-token-quoted"),

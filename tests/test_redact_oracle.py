@@ -289,7 +289,7 @@ class _Walk:
     def items(self, items: Any) -> str:
         return "".join(self.item(op, value) for op, value in items)
 
-    def item(self, op: Any, value: Any) -> str:  # noqa: PLR0911
+    def item(self, op: Any, value: Any) -> str:
         if op is sre.LITERAL:
             return chr(value)
         if op is sre.NOT_LITERAL:
@@ -413,7 +413,8 @@ def _plugin_files(plugin_class: type[BasePlugin]) -> dict[str, str]:
         files = {}
         for extension in _KEYWORD_EXTENSIONS:
             table = keyword.REGEX_BY_FILETYPE.get(
-                determine_file_type(f"x{extension}"), keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
+                determine_file_type(f"x{extension}"),
+                keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
             )
             lines = [sample for pattern in table for sample in _samples(pattern)]
             files[f"{name}{extension}"] = "\n".join(lines) + "\n"
