@@ -385,7 +385,11 @@ def _masked(match: re.Match[str]) -> str:
         return match["jwt_glue"] + REDACTION_MASK
     if kind == "compared":
         return match["compared_quote"] + REDACTION_MASK + match["compared_quote"]
-    if kind in ("query", "authz", "bearer", "called", "mysql", "entropy"):
+    if kind == "entropy":
+        # A key-like name's value can be an OpenAI key: its mask keeps ``sk-`` as alone.
+        kept = _kept(match, kind)
+        return kept + ("sk-" if match[0].startswith("sk-", len(kept)) else "") + REDACTION_MASK
+    if kind in ("query", "authz", "bearer", "called", "mysql"):
         return _kept(match, kind) + REDACTION_MASK
     return REDACTION_MASK
 
