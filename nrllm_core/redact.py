@@ -36,10 +36,11 @@ _LINE: Final = re.compile(f"[^{_BREAKS}]+")
 # A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
 _TRIGGER: Final = (
-    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pwd|secret|credential|contrase|key|token|authoriz)|-{4}"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pwd|pw|secret|credential|contrase|key|tok|auth|sig|salt"
+    r"|mysql|mariadb|softlayer)|-{4}"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
-    r"|(?:AC|SK)[0-9a-f]{32}|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
+    r"|(?:AC|SK)[0-9a-z]{32}|AKC|AP[0-9A-F]|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
 )
 
 # Every line of a private key block, from its BEGIN line to its END line, or to the end of
@@ -125,21 +126,24 @@ _CONTAINED_WORD: Final = (
     r"(?:[Pp](?i:ass(?:wor[dt]|wd|phrase)|wd)|[Ss](?i:ecret)|[Cc](?i:redential|ontrase(?:ñ|n)a)"
     rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)})"
 )
-_NAME: Final = (
-    rf"(?<!{_NAME_CHAR})(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})"
+_NAME_REST: Final = (
+    rf"(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})"
     rf"[CKPSckps])*+)(?:{_CONTAINED_WORD}{_NAME_CHAR}*+"
     r"|(?i:(?<=token))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass))"
 )
+_NAME: Final = rf"(?<!{_NAME_CHAR}){_NAME_REST}"
 # What joins a name to its value: ``=``, ``:=``, ``=>``, ``==``, a ``:`` that is not a port
 # or a scope, the parenthesis of a call with a quoted argument (``setPassword("…")``), and
-# for a Go-style declaration a type in between (``password string =``). A
+# for a Go-style declaration a type in between (``password string =``), after an optional
+# array index (``password[8] = @"…"``). A
 # quoted name also takes ``,`` (``define('DB_PASSWORD', …)``), ``] =`` (``env["TOKEN"] =``)
 # and an XML ``value=`` attribute (``<add key="ApiKey" value="…"/>``).
 _BARE_JOIN: Final = (
+    r"(?:\[[0-9]{0,20}\])?"
     r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
     r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
 )
-_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|:|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
+_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
 # A type annotation before the value (``password: str = "…"``) goes with the name.
 _ANNOTATION: Final = r"(?:[A-Za-z_][\w.\[\]|, ]{0,60}?[ \t]*=(?![=>])[ \t]*)?"
 
@@ -165,7 +169,91 @@ _QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))" + _assignment(
     "quoted_assign", rf"{_NAME}(?P=quote){_QUOTED_JOIN}", whole_line=False
 )
 _BARE_ASSIGNMENT: Final = _assignment("assign", f"{_NAME}{_BARE_JOIN}", whole_line=False)
-_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign"})
+_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign", "flag"})
+
+# A command-line flag named like a credential takes the next word: ``--password VALUE``.
+_FLAG: Final = rf"-(?<!{_NAME_CHAR}-)" + _assignment(
+    "flag", rf"{_NAME_REST}[ \t]+", whole_line=False
+)
+
+# ``passwordField.setText("…");``: a credential name, what a call or an operator puts
+# between, and a quoted value that ends a statement or an argument list.
+_CALLED: Final = (
+    rf"(?P<called>(?P<called_keep>{_NAME}[^\s\"'`;,]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
+    rf"(?:(?!(?P=called_quote))[^\\{_BREAKS}])++(?=(?P=called_quote)[ \t]*[;)]))"
+)
+
+# ``if "hunter2" == password``: a quoted value compared with a credential name.
+_COMPARED: Final = (
+    rf"[\"'`](?<=(?P<compared_quote>.))(?P<compared>(?:(?!(?P=compared_quote))[^\\{_BREAKS}])++"
+    rf"(?P=compared_quote)(?=[ \t]*[!=]==?[ \t]*{_NAME}))"
+)
+
+# ``mysql -u root -pS3cretPass99``: the MySQL and MariaDB clients take a password glued to
+# ``-p``. The look for it stops at the end of the command, at the first `` -p`` and at the
+# next client name, and never backs up, so every character of a long line is read once.
+_MYSQL_PASSWORD: Final = (
+    r"[Mm](?<![\w.\-].)(?P<mysql>(?P<mysql_keep>(?i:ysql|ariadb)[\w\-]*"
+    rf"(?:[^{_BREAKS};&|mM \t]++|[ \t](?!-p)|[mM](?!(?i:ysql|ariadb)))*+[ \t]-p)"
+    rf"(?:'[^'{_BREAKS}]*+'|\"[^\"{_BREAKS}]*+\"|[^\s\"'`;&|]+))"
+)
+
+
+def _ends_in(words: tuple[str, ...]) -> str:
+    """A look back for any of ``words``, in any case: one look per length."""
+    by_length: dict[int, list[str]] = {}
+    for word in words:
+        by_length.setdefault(len(word), []).append(word)
+    return "(?i:" + "|".join(f"(?<={'|'.join(group)})" for group in by_length.values()) + ")"
+
+
+# A value shaped like a secret: 16 or more characters of the base64 alphabets with a digit
+# among them, and upper and lower case letters, or letters of one case only where the whole
+# value is lower-case letters and digits or upper-case hex. ``user_profile`` and ``id``
+# are not secrets; ``Ht7Kq2mZ9pX4vL8n`` and a hex digest are.
+_SECRET_LIKE: Final = (
+    r"(?=[A-Za-z0-9+/_\-]*?[0-9])"
+    r"(?:(?=[A-Za-z0-9+/_\-]*?[A-Z])(?=[A-Za-z0-9+/_\-]*?[a-z])[A-Za-z0-9+/_\-]{16,}+"
+    r"|(?=[0-9]*+[a-z])[a-z0-9]{16,}+(?![A-Za-z+/_\-])"
+    r"|(?=[0-9]*+[A-F])[0-9A-F]{16,}+(?![A-Za-z+/_\-]))=*"
+)
+# A name that ends in a word a key, signature or credential goes by, glued or not (``key``,
+# ``sig``, ``salt``, ``slkey``, ``cos_secretkey``, ``softlayer-api-token``): its value is
+# masked in any assignment form (``=``, ``:``, ``::``, ``=>``, a space, a bracketed or quoted
+# name, escaped JSON) when it is shaped like a secret. Words such as ``key`` are ordinary
+# enough that an ordinary value under them stays; after a password or token word (``clpw``,
+# ``apipass``) any run of 16 or more key characters is taken, as Cloudant's all-letter keys.
+_ENTROPY_ASSIGNMENT: Final = (
+    rf"(?<!{_NAME_CHAR})(?P<entropy>(?P<entropy_keep>{_NAME_CHAR}*+"
+    r"(?:(?P<entropy_strong>)"
+    + _ends_in(
+        (
+            "pw",
+            "pwd",
+            "pass",
+            "passwd",
+            "password",
+            "passphrase",
+            "token",
+            "tok",
+            "secret",
+            "credential",
+            "credentials",
+        )
+    )
+    + "|"
+    + _ends_in(("key", "keys", "sig", "signature", "salt", "auth"))
+    + r")\\?[\"'`]?\]?[ \t]*(?:[:=]{1,2}>?|,)?[ \t]*[\[(]?\\?[\"'`]?)"
+    + rf"(?(entropy_strong)(?:{_SECRET_LIKE}|[A-Za-z0-9+/_\-]{{16,}}+=*)|{_SECRET_LIKE}))"
+)
+
+# Artifactory API keys (``AKC…``) and encrypted passwords (``AP…``): the prefix is short and
+# ordinary words share it (``APACHE2``), so the key stands alone and mixes upper case, lower
+# case and digits.
+_ARTIFACTORY: Final = (
+    r"A(?<![A-Za-z0-9_]A)(?=[A-Za-z0-9]*?[a-z])(?=[A-Za-z0-9]*?[0-9])"
+    r"(?P<artifactory>(?:KC[A-Za-z0-9]{10,}+|P[0-9A-F][A-Za-z0-9]{8,}+)(?![A-Za-z0-9_]))"
+)
 
 # ``<password>…</password>`` and ``<db:password>…``: the text up to the next tag, each of its
 # lines masked.
@@ -178,10 +266,11 @@ _XML_ELEMENT: Final = (
 # masked whole instead of half-eaten. No shape asks for a word boundary before it
 # (``token_ghp_…`` and ``xAKIA…`` are keys), and the trailing ``[A-Za-z0-9_]*`` takes any
 # glued word characters along, so a mask never leaves a word character behind it that could
-# start a new match on the next pass. Only ``sk-`` glued to a letter or digit asks for a
-# digit in its body: ``task-…`` is a word.
+# start a new match on the next pass. Only ``sk-`` glued to a letter asks for a digit in
+# its body: ``task-…`` is a word, ``1sk-proj-…`` a key. Twilio and Mailchimp keys ask for a
+# digit too, so that a long lower-case word is not one.
 _VENDOR_KEY: Final = r"""(?:
-    sk-(?:(?<![A-Za-z0-9]sk-)|(?=(?:proj-|svcacct-|admin-)?[A-Za-z0-9_]{0,31}[0-9]))
+    sk-(?:(?<![A-Za-z]sk-)|(?=(?:proj-|svcacct-|admin-)?[A-Za-z0-9_]{0,31}[0-9]))
     [A-Za-z0-9_\-]{16,}
   | [spr]k_(?:live|test)_[A-Za-z0-9]{24,} | whsec_[A-Za-z0-9]{24,}
   | A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}
@@ -191,8 +280,9 @@ _VENDOR_KEY: Final = r"""(?:
   | pypi-AgE[A-Za-z0-9_\-]{50,} | sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}
   | xox[abeoprs]-[A-Za-z0-9\-]{10,} | xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+
   | hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,}
-  | AIza[0-9A-Za-z_\-]{35,} | AC[a-f0-9]{32} | SK[a-f0-9]{32}
-  | [a-f0-9](?<![a-f0-9][a-f0-9])[a-f0-9]{31,}-us[0-9]{1,2}
+  | AIza[0-9A-Za-z_\-]{35,} | (?:AC|SK)(?=[a-z]{0,31}[0-9])[a-z0-9]{32}
+  | [a-z0-9](?<![a-z0-9][a-z0-9])(?=[a-z]{0,31}[0-9])[a-z0-9]{31,}-us[0-9]{1,2}
+  | api\.softlayer\.com/soap/v3(?:\.1)?/[a-z0-9]{64}
   | SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}
   | [0-9][0-9]{7,9}:[A-Za-z0-9_\-]{35}
   | [MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27}
@@ -229,7 +319,18 @@ _EMAIL: Final = (
 # two-letter scheme and its colon at least).
 _AT_RUN_START: Final = (
     "(?=[A-Za-z0-9_.%+\\-])(?<![A-Za-z0-9])(?:(?=[A-Za-z0-9_.+\\-]{2}[A-Za-z0-9_.+:\\-])(?:"
-    + "|".join((_URL_USERINFO, _AUTHORIZATION, _BEARER, _BARE_ASSIGNMENT, _JWT, _AWS_SECRET))
+    + "|".join(
+        (
+            _URL_USERINFO,
+            _AUTHORIZATION,
+            _BEARER,
+            _BARE_ASSIGNMENT,
+            _CALLED,
+            _JWT,
+            _AWS_SECRET,
+            _ENTROPY_ASSIGNMENT,
+        )
+    )
     + f")|{_EMAIL})"
 )
 _CATALOGUE: Final = "|".join(
@@ -239,6 +340,10 @@ _CATALOGUE: Final = "|".join(
         _XML_ELEMENT,
         _QUOTED_ASSIGNMENT,
         _LINE_ASSIGNMENT,
+        _COMPARED,
+        _FLAG,
+        _MYSQL_PASSWORD,
+        _ARTIFACTORY,
         _VENDOR_KEY,
         _AT_RUN_START,
     )
@@ -278,7 +383,13 @@ def _masked(match: re.Match[str]) -> str:
         return ("sk-" if match[0].startswith("sk-") else "") + REDACTION_MASK
     if kind == "jwt":
         return match["jwt_glue"] + REDACTION_MASK
-    if kind in ("query", "authz", "bearer"):
+    if kind == "compared":
+        return match["compared_quote"] + REDACTION_MASK + match["compared_quote"]
+    if kind == "entropy":
+        # A key-like name's value can be an OpenAI key: its mask keeps ``sk-`` as alone.
+        kept = _kept(match, kind)
+        return kept + ("sk-" if match[0].startswith("sk-", len(kept)) else "") + REDACTION_MASK
+    if kind in ("query", "authz", "bearer", "called", "mysql"):
         return _kept(match, kind) + REDACTION_MASK
     return REDACTION_MASK
 

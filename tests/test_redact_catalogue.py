@@ -21,6 +21,12 @@ AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
 JWT = "eyJ" + "hbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcDEF123"
 BODY = "MIIEowIBAAKCAQEA" + "q1w2e3r4t5y6" * 4
+OPENAI_PROJECT = "sk-proj-" + "AbCdEfGhIjKlMnOpQrStUvWx"
+ARTIFACTORY_KEY = "AKC" + "p5bBXkDE4jD2JdLaKnJLfuLHvF4iqzdCu2cbXTk8RyCQaGbSxRUmkfKXv3w6V4D"
+ARTIFACTORY_PASSWORD = "AP6" + "xZq2mKt9bW4nLr"
+SOFTLAYER = "t7q2m9p4v8n3c6e5" * 4
+ENTROPY = "Ht7Kq2mZ9pX4" + "vL8nB3cR6wYe"
+HEX_KEY = "9f86d081884c7d65" + "9a2feaa0c55ad015"
 
 # (text, what the redactor must make of it)
 CATALOGUE = [
@@ -134,6 +140,42 @@ CATALOGUE = [
     pytest.param("export GITHUB_TOKEN=abc", "export GITHUB_TOKEN=***", id="env-export"),
     pytest.param("spring.datasource.password=s3cr3t", "spring.datasource.password=***", id="props"),
     pytest.param("//registry/:_authToken=abcd-1234", "//registry/:_authToken=***", id="npmrc"),
+    # Command lines.
+    pytest.param("mysql -u root -pS3cretPass99 app", "mysql -u root -p*** app", id="mysql-p"),
+    pytest.param(
+        "$ mariadb-dump -h db -p'S3cret' x | gzip",
+        "$ mariadb-dump -h db -p*** x | gzip",
+        id="mariadb",
+    ),
+    pytest.param("tool --password S3cretPass99 -v", "tool --password *** -v", id="flag-password"),
+    pytest.param('cli -token "abc 123" x', 'cli -token "***" x', id="flag-token-quoted"),
+    # A key glued after a digit.
+    pytest.param("id9" + OPENAI_PROJECT, "id9sk-***", id="openai-after-a-digit"),
+    # Artifactory and SoftLayer.
+    pytest.param(f"token: {ARTIFACTORY_KEY}", "token: ***", id="artifactory-key"),
+    pytest.param(f'"{ARTIFACTORY_PASSWORD}"', '"***"', id="artifactory-password"),
+    pytest.param(
+        "https://api.softlayer.com/soap/v3/" + SOFTLAYER, "https://***", id="softlayer-url"
+    ),
+    pytest.param(f"softlayer_api_key :: {SOFTLAYER}", "softlayer_api_key :: ***", id="softlayer"),
+    # High-entropy values under the names secrets go by, in every form.
+    pytest.param(f"signature={ENTROPY}", "signature=***", id="signature"),
+    pytest.param(f"sig: {ENTROPY}", "sig: ***", id="sig"),
+    pytest.param(f"  salt: '{ENTROPY}'", "  salt: '***'", id="salt"),
+    pytest.param(f'{{"key": "{ENTROPY}"}}', '{"key": "***"}', id="key-json"),
+    pytest.param(f'{{\\"auth\\": \\"{ENTROPY}\\"}}', '{\\"auth\\": \\"***\\"}', id="escaped-json"),
+    pytest.param(f"['api-token'] '{ENTROPY}'", "['api-token'] '***'", id="bracketed-name"),
+    pytest.param(f'secret "{ENTROPY}"', 'secret "***"', id="secret-space"),
+    pytest.param(f"credential => {ENTROPY}", "credential => ***", id="credential"),
+    pytest.param(f"--passphrase {ENTROPY}", "--passphrase ***", id="passphrase-flag"),
+    pytest.param(f"cos_secretkey={HEX_KEY}", "cos_secretkey=***", id="hex-key"),
+    pytest.param("[clapipass]:=" + "wfzlwibbnghopxqcxyam", "[clapipass]:=***", id="letters-key"),
+    # Other statement forms.
+    pytest.param('if "hunter2" == password:', 'if "***" == password:', id="reversed-comparison"),
+    pytest.param(
+        'passwordField.setText("hunter2");', 'passwordField.setText("***");', id="setter-call"
+    ),
+    pytest.param('password[8] = @"hunter2"', 'password[8] = @"***"', id="objc-subscript"),
 ]
 
 # Text the new shapes must leave alone.
@@ -153,6 +195,17 @@ SURVIVORS = [
     pytest.param("/usr/local/lib/python3.11/site-packages/x", id="absolute-path"),
     pytest.param("-----BEGIN PUBLIC KEY-----", id="public-key-block"),
     pytest.param("data-key='abc'", id="attribute-named-key"),
+    # Ordinary values under ordinary names that secrets share, and words with a key's prefix.
+    pytest.param("key: user_profile", id="ordinary-key"),
+    pytest.param("sort key = created_at", id="ordinary-sort-key"),
+    pytest.param('signature: "Ada Lovelace"', id="ordinary-signature"),
+    pytest.param("salt: 2 tsp", id="kitchen-salt"),
+    pytest.param("Mix the APACHE2 and AKCELERATOR builds", id="artifactory-prefix-words"),
+    pytest.param("ssh -p2222 host && mkdir -p /tmp/x", id="dash-p-outside-mysql"),
+    pytest.param("mysql -u root -p app", id="mysql-prompting-for-the-password"),
+    pytest.param("The pan is hot; add the task-force2", id="pan-in-prose"),
+    pytest.param('if "admin" == username:', id="comparison-with-another-name"),
+    pytest.param("run --verbose output", id="ordinary-flag"),
 ]
 
 
@@ -312,6 +365,13 @@ _ADVERSARIAL_SEEDS = [
     "-----BEGIN ", "-----", "---- BEGIN ", "PuTTY-User-Key-File-2:", "Authorization: ",
     "authorization", "Authorization: Basic ", "Bearer ", "bearer a", "https://", "http://a",
     "a://a:", "?token=", "&amp;", "&key=", "?a=", "x" * 39 + " ", "\t", " ",
+    # The shapes of issue 21: Artifactory, SoftLayer, flags, MySQL, comparisons, calls and
+    # high-entropy values under key-like names.
+    "AKC", "AKCa1", "AP0", "AP0a1", " AP0", "api.softlayer.com/soap/v3/", "--password ", "-token ",
+    "mysql", "mysql ", "mysql -p", " -p", "mariadb;", '"a" == ', '"a"==password', "==password",
+    "password(", 'password("a"', 'password "a"', "key: ", "key:a1B", "sig=", "salt ", "keykey ",
+    "key ", "key\\\"", "['key'] ", "clpass ", "a1Bc", "0a1b", "A1B2", "[0]", "password[0] = ",
+    "1sk-", "ACa1", "a1" * 16 + "-us",
 ]  # fmt: skip
 
 

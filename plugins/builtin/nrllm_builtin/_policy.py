@@ -22,6 +22,12 @@ _CONFUSABLES: Final = str.maketrans(
     "aeopcyxijsdqwhkmhtbbylrnABEKMHOPCTYXIJSabyeikvoptuxwABEZHIKMNOPTYXia",
 )
 _DROPPED_CATEGORIES: Final = frozenset({"Mn", "Me", "Cf"})
+# A name spelled out one letter at a time (``p_a_s_s_w_o_r_d``, ``s.s.n``) reads as the word
+# its letters make.
+_SPELLED_OUT: Final = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z0-9](?:[^A-Za-z0-9]+[A-Za-z0-9](?![A-Za-z0-9]))+"
+)
+_SEPARATORS: Final = re.compile(r"[^A-Za-z0-9]+")
 
 # Names are split into words on anything that is not a letter or digit and on camelCase
 # boundaries, so ``fe_users``, ``UserSessions`` and ``api-keys`` are judged word by word.
@@ -31,16 +37,19 @@ _WORD_BOUNDARY: Final = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _SECRET_WORD: Final = re.compile(
     r"(?:password|passwd|pwd|pw|pass|passphrase|pin|secret|token|salt|hash|hashed|digest"
     r"|credential|key|mfa|otp|totp|jwt|bearer|auth|authorization|recovery|dsn|session"
-    r"|cookie|apikey|accesskey|privatekey|licensekey|encryptionkey|clientsecret)s?\d*",
+    r"|cookie|apikey|accesskey|privatekey|licensekey|encryptionkey|clientsecret|tok|pan"
+    r"|rsa|pem)s?\d*",
 )
-# Anywhere in a name, even glued to other words (``userpassword``, ``refreshtoken``).
+# Anywhere in a name, even glued to other words or split across them (``userpassword``,
+# ``refreshtoken``, ``social_security``, ``taxId``); ``syntax_id`` is not a tax id.
 _SECRET_FRAGMENT: Final = re.compile(
-    r"password|passwd|passphrase|secret|token|credential|session|apikey|api_key|privatekey"
+    r"password|passwd|passphrase|secret|token|credential|session|apikey|privatekey"
+    r"|socialsecurity|(?<!syn)tax(?:id|number)"
 )
 # Inside a word, glued or not (``pwhash``, ``privkey``, ``hmackey``, ``otpseed``): fragments
 # that mark a credential, a key or a payment or identity number.
 _CREDENTIAL_FRAGMENT: Final = re.compile(
-    r"pwd?|pass|hash|salt|key|seed|priv|secret|token|t?otp|mfa|ssn|iban|card"
+    r"pwd?|pass|hash|salt|key|seed|priv|secret|token|t?otp|mfa|ssn|iban|card|cv[vc]"
 )
 # Ordinary words that contain a fragment; blanked out of a word before the fragments are
 # looked for, so ``keyword``, ``passenger`` or ``hashtag`` stay readable while
@@ -80,10 +89,12 @@ _NRLLM_TABLES: Final = frozenset(
 
 
 def _looks_like(name: str) -> str:
-    """``name`` as it reads: NFKC, without marks or format characters, confusables folded."""
+    """``name`` as it reads: NFKC, without marks or format characters, confusables folded,
+    letters spelled out one at a time joined."""
     decomposed = unicodedata.normalize("NFKD", name)
     kept = "".join(c for c in decomposed if unicodedata.category(c) not in _DROPPED_CATEGORIES)
-    return unicodedata.normalize("NFKC", kept).translate(_CONFUSABLES)
+    folded = unicodedata.normalize("NFKC", kept).translate(_CONFUSABLES)
+    return _SPELLED_OUT.sub(lambda spelled: _SEPARATORS.sub("", spelled[0]), folded)
 
 
 def _words(name: str) -> list[str]:
@@ -92,7 +103,7 @@ def _words(name: str) -> list[str]:
 
 def _has_secret_shape(name: str) -> bool:
     name = _looks_like(name)
-    if _SECRET_FRAGMENT.search(name.lower()):
+    if _SECRET_FRAGMENT.search(_SEPARATORS.sub("", name).lower()):
         return True
     return any(
         _SECRET_WORD.fullmatch(word) or _CREDENTIAL_FRAGMENT.search(_ORDINARY_WORD.sub(" ", word))

@@ -19,13 +19,20 @@ DENIED = [
     f"p{CYRILLIC_A}ssword", "\u0440assword", "\u03a4\u039f\u039a\u0395\u039d",
     "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44", "pa\u0301ssword", "to\u200bken",
     "pass\u00adword",
+    # Payment and identity numbers, refresh tokens and key material, however abbreviated.
+    "cvv", "cvc", "card_cvv2", "card_number", "pan", "user_pan", "refresh_tok",
+    "social_security", "tax_id", "taxId", "cert_pem", "rsa",
+    # A name spelled with separators between its letters.
+    "p_a_s_s_w_o_r_d", "P-A-S-S-W-O-R-D", "s.e.c.r.e.t", "t o k e n", "s_s_n", "c_v_v",
+    "user_p_a_n",
 ]  # fmt: skip
 
 # Ordinary words that contain a fragment: the rule blanks them out before looking.
 ORDINARY = [
     "keyword", "keywords", "passenger", "passengers", "hashtag", "compass", "monkey",
     "hockey_team", "privacy_level", "cardinality", "title", "description", "page_id",
-    "author", "spinner",
+    "author", "spinner", "company", "span", "panel", "pancake", "japan", "stock", "tokyo",
+    "universal", "conversation", "syntax_id", "tax", "security_level", "a_b_c", "x_y",
 ]  # fmt: skip
 
 
