@@ -69,7 +69,7 @@ _ACCOUNT_OR_LOG_WORD: Final = re.compile(
 # Ordinary words ending in "log" that are not logs.
 _NOT_LOGS: Final = frozenset({"blog", "blogs", "catalog", "catalogs", "dialog", "dialogs"})
 # nrllm's own tables, every one that core's and the first-party plugins' migrations create
-# (the audit, its chain key, the approvals claimed, the jobs, the MCP pins): a model must
+# (the audit, its chain key, the approvals claimed, the jobs, the MCP pins and listed servers): a model must
 # never read or rewrite its own trail or what governs it, even when they share the host's
 # database and a host lists them. Listed by name, not left to a word in the name; a test
 # reads the migrations and fails on a table missing here.
@@ -84,6 +84,7 @@ _NRLLM_TABLES: Final = frozenset(
         "repurpose_jobs",
         "repurpose_job_artifacts",
         "mcp_pins",
+        "mcp_servers",
     }
 )
 
