@@ -69,10 +69,10 @@ _ACCOUNT_OR_LOG_WORD: Final = re.compile(
 # Ordinary words ending in "log" that are not logs.
 _NOT_LOGS: Final = frozenset({"blog", "blogs", "catalog", "catalogs", "dialog", "dialogs"})
 # nrllm's own tables, every one that core's and the first-party plugins' migrations create
-# (the audit, its chain key, the approvals claimed, the jobs, the MCP pins and listed servers): a model must
-# never read or rewrite its own trail or what governs it, even when they share the host's
-# database and a host lists them. Listed by name, not left to a word in the name; a test
-# reads the migrations and fails on a table missing here.
+# (the audit, its chain key, the approvals claimed, the jobs, the MCP pins and listed
+# servers): a model must never read or rewrite its own trail or what governs it, even when
+# they share the host's database and a host lists them. Listed by name, not left to a word
+# in the name; a test reads the migrations and fails on a table missing here.
 _NRLLM_TABLES: Final = frozenset(
     {
         "runs",
