@@ -39,6 +39,7 @@ from nrllm_core import (
     AsyncHost,
     AuditRecord,
     DataClass,
+    RunStatus,
     ToolContext,
     ToolRegistry,
     ToolResult,
@@ -212,7 +213,7 @@ def nrllm_host(
 
 
 def _completed(outcome: Any) -> None:
-    if outcome.status != "completed":
+    if outcome.status is not RunStatus.COMPLETED:
         raise RuntimeError(f"the nrllm run did not complete: {outcome.error}")
 
 

@@ -25,7 +25,7 @@ from typing import Final
 
 import anyio
 
-from nrllm_core import AsyncHost, DataClass, ToolRegistry, ToolResult, hookimpl, tool
+from nrllm_core import AsyncHost, DataClass, RunStatus, ToolRegistry, ToolResult, hookimpl, tool
 from nrllm_core._host import Host
 from nrllm_core._manager import make_plugin_manager
 
@@ -72,7 +72,7 @@ def worker(folder: Path, url: str, start: float, seconds: float) -> None:
     async def one() -> None:
         nonlocal done
         outcome = await ahost.run("look up pluggy")
-        if outcome.status != "completed":
+        if outcome.status is not RunStatus.COMPLETED:
             raise RuntimeError(f"a run did not complete: {outcome.error}")
         done += 1
 

@@ -30,7 +30,15 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from nrllm_core import DataClass, ToolRegistry, ToolResult, hookimpl, make_plugin_manager, tool
+from nrllm_core import (
+    DataClass,
+    RunStatus,
+    ToolRegistry,
+    ToolResult,
+    hookimpl,
+    make_plugin_manager,
+    tool,
+)
 from nrllm_core._host import Host
 from nrllm_otel import OtelSink
 
@@ -92,7 +100,7 @@ def build_host(folder: Path, *, otel: bool = False) -> Host:
 def run_many(host: Host, count: int) -> None:
     for _ in range(count):
         outcome = host.run("look up pluggy")
-        if outcome.status != "completed":
+        if outcome.status is not RunStatus.COMPLETED:
             raise RuntimeError(f"the run did not complete: {outcome.error}")
 
 

@@ -41,6 +41,7 @@ from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, Wir
 from nrllm_core._providers import Provider, ProviderConfigError, ProviderRegistry, build_provider
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._serde import to_json
+from nrllm_core._status import RunStatus
 from nrllm_core._tool import Tool, ToolContext, tool
 from nrllm_core._values import (
     Actor,
@@ -85,6 +86,7 @@ __all__ = [
     "Replay",
     "RunOutcome",
     "RunRecorder",
+    "RunStatus",
     "RunStep",
     "StepKind",
     "Stop",

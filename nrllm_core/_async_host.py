@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
 from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive, in_thread
 from nrllm_core._events import AsyncEventStream, StreamEvent
-from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, record_step
+from nrllm_core._flows import InvokeOptions, RunOptions
+from nrllm_core._host import Host
 from nrllm_core._loop import RunCancelled
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._segment import Drive, Flow, record_step
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -47,7 +49,7 @@ class AsyncHost:
 
     async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunOutcome:
         """:meth:`Host.run`, awaited."""
-        return await self._walk(self.host._run_flow(prompt, **options), NOBODY)
+        return await self._walk(self.host.flows.run(prompt, **options), NOBODY)
 
     async def stream(
         self, prompt: str, **options: Unpack[RunOptions]
@@ -56,7 +58,7 @@ class AsyncHost:
         loop early cancels the run."""
         events = AsyncEventStream(options.get("on_event"))
         options["on_event"] = events.observer
-        flow = self.host._run_flow(prompt, **options)
+        flow = self.host.flows.run(prompt, **options)
         walker: Driver[Drive, RunOutcome] = Driver(flow)
         first = await _next(walker)
         run = events.start(lambda watchers: self._walked(walker, first, watchers))
@@ -76,14 +78,16 @@ class AsyncHost:
         on_event: Callable[[TraceEvent], None] | None = None,
     ) -> RunOutcome:
         """:meth:`Host.approve`, awaited."""
-        flow = self.host._approve_flow(run_id, approve, approver, turn_digest, on_event)
+        flow = self.host.flows.approve(
+            run_id, approve=approve, approver=approver, turn_digest=turn_digest, on_event=on_event
+        )
         return await self._walk(flow, NOBODY)
 
     async def invoke(
         self, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[InvokeOptions]
     ) -> WirePayload:
         """:meth:`Host.invoke`, awaited (``approve`` is called in a worker thread)."""
-        return await self._walk(self.host._invoke_flow(tool_name, arguments, **options), NOBODY)
+        return await self._walk(self.host.flows.invoke(tool_name, arguments, **options), NOBODY)
 
     def cancel(self, run_id: str) -> bool:
         """:meth:`Host.cancel`: callable from any thread or task."""
@@ -105,7 +109,7 @@ class AsyncHost:
         import anyio
 
         while effect is not None:
-            with self.host._cancellable(effect.recorder.run_id) as cancellation:
+            with self.host.flows.cancellable(effect.recorder.run_id) as cancellation:
                 try:
                     walker.answer(await self._drive(effect, cancellation, watchers))
                 except anyio.get_cancelled_exc_class():

@@ -15,6 +15,7 @@ from nrllm_core._drive import Watchers
 from nrllm_core._invoke import Admitted
 from nrllm_core._messages import StreamRestarted, TextDelta, ThinkingDelta
 from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._status import RunStatus
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def _watchers(put: Callable[[StreamEvent], None]) -> Watchers:
 
 
 def _last(outcome: RunOutcome) -> StreamEvent:
-    if outcome.status == "awaiting_approval":
+    if outcome.status is RunStatus.AWAITING_APPROVAL:
         return Suspended(outcome=outcome)
     return Finished(outcome=outcome)
 

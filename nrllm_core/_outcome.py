@@ -8,8 +8,13 @@ import attrs
 
 from nrllm_core._loop import PendingCall
 from nrllm_core._messages import Usage
+from nrllm_core._status import RunStatus
 
 __all__ = ["RunOutcome"]
+
+
+def _status(value: RunStatus | str | None) -> RunStatus | None:
+    return None if value is None else RunStatus(value)
 
 
 @final
@@ -18,8 +23,9 @@ class RunOutcome:
     """What ``run`` and ``approve`` report; the same shape as ``nrllm run --json``."""
 
     run_id: str
-    # completed, awaiting_approval or failed; a refused approval reports the run's own status.
-    status: str | None
+    # A status named by its string is checked against RunStatus; a refused approval reports
+    # the run's own status, None when the run is unknown.
+    status: RunStatus | None = attrs.field(converter=_status)
     termination_reason: str | None
     final_content: str
     pending: tuple[PendingCall, ...] = ()
@@ -32,7 +38,7 @@ class RunOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "status": self.status,
+            "status": None if self.status is None else self.status.value,
             "termination_reason": self.termination_reason,
             "final_content": self.final_content,
             "pending": [

@@ -22,6 +22,7 @@ from nrllm_core import (
     ToolCallStarted,
     ToolContext,
     ToolResult,
+    _run_flow,
     hookimpl,
     tool,
 )
@@ -286,15 +287,15 @@ async def test_a_run_cancelled_before_its_loop_starts_settles_cancelled(
     script = nrllm.scripted([{"content": "never"}])
     host = AsyncHost(nrllm.host)
     started = threading.Event()
-    real = Host._first_segment
+    real = _run_flow._first_segment
 
-    def slow_first_segment(self: Host, *args: Any) -> Any:
+    def slow_first_segment(*args: Any) -> Any:
         # The store work before the loop: the task is cancelled while it runs.
         started.set()
         threading.Event().wait(0.3)
-        return real(self, *args)
+        return real(*args)
 
-    monkeypatch.setattr(Host, "_first_segment", slow_first_segment)
+    monkeypatch.setattr(_run_flow, "_first_segment", slow_first_segment)
 
     async with anyio.create_task_group() as group:
         group.start_soon(functools.partial(host.run, "go", provider=script))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from nrllm_core._serde import to_json
+from nrllm_core._status import RunStatus
 from nrllm_core.cli._common import host_config
 from nrllm_core.cli._main import cli
 from nrllm_core.cli._terminal import echo, echo_json
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from nrllm_core._config import HostConfig
     from nrllm_core.store import RunInfo, Store
 
-_STATUSES = ("running", "completed", "awaiting_approval", "failed", "cancelled", "interrupted")
+_STATUSES = tuple(status.value for status in RunStatus)
 
 
 def _config(ctx: click.Context) -> HostConfig:
@@ -39,8 +40,6 @@ def runs(ctx: click.Context, status: str | None, as_json: bool) -> None:
     """List persisted runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    from nrllm_core.store import RunStatus
-
     store = _open_store(_config(ctx))
     try:
         found = store.list_runs(RunStatus(status) if status else None)

@@ -11,6 +11,7 @@ import click
 from nrllm_core._host import ApprovalRefused, Host
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._serde import to_json
+from nrllm_core._status import RunStatus
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console
@@ -118,7 +119,7 @@ def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
         echo_json(
             RunOutcome(
                 run_id=run_id,
-                status=None if detail is None else detail.run.status.value,
+                status=None if detail is None else detail.run.status,
                 termination_reason=None,
                 final_content="",
                 error=reason,
@@ -132,16 +133,16 @@ def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
 def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
         echo_json(outcome.to_dict())
-    elif outcome.status == "completed":
+    elif outcome.status is RunStatus.COMPLETED:
         echo(outcome.final_content, multiline=True)
-    elif outcome.status == "awaiting_approval":
+    elif outcome.status is RunStatus.AWAITING_APPROVAL:
         _show_turn(outcome)
         base = _command_prefix(ctx)
         echo(f"approve: {base} approve {outcome.run_id} --digest {outcome.turn_digest}")
         echo(f"deny:    {base} approve {outcome.run_id} --deny --digest {outcome.turn_digest}")
     else:
         echo(f"run {outcome.run_id} failed: {outcome.error or ''}", err=True)
-    if outcome.status == "failed":
+    if outcome.status is RunStatus.FAILED:
         sys.exit(1)
 
 

@@ -11,6 +11,7 @@ from nrllm_core._host import ApprovalRefused, Host
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
+from nrllm_core._status import RunStatus
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._live import live_text
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
@@ -193,8 +194,6 @@ class _Api:
         from starlette.concurrency import run_in_threadpool
 
         def read() -> list[dict[str, Any]]:
-            from nrllm_core.store import RunStatus
-
             inbox = []
             for info in self._host.store.list_runs(RunStatus.AWAITING_APPROVAL):
                 entry: dict[str, Any] = {"run": info.to_dict()}
@@ -300,13 +299,13 @@ def _pending(outcome: RunOutcome) -> dict[str, Any]:
 
 
 def _terminal(outcome: RunOutcome) -> dict[str, Any]:
-    if outcome.status == "awaiting_approval":
+    if outcome.status is RunStatus.AWAITING_APPROVAL:
         return {"event": "awaiting_approval", **_pending(outcome)}
-    if outcome.status == "completed":
+    if outcome.status is RunStatus.COMPLETED:
         return {
             "event": "done",
             "run_id": outcome.run_id,
-            "status": outcome.status,
+            "status": outcome.status.value,
             "termination_reason": outcome.termination_reason,
             "final_content": outcome.final_content,
             "truncated": outcome.truncated,

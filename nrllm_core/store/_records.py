@@ -9,6 +9,8 @@ from typing import Any, final
 
 import attrs
 
+from nrllm_core._status import RunStatus
+
 __all__ = [
     "GateDecisionRecord",
     "PurgeResult",
@@ -28,22 +30,6 @@ class RunKind(enum.StrEnum):
     RUN = "run"
     INVOKE = "invoke"
     MCP = "mcp"
-
-
-class RunStatus(enum.StrEnum):
-    """Where a run stands. ``interrupted`` is never stored: it is a running run gone silent."""
-
-    RUNNING = "running"
-    COMPLETED = "completed"
-    AWAITING_APPROVAL = "awaiting_approval"
-    FAILED = "failed"
-    # Stopped by its host (``Host.cancel``, or its async task cancelled).
-    CANCELLED = "cancelled"
-    INTERRUPTED = "interrupted"
-
-    @property
-    def is_finished(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 @final

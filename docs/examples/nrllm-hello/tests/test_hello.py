@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nrllm_core import DataClass, TrustZone
+from nrllm_core import DataClass, RunStatus, TrustZone
 
 PLUGIN = Path(__file__).resolve().parent.parent / "nrllm_hello"
 
@@ -78,7 +78,7 @@ def test_save_note_waits_for_approval_and_then_writes(nrllm, tmp_path: Path) -> 
 
     waiting = nrllm.run("Note that I like oolong.", script=script, zone=TrustZone.LOCAL)
 
-    assert waiting.status == "awaiting_approval"
+    assert waiting.status is RunStatus.AWAITING_APPROVAL
     [pending] = waiting.pending
     assert pending.preview == (f"Write {tmp_path / 'tea.txt'}", "1 words")
     assert not (tmp_path / "tea.txt").exists()

@@ -1,0 +1,99 @@
+"""An approval: a person's decision on a suspended turn, claimed once and written to the
+audit before anything runs, then the run resumed from that turn."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from nrllm_core._config import HostConfig
+from nrllm_core._gate import live_gate
+from nrllm_core._loop import SuspendedRunState, TerminationReason, resumed_segment
+from nrllm_core._messages import ProviderError
+from nrllm_core._outcome import RunOutcome
+from nrllm_core._payloads import RunStep, StepKind, TraceEvent
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._segment import Drive, Flow, HostParts, context_for, failed, start_step
+
+__all__ = ["approval_flow"]
+
+
+def approval_flow(
+    parts: HostParts,
+    run_id: str,
+    *,
+    approve: bool,
+    approver: str,
+    turn_digest: str | None,
+    on_event: Callable[[TraceEvent], None] | None = None,
+) -> Flow[RunOutcome]:
+    """Claim the turn (an approval that cannot be applied raises ``ApprovalRefused`` before
+    anything is recorded), then resume the run with the decision."""
+    config = parts.config
+    claim = parts.suspensions.claim(
+        config, run_id, approve=approve, approver=approver, turn_digest=turn_digest
+    )
+    state = claim.state
+    recorder = parts.recorder(
+        config, run_id, first_sequence=parts.store.last_sequence(run_id) + 1, on_event=on_event
+    )
+    start = functools.partial(
+        start_step,
+        config,
+        "run",
+        config.zone_for(state.provider).value,
+        provider=state.provider,
+        skill=state.skill,
+        trace_context=claim.trace_context,
+    )
+    body = _resume_segment(parts, recorder, config, state, approve, approver)
+    return (yield from parts.segment(recorder, start, body))
+
+
+def _resume_segment(
+    parts: HostParts,
+    recorder: RunRecorder,
+    config: HostConfig,
+    state: SuspendedRunState,
+    approve: bool,
+    approver: str,
+) -> Flow[RunOutcome]:
+    run_id = recorder.run_id
+    audited = recorder.record(
+        RunStep(
+            kind=StepKind.APPROVAL,
+            round=state.iterations,
+            duration_ms=0.0,
+            fields={
+                "decision": "approved" if approve else "denied",
+                "approver": approver,
+                "turn_digest": state.digest,
+                "decided_at": parts.clock().isoformat(),
+            },
+        )
+    )
+    actor = state.actor
+    if not audited:
+        outcome = failed(
+            run_id, "the approval could not be written to the audit; nothing was executed"
+        )
+        return parts.settle(recorder, outcome, reason=TerminationReason.AUDIT_UNAVAILABLE)
+    try:
+        model = parts.provider(config, state.provider)
+    except ProviderError as exc:
+        return parts.settle(recorder, failed(run_id, str(exc)))
+    report = parts.gate(provider=state.provider, skill=state.skill, actor=actor)
+    catalog = parts.pm.catalog()
+    core = resumed_segment(
+        pm=parts.pm,
+        state=state,
+        approved=approve,
+        offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
+        permits=live_gate(
+            parts.pm, parts.load, provider=state.provider, skill=state.skill, actor=actor
+        ),
+        context_for=context_for(run_id, actor, config),
+        limits=config.run,
+    )
+    outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
+    return parts.settle(recorder, outcome)

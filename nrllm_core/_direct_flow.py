@@ -1,0 +1,164 @@
+"""A direct call: one tool call through the seam, recorded as a one-call run (``nrllm
+invoke``, or a call an MCP client makes), gated and approved when the caller asks for it."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nrllm_core._catalog import RegisteredTool
+from nrllm_core._gate import decide, gate_step, live_gate
+from nrllm_core._invoke import new_call_id, new_run_id, refuse
+from nrllm_core._loop import PendingCall, TerminationReason, preview_lines, single_call, turn_digest
+from nrllm_core._messages import ToolCall
+from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._segment import Drive, Flow, HostParts, context_for, decision_records, start_step
+from nrllm_core._status import RunStatus
+from nrllm_core._tool import ToolContext
+from nrllm_core._values import Actor, TrustZone
+
+__all__ = ["NoApprover", "direct_flow"]
+
+
+class NoApprover(Exception):
+    """Raised by the ``approve`` callback of :meth:`Host.invoke` when nobody can decide the
+    call (no way to ask a person, or four-eyes with only the initiator there). The call is
+    refused with this exception's message as its answer (it must be safe to show), and the
+    approval step records the denial with no approver and ``reason`` ``no_approver``."""
+
+
+def direct_flow(
+    parts: HostParts,
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    zone: TrustZone | None = None,
+    skill: str | None = None,
+    kind: str = "invoke",
+    approve: Callable[[PendingCall, str], str | None] | None = None,
+    actor: Actor | None = None,
+    on_event: Callable[[TraceEvent], None] | None = None,
+) -> Flow[WirePayload]:
+    """The call as a run: started, gated when a provider or zone is named, approved when
+    ``approve`` is given and the tool needs it, driven, then settled."""
+    from nrllm_core.store import RunKind
+
+    config = parts.config
+    actor = actor or config.actor()
+    if provider is not None:
+        parts.provider_name(config, provider)
+    gated = provider is not None or zone is not None
+    if zone is None and provider is not None:
+        zone = config.zone_for(provider)
+    run_id = new_run_id()
+    parts.store.start_run(
+        run_id,
+        kind=RunKind(kind),
+        provider=provider,
+        zone=None if zone is None else zone.value,
+        skill=skill,
+        actor=actor.id,
+    )
+    recorder = parts.recorder(config, run_id, on_event=on_event)
+    recorder.record(
+        start_step(
+            config,
+            RunKind(kind).value,
+            None if zone is None else zone.value,
+            provider=provider,
+            skill=skill,
+        )
+    )
+    permits = None
+    if gated:
+        # The gate's decision for this tool is part of the audit, as it is for a run.
+        report = decide(
+            parts.pm.catalog(),
+            config,
+            provider=provider,
+            skill=skill,
+            actor=actor,
+            requested=[tool_name],
+            zone=zone,
+        )
+        recorder.record(gate_step(report))
+        parts.store.record_decisions(run_id, decision_records(report))
+        permits = live_gate(
+            parts.pm, parts.load, provider=provider, skill=skill, actor=actor, zone=zone
+        )
+    context = context_for(run_id, actor, config)(new_call_id())
+    registered = parts.pm.catalog().get(tool_name)
+    with parts.store.leased(run_id):
+        try:
+            if (
+                approve is not None
+                and registered is not None
+                and registered.requires_approval
+                and (permits is None or permits(registered))
+            ):
+                wire = yield from _approved_call(
+                    parts, registered, arguments, context, recorder, approve, permits
+                )
+            else:
+                core = single_call(parts.pm, tool_name, arguments, context, permits)
+                wire = yield Drive(core=core, recorder=recorder, limits=config.run)
+        except Exception:
+            parts.crashed(recorder)
+            raise
+    if recorder.audit_failures and registered is not None and registered.effect.is_write:
+        # The write ran but its record did not: the run says so (fail closed).
+        parts.finish(recorder, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE)
+    else:
+        parts.finish(recorder, RunStatus.COMPLETED, TerminationReason.COMPLETED)
+    return wire
+
+
+def _approved_call(
+    parts: HostParts,
+    registered: RegisteredTool,
+    arguments: Mapping[str, Any],
+    context: ToolContext,
+    recorder: RunRecorder,
+    approve: Callable[[PendingCall, str], str | None],
+    permits: Callable[[RegisteredTool], bool] | None,
+) -> Flow[WirePayload]:
+    """Ask ``approve`` about one call, record the answer, then run or refuse the call (the
+    live gate decides again: the person may have taken a while)."""
+    call = ToolCall(id=context.call_id, name=registered.name, arguments=dict(arguments))
+    lines, failed = preview_lines(registered, call, context)
+    pending = PendingCall(
+        call_id=call.id,
+        name=call.name,
+        arguments=dict(arguments),
+        requires_approval=True,
+        preview=lines,
+        preview_failed=failed,
+    )
+    digest = turn_digest(context.run_id, secrets.token_hex(16), [pending])
+    refusal: str | None = None
+    try:
+        approver = approve(pending, digest)
+    except NoApprover as exc:
+        approver, refusal = None, str(exc)
+    fields: dict[str, Any] = {
+        "decision": "denied" if approver is None else "approved",
+        "approver": approver,
+        "turn_digest": digest,
+        "decided_at": parts.clock().isoformat(),
+    }
+    if refusal is not None:
+        fields["reason"] = "no_approver"
+    audited = recorder.record(
+        RunStep(kind=StepKind.APPROVAL, round=0, duration_ms=0.0, fields=fields)
+    )
+    if approver is None or not audited:
+        content = refusal or f'Error: tool "{call.name}" was denied by the operator.'
+        if approver is not None:
+            content = "Error: the approval could not be written to the audit; nothing ran."
+        return refuse(parts.pm, call.name, arguments, content, context=context, recorder=recorder)
+    core = single_call(parts.pm, call.name, arguments, context, permits)
+    wire: WirePayload = yield Drive(core=core, recorder=recorder, limits=parts.config.run)
+    return wire

@@ -1,0 +1,108 @@
+"""The host's flows as its two drivers see them: ``Host`` walks them on the caller's thread,
+``AsyncHost`` on an event loop; neither decides anything the flows do not."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypedDict, Unpack, final
+
+from nrllm_core._approval_flow import approval_flow
+from nrllm_core._direct_flow import direct_flow
+from nrllm_core._drive import Cancellation
+from nrllm_core._loop import PendingCall
+from nrllm_core._outcome import RunOutcome
+from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._run_flow import run_flow
+from nrllm_core._segment import Flow, HostParts
+from nrllm_core._values import Actor, TrustZone
+from nrllm_core.log import logger
+
+__all__ = ["Flows", "InvokeOptions", "RunOptions"]
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments of ``run`` and ``stream``, each optional: ``provider``,
+    ``skill``, ``max_rounds``, ``actor``, ``system`` and ``on_event``."""
+
+    provider: str | None
+    skill: str | None
+    max_rounds: int | None
+    actor: Actor | None
+    system: str | None
+    on_event: Callable[[TraceEvent], None] | None
+
+
+class InvokeOptions(TypedDict, total=False):
+    """The keyword arguments of ``invoke``, each optional: ``provider``, ``zone``, ``skill``,
+    ``kind``, ``approve``, ``actor`` and ``on_event``."""
+
+    provider: str | None
+    zone: TrustZone | None
+    skill: str | None
+    kind: str
+    approve: Callable[[PendingCall, str], str | None] | None
+    actor: Actor | None
+    on_event: Callable[[TraceEvent], None] | None
+
+
+@final
+class Flows:
+    """A host's runs, approvals and direct calls, each a :data:`Flow` to walk, and the runs
+    being driven now, which ``cancel`` reaches from any thread."""
+
+    __slots__ = ("_running", "_running_lock", "parts")
+
+    def __init__(self, parts: HostParts) -> None:
+        self.parts = parts
+        self._running: dict[str, Cancellation] = {}
+        self._running_lock = threading.Lock()
+
+    def run(self, prompt: str, **options: Unpack[RunOptions]) -> Flow[RunOutcome]:
+        return run_flow(self.parts, prompt, **options)
+
+    def approve(
+        self,
+        run_id: str,
+        *,
+        approve: bool,
+        approver: str,
+        turn_digest: str | None,
+        on_event: Callable[[TraceEvent], None] | None,
+    ) -> Flow[RunOutcome]:
+        return approval_flow(
+            self.parts,
+            run_id,
+            approve=approve,
+            approver=approver,
+            turn_digest=turn_digest,
+            on_event=on_event,
+        )
+
+    def invoke(
+        self, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[InvokeOptions]
+    ) -> Flow[WirePayload]:
+        return direct_flow(self.parts, tool_name, arguments, **options)
+
+    @contextlib.contextmanager
+    def cancellable(self, run_id: str) -> Iterator[Cancellation]:
+        """The cancellation of ``run_id`` while a driver drives one of its loop cores."""
+        cancellation = Cancellation()
+        with self._running_lock:
+            self._running[run_id] = cancellation
+        try:
+            yield cancellation
+        finally:
+            with self._running_lock:
+                self._running.pop(run_id, None)
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel the run of that id being driven now; ``False`` when none is."""
+        with self._running_lock:
+            cancellation = self._running.get(run_id)
+        if cancellation is None:
+            return False
+        logger().info("nrllm.run.cancel_requested", run_id=run_id)
+        cancellation.cancel()
+        return True

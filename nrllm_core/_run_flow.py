@@ -1,0 +1,103 @@
+"""A run: a prompt gated, recorded and driven to its answer, or to a turn that waits for a
+person."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from nrllm_core._config import HostConfig
+from nrllm_core._gate import GateReport, gate_step, live_gate
+from nrllm_core._invoke import new_run_id
+from nrllm_core._loop import clamp_rounds, first_segment
+from nrllm_core._messages import ChatMessage, ProviderError
+from nrllm_core._outcome import RunOutcome
+from nrllm_core._payloads import TraceEvent
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._segment import (
+    Drive,
+    Flow,
+    HostParts,
+    context_for,
+    decision_records,
+    failed,
+    names,
+    start_step,
+)
+from nrllm_core._values import Actor
+
+__all__ = ["run_flow"]
+
+
+def run_flow(
+    parts: HostParts,
+    prompt: str,
+    *,
+    provider: str | None = None,
+    skill: str | None = None,
+    max_rounds: int | None = None,
+    actor: Actor | None = None,
+    system: str | None = None,
+    on_event: Callable[[TraceEvent], None] | None = None,
+) -> Flow[RunOutcome]:
+    """Start the run (a bad prompt, provider or skill raises before anything is recorded),
+    then its first segment."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("the prompt is empty")
+    config = parts.config
+    actor = actor or config.actor()
+    provider_name = parts.provider_name(config, provider)
+    if skill is not None and skill not in config.skills:
+        raise ValueError(
+            f'no skill named "{skill}" is configured (configured: {names(config.skills)})'
+        )
+    rounds = clamp_rounds(max_rounds)
+    report = parts.gate(provider=provider_name, skill=skill, actor=actor)
+    run_id = new_run_id()
+    parts.store.start_run(
+        run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
+    )
+    recorder = parts.recorder(config, run_id, on_event=on_event)
+    start = functools.partial(
+        start_step, config, "run", report.zone.value, provider=provider_name, skill=skill
+    )
+    body = _first_segment(parts, recorder, config, report, prompt, system, rounds, actor)
+    return (yield from parts.segment(recorder, start, body))
+
+
+def _first_segment(
+    parts: HostParts,
+    recorder: RunRecorder,
+    config: HostConfig,
+    report: GateReport,
+    prompt: str,
+    system: str | None,
+    rounds: int,
+    actor: Actor,
+) -> Flow[RunOutcome]:
+    provider_name, skill = report.provider, report.skill
+    run_id = recorder.run_id
+    recorder.record(gate_step(report))
+    parts.store.record_decisions(run_id, decision_records(report))
+    messages = [ChatMessage.system(system)] if system else []
+    messages.append(ChatMessage.user(prompt))
+    try:
+        model = parts.provider(config, provider_name)
+    except ProviderError as exc:
+        return parts.settle(recorder, failed(run_id, str(exc)))
+    catalog = parts.pm.catalog()
+    core = first_segment(
+        pm=parts.pm,
+        run_id=run_id,
+        provider_name=provider_name,
+        skill=skill,
+        messages=messages,
+        offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
+        permits=live_gate(parts.pm, parts.load, provider=provider_name, skill=skill, actor=actor),
+        context_for=context_for(run_id, actor, config),
+        actor=actor,
+        max_rounds=rounds,
+        limits=config.run,
+    )
+    outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
+    return parts.settle(recorder, outcome)

@@ -1,0 +1,332 @@
+"""What every host flow shares: the host's parts, a segment's first record, its recorder and
+model, and how it settles (finished, failed, cancelled or suspended)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Generator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, final
+from urllib.parse import urlsplit
+
+import attrs
+
+from nrllm_core._config import HostConfig, RunConfig
+from nrllm_core._gate import GateReport, decide
+from nrllm_core._loop import (
+    Effect,
+    LoopOutcome,
+    Record,
+    RunCancelled,
+    TerminationReason,
+    ToolLoopResult,
+)
+from nrllm_core._manager import PluginManager
+from nrllm_core._messages import ProviderError, Usage
+from nrllm_core._outcome import RunOutcome
+from nrllm_core._payloads import RunStep, StepKind, TraceEvent
+from nrllm_core._privacy import audit_view_for
+from nrllm_core._providers import Provider, build_provider
+from nrllm_core._recorder import RunRecorder
+from nrllm_core._status import RunStatus
+from nrllm_core._suspension import Suspensions, suspension_step
+from nrllm_core._tool import ToolContext
+from nrllm_core._values import Actor
+from nrllm_core.log import logger
+
+if TYPE_CHECKING:
+    from nrllm_core.store import GateDecisionRecord, Store
+
+__all__ = [
+    "Drive",
+    "Flow",
+    "HostParts",
+    "context_for",
+    "decision_records",
+    "failed",
+    "names",
+    "record_step",
+    "start_step",
+]
+
+T = TypeVar("T")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Drive:
+    """What a host flow asks of its runner: drive this loop core for this run."""
+
+    core: Generator[Effect, Any, Any]
+    recorder: RunRecorder
+    limits: RunConfig
+    # None for a core that never asks the model (one direct call).
+    provider: Provider | None = None
+
+
+# A run, an approval or a direct call as the host does it: its store work is plain code, and
+# it yields each loop core it needs driven (by Host on its thread, by AsyncHost on its loop).
+Flow = Generator[Drive, Any, T]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class HostParts:
+    """What a host is made of, as its flows use it: the plugins, the configuration (read
+    again on every access), the store, its suspended turns, the environment and the clock."""
+
+    pm: PluginManager
+    load: Callable[[], HostConfig]
+    store: Store
+    suspensions: Suspensions
+    environ: Mapping[str, str]
+    clock: Callable[[], datetime]
+
+    @property
+    def config(self) -> HostConfig:
+        return self.load()
+
+    def gate(self, *, provider: str | None, skill: str | None, actor: Actor) -> GateReport:
+        return decide(self.pm.catalog(), self.config, provider=provider, skill=skill, actor=actor)
+
+    def provider_name(self, config: HostConfig, provider: str | None) -> str:
+        """The provider a run names, else the configured default; one that is configured."""
+        name = provider or config.defaults.provider
+        if name is None:
+            raise ValueError("no provider: name one, or set [defaults] provider")
+        if name not in config.providers:
+            raise ValueError(
+                f'no provider named "{name}" is configured (configured: {names(config.providers)})'
+            )
+        return name
+
+    def provider(self, config: HostConfig, name: str | None) -> Provider:
+        if name is None or name not in config.providers:
+            raise ProviderError(f'provider "{name}" is no longer configured')
+        settings = attrs.asdict(config.providers[name])
+        return build_provider(
+            self.pm.provider_registry(),
+            name,
+            settings,
+            config_dir=config.config_dir,
+            environ=self.environ,
+        )
+
+    def recorder(
+        self,
+        config: HostConfig,
+        run_id: str,
+        first_sequence: int = 1,
+        on_event: Callable[[TraceEvent], None] | None = None,
+    ) -> RunRecorder:
+        # Each plugin learns its own section as it stands for this segment.
+        self.pm.deliver_settings(config.plugin_settings)
+        return RunRecorder(
+            self.pm,
+            run_id,
+            audit_view=audit_view_for(config.privacy.level),
+            first_sequence=first_sequence,
+            observer=on_event,
+        )
+
+    def segment(
+        self, recorder: RunRecorder, start: Callable[[], RunStep], body: Flow[RunOutcome]
+    ) -> Flow[RunOutcome]:
+        """A segment of a run, under the run's lease: its ``start`` record, then ``body``; an
+        unexpected failure in either settles the run instead of leaving it running."""
+        with self.store.leased(recorder.run_id):
+            try:
+                recorder.record(start())
+                return (yield from body)
+            except Exception:
+                return self.crashed(recorder)
+
+    def finish(self, recorder: RunRecorder, status: RunStatus, reason: TerminationReason) -> None:
+        """The segment's ``finish`` record, then the run settled: ``status`` and ``reason``."""
+        recorder.record(
+            RunStep(
+                kind=StepKind.FINISH,
+                round=0,
+                duration_ms=0.0,
+                fields={"status": status.value, "termination_reason": reason.value},
+            )
+        )
+        self.store.finish_run(recorder.run_id, status, reason.value)
+
+    def crashed(self, recorder: RunRecorder) -> RunOutcome:
+        """An unexpected failure inside a run: logged in full, settled as failed, and reported
+        without its text (which can quote prompts, arguments or keys)."""
+        run_id = recorder.run_id
+        error = sys.exc_info()[1]
+        if isinstance(error, RunCancelled):
+            # Cancelled before its loop could start: settled so, nothing else happened.
+            self.finish(recorder, RunStatus.CANCELLED, TerminationReason.CANCELLED)
+            return RunOutcome(
+                run_id=run_id,
+                status=RunStatus.CANCELLED,
+                termination_reason=TerminationReason.CANCELLED.value,
+                final_content="",
+            )
+        kind = type(error).__name__
+        logger().error("nrllm.run.crashed", run_id=run_id, exc_info=True)
+        try:
+            self.finish(recorder, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR)
+        except Exception:
+            logger().error("nrllm.run.settle_failed", run_id=run_id, exc_info=True)
+        return RunOutcome(
+            run_id=run_id,
+            status=RunStatus.FAILED,
+            termination_reason=TerminationReason.INTERNAL_ERROR.value,
+            final_content="",
+            error=f"the run failed unexpectedly ({kind}); the log has the details",
+        )
+
+    def settle(
+        self,
+        recorder: RunRecorder,
+        outcome: LoopOutcome,
+        *,
+        reason: TerminationReason | None = None,
+    ) -> RunOutcome:
+        """The run as its loop left it: finished (completed, failed or cancelled), or parked
+        on a sealed turn; a turn that cannot be sealed fails the run."""
+        run_id = recorder.run_id
+        result = outcome.result
+        termination = reason or result.termination_reason
+        if outcome.suspended is not None:
+            state = outcome.suspended
+            try:
+                recorder.record(suspension_step(state))
+                self.suspensions.suspend(
+                    run_id,
+                    state,
+                    ttl_seconds=self.config.approvals.ttl_seconds,
+                    trace_context=self.pm.trace_context(run_id),
+                )
+            except Exception:
+                # No promise of a resume that cannot happen: the run fails instead.
+                logger().error("nrllm.run.suspend_failed", run_id=run_id, exc_info=True)
+                self.finish(recorder, RunStatus.FAILED, TerminationReason.SUSPEND_FAILED)
+                return RunOutcome(
+                    run_id=run_id,
+                    status=RunStatus.FAILED,
+                    termination_reason=TerminationReason.SUSPEND_FAILED.value,
+                    final_content="",
+                    error="the run could not be suspended: its state could not be stored",
+                    usage=result.usage,
+                )
+            return RunOutcome(
+                run_id=run_id,
+                status=RunStatus.AWAITING_APPROVAL,
+                termination_reason=termination.value,
+                final_content="",
+                pending=state.pending,
+                turn_digest=state.digest,
+                usage=result.usage,
+            )
+        status = RunStatus.FAILED if outcome.error is not None else RunStatus.COMPLETED
+        if termination is TerminationReason.CANCELLED:
+            status = RunStatus.CANCELLED
+        self.finish(recorder, status, termination)
+        return RunOutcome(
+            run_id=run_id,
+            status=status,
+            termination_reason=termination.value,
+            final_content=result.final_content,
+            error=outcome.error,
+            usage=result.usage,
+            truncated=result.truncated,
+        )
+
+
+def context_for(run_id: str, actor: Actor, config: HostConfig) -> Callable[[str], ToolContext]:
+    """The context each call of a segment runs in, by its call id."""
+
+    def made(call_id: str) -> ToolContext:
+        return ToolContext(
+            run_id=run_id, call_id=call_id, actor=actor, settings=config.plugin_settings
+        )
+
+    return made
+
+
+def record_step(recorder: RunRecorder, effect: Record) -> bool:
+    """Write the step a loop core yields; whether every audit sink took it."""
+    delivered: bool = recorder.record(effect.step)
+    return delivered
+
+
+def failed(run_id: str, error: str) -> LoopOutcome:
+    """A segment that ends before its model was asked: no answer, ``error``."""
+    return LoopOutcome(
+        result=ToolLoopResult(
+            final_content="",
+            invocations=(),
+            iterations=0,
+            truncated=False,
+            usage=Usage(),
+            termination_reason=TerminationReason.PROVIDER_FAILED,
+        ),
+        error=error,
+    )
+
+
+def start_step(
+    config: HostConfig,
+    kind: str,
+    zone: str | None,
+    *,
+    provider: str | None,
+    skill: str | None = None,
+    trace_context: Mapping[str, str] | None = None,
+) -> RunStep:
+    """A segment's first record: what the run is, where its model is, and (when it resumes a
+    suspended turn) the trace context stored with that turn. No content."""
+    settings = config.providers.get(provider or "")
+    address = urlsplit(settings.base_url) if settings and settings.base_url else None
+    try:
+        port = None if address is None else address.port
+    except ValueError:
+        port = None
+    return RunStep(
+        kind=StepKind.START,
+        round=0,
+        duration_ms=0.0,
+        fields={
+            "run_kind": kind,
+            "provider": provider,
+            "provider_kind": settings.kind if settings else None,
+            "zone": zone,
+            "skill": skill,
+            "model": settings.model if settings else None,
+            "server_address": None if address is None else address.hostname,
+            "server_port": port,
+            # What the segment's records keep of content, for a sink that forwards them.
+            "privacy_level": config.privacy.level.value,
+            "trace_context": None if trace_context is None else dict(trace_context),
+        },
+    )
+
+
+def decision_records(report: GateReport) -> list[GateDecisionRecord]:
+    from nrllm_core.store import GateDecisionRecord
+
+    # Offered tools need no record; a refusal, or one observe mode overrode, does.
+    records = []
+    for d in report.decisions:
+        reason = d.reason if d.reason is not None else d.observed
+        if reason is not None:
+            records.append(
+                GateDecisionRecord(
+                    tool=d.tool,
+                    reason=reason.value,
+                    zone=report.zone.value,
+                    ceiling=report.ceiling.value,
+                    observed=d.observed is not None,
+                )
+            )
+    return records
+
+
+def names(mapping: Mapping[str, Any]) -> str:
+    return ", ".join(sorted(mapping)) or "none"

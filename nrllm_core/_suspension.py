@@ -1,0 +1,277 @@
+"""A turn that waits for a person: sealed when the run suspends, opened only while the turn
+is open, bound to its run and its turn, and claimed once, by someone four-eyes allows."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+
+from nrllm_core import _json
+from nrllm_core._config import HostConfig
+from nrllm_core._loop import SuspendedRunState
+from nrllm_core._outcome import RunOutcome
+from nrllm_core._payloads import RunStep, StepKind
+from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
+from nrllm_core._status import RunStatus
+from nrllm_core.log import logger
+
+if TYPE_CHECKING:
+    from nrllm_core.store import Store
+
+__all__ = ["ApprovalRefused", "Claim", "RefusalReason", "Suspensions", "suspension_step"]
+
+
+class RefusalReason(enum.StrEnum):
+    """Why an approval was refused."""
+
+    NOT_AWAITING = "not_awaiting"
+    NO_DIGEST = "no_digest"
+    DIGEST_MISMATCH = "digest_mismatch"
+    UNOPENABLE = "unopenable"
+    EXPIRED = "expired"
+    STALE = "stale"
+    TAMPERED = "tampered"
+    FOUR_EYES = "four_eyes"
+    ALREADY_DECIDED = "already_decided"
+    REPLAYED = "replayed"
+
+
+class ApprovalRefused(Exception):
+    """An approval that cannot be applied: unknown run, not waiting, stale digest, four-eyes,
+    an expired or stale turn, a run whose audit chain does not hold (tampered), a replayed
+    state. ``reason`` says which; the message is safe to show."""
+
+    def __init__(self, message: str, reason: RefusalReason) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Claim:
+    """A decided turn: the state claimed, and the trace context stored with the turn."""
+
+    state: SuspendedRunState
+    trace_context: Mapping[str, str] | None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Suspensions:
+    """The suspended turns of one host: its store, the state key (from its data folder or
+    environment) and its clock."""
+
+    store: Store
+    data_dir: Path
+    environ: Mapping[str, str]
+    clock: Callable[[], datetime]
+
+    def suspend(
+        self,
+        run_id: str,
+        state: SuspendedRunState,
+        *,
+        ttl_seconds: float,
+        trace_context: Mapping[str, str] | None,
+    ) -> None:
+        """Seal the turn, open for ``ttl_seconds``, and park the run on it."""
+        turn = _SealedTurn(
+            state=state,
+            last_sequence=self.store.last_sequence(run_id),
+            expires_at=self.clock() + timedelta(seconds=ttl_seconds),
+        )
+        key = load_state_key(self.data_dir, dict(self.environ))
+        sealed = seal(key, _binding(run_id, state.digest), _turn_to_json(turn))
+        self.store.suspend_run(
+            run_id, sealed=sealed, turn_digest=state.digest, trace_context=trace_context
+        )
+
+    def pending(self, run_id: str) -> RunOutcome | None:
+        """The suspended turn of ``run_id`` as an outcome, or ``None``; refused when its state
+        cannot be opened, has expired or is stale."""
+        suspension = self.store.suspension(run_id)
+        if suspension is None:
+            return None
+        state = self._open_state(run_id, suspension.turn_digest, suspension.sealed)
+        return RunOutcome(
+            run_id=run_id,
+            status=RunStatus.AWAITING_APPROVAL,
+            termination_reason=None,
+            final_content="",
+            pending=state.pending,
+            turn_digest=suspension.turn_digest,
+            usage=state.usage,
+        )
+
+    def claim(
+        self,
+        config: HostConfig,
+        run_id: str,
+        *,
+        approve: bool,
+        approver: str,
+        turn_digest: str | None,
+    ) -> Claim:
+        """Decide the turn named by ``turn_digest``, once: the turn must wait, be open, and
+        an approver must differ from the initiator where four-eyes applies."""
+        suspension = self.store.suspension(run_id)
+        if suspension is None:
+            raise ApprovalRefused(
+                f'run "{run_id}" is not awaiting approval', RefusalReason.NOT_AWAITING
+            )
+        if not turn_digest:
+            raise ApprovalRefused(
+                "an approval must name the turn digest it approves", RefusalReason.NO_DIGEST
+            )
+        if suspension.turn_digest != turn_digest:
+            raise ApprovalRefused(
+                "the digest does not match the pending turn; it may be stale",
+                RefusalReason.DIGEST_MISMATCH,
+            )
+        state = self._open_state(run_id, turn_digest, suspension.sealed)
+        if approve and _four_eyes(config, state) and state.actor.same_as(approver):
+            raise ApprovalRefused(
+                "four-eyes: the approver must differ from the run's initiator",
+                RefusalReason.FOUR_EYES,
+            )
+        from nrllm_core.store import ClaimRefused
+
+        # Claiming is atomic across processes: a second approval of the same turn, or of a
+        # state whose nonce was consumed before, fails here, and the state resumed is the one
+        # claimed, read in the claiming transaction.
+        try:
+            sealed = self.store.claim_suspension(
+                run_id,
+                turn_digest=turn_digest,
+                nonce=state.nonce,
+                decision="approved" if approve else "denied",
+                approver=approver,
+            )
+        except ClaimRefused as exc:
+            raise ApprovalRefused(str(exc), RefusalReason(exc.reason)) from None
+        # The claimed state itself, not checked for its turn again: the claim decided that.
+        claimed = self._open_turn(run_id, turn_digest, sealed).state
+        return Claim(state=claimed, trace_context=suspension.trace_context)
+
+    def _open_state(self, run_id: str, turn_digest: str, sealed: bytes) -> SuspendedRunState:
+        """The state sealed for this run and this turn, while its turn is still open.
+
+        A state whose expiry has passed does not open, nor one whose run has any step after
+        the suspension: that turn is over, whatever the database says. The run's steps are
+        only counted once its audit chain holds: steps deleted to make a decided turn look
+        open again break it.
+        """
+        turn = self._open_turn(run_id, turn_digest, sealed)
+        if self.clock() >= turn.expires_at:
+            raise ApprovalRefused(
+                f"the suspended turn expired at {turn.expires_at.isoformat()}; "
+                "it can no longer be decided",
+                RefusalReason.EXPIRED,
+            )
+        broken = self.store.verify(run_id).broken
+        if broken:
+            (first,) = broken
+            logger().warning(
+                "nrllm.run.chain_broken",
+                run_id=run_id,
+                sequence=first.sequence,
+                problem=first.problem.value,
+            )
+            raise ApprovalRefused(
+                f"the run's audit chain does not hold (tampered: broken at step "
+                f"{first.sequence}, {first.problem.value}); the turn cannot be decided",
+                RefusalReason.TAMPERED,
+            )
+        if self.store.last_sequence(run_id) > turn.last_sequence:
+            logger().warning("nrllm.run.state_stale", run_id=run_id)
+            raise ApprovalRefused(
+                "the suspended turn is stale: the run has steps after it", RefusalReason.STALE
+            )
+        return turn.state
+
+    def _open_turn(self, run_id: str, turn_digest: str, sealed: bytes) -> _SealedTurn:
+        """What was sealed for this run and this turn. A state from another run or another
+        turn of this run does not open: a refusal that never shows why (the log does)."""
+        try:
+            key = load_state_key(self.data_dir, dict(self.environ))
+            turn = _turn_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
+        except (SealError, OSError, ValueError, KeyError, TypeError, BaseExceptionGroup) as exc:
+            logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
+            raise ApprovalRefused(
+                "the suspended state cannot be opened", RefusalReason.UNOPENABLE
+            ) from None
+        if turn.state.run_id != run_id or turn.state.digest != turn_digest:
+            logger().warning("nrllm.run.state_mismatch", run_id=run_id)
+            raise ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
+        return turn
+
+
+def suspension_step(state: SuspendedRunState) -> RunStep:
+    """The turn that waits: its calls by id and name and the digest an approval must name. No
+    arguments, no previews. The name is masked and bounded like any audited name; the id, as
+    every call id, by the privacy view below ``full``, so that it still matches its call's."""
+    from nrllm_core.redact import redact
+
+    return RunStep(
+        kind=StepKind.SUSPENSION,
+        round=state.iterations,
+        duration_ms=0.0,
+        fields={
+            "turn_digest": state.digest,
+            "pending_calls": [
+                {
+                    "id": p.call_id,
+                    "name": redact(p.name),
+                    "requires_approval": p.requires_approval,
+                }
+                for p in state.pending
+            ],
+        },
+    )
+
+
+def _four_eyes(config: HostConfig, state: SuspendedRunState) -> bool:
+    provider = config.providers.get(state.provider or "")
+    skill = config.skills.get(state.skill or "")
+    return bool((provider and provider.four_eyes) or (skill and skill.four_eyes))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _SealedTurn:
+    """What a suspension seals: the run's state, and how long that turn stays open."""
+
+    state: SuspendedRunState
+    # The run's last stored step at suspension: a run with any later step is past this turn.
+    last_sequence: int
+    expires_at: datetime
+
+
+@functools.cache
+def _state_converter() -> Any:
+    """The one converter at the suspension boundary (cattrs loads on first use)."""
+    from cattrs.preconf.json import make_converter
+
+    return make_converter(forbid_extra_keys=True)
+
+
+def _turn_to_json(turn: _SealedTurn) -> bytes:
+    return _json.dumps(_state_converter().unstructure(turn))
+
+
+def _turn_from_json(data: bytes) -> _SealedTurn:
+    turn: _SealedTurn = _state_converter().structure(_json.loads(data), _SealedTurn)
+    if turn.expires_at.tzinfo is None:
+        raise ValueError("a sealed expiry must carry its timezone")
+    return turn
+
+
+def _binding(run_id: str, turn_digest: str) -> str:
+    """What a sealed state is bound to: its run and its turn."""
+    return f"{run_id}:{turn_digest}"
