@@ -14,6 +14,7 @@ from nrllm_core._host import Drive, Flow, Host, InvokeOptions, RunOptions, recor
 from nrllm_core._loop import RunCancelled
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._providers import aclosing
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -119,16 +120,18 @@ class AsyncHost:
         return walker.result()
 
     async def _drive(self, effect: Drive, cancellation: Cancellation, watchers: Watchers) -> Any:
-        return await adrive(
-            effect.core,
-            pm=self.host.pm,
-            provider=effect.provider,
-            record=functools.partial(record_step, effect.recorder),
-            limits=effect.limits,
-            limiter=self._threads(effect.limits.tool_threads),
-            cancellation=cancellation,
-            watchers=watchers,
-        )
+        # The provider was built for this core: its connections end with it, on this loop.
+        async with aclosing(effect.provider):
+            return await adrive(
+                effect.core,
+                pm=self.host.pm,
+                provider=effect.provider,
+                record=functools.partial(record_step, effect.recorder),
+                limits=effect.limits,
+                limiter=self._threads(effect.limits.tool_threads),
+                cancellation=cancellation,
+                watchers=watchers,
+            )
 
     def _threads(self, count: int) -> CapacityLimiter:
         """The worker threads sync tools share, as many as ``[run] tool_threads`` says now."""

@@ -44,7 +44,7 @@ from nrllm_core._messages import ChatMessage, ProviderError, ToolCall, Usage
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._privacy import audit_view_for
-from nrllm_core._providers import Provider, build_provider
+from nrllm_core._providers import Provider, build_provider, closing
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
 from nrllm_core._tool import ToolContext
@@ -679,7 +679,11 @@ class Host:
         """Go on with a flow whose next effect is ``effect``, to its end."""
         while effect is not None:
             try:
-                with self._cancellable(effect.recorder.run_id) as cancellation:
+                # The provider was built for this core: its connections end with it.
+                with (
+                    self._cancellable(effect.recorder.run_id) as cancellation,
+                    closing(effect.provider),
+                ):
                     walker.answer(
                         drive(
                             effect.core,
