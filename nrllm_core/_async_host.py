@@ -15,6 +15,7 @@ from nrllm_core._host import Host
 from nrllm_core._loop import RunCancelled
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._providers import aclosing
 from nrllm_core._segment import Drive, Flow, record_step
 
 if TYPE_CHECKING:
@@ -123,16 +124,18 @@ class AsyncHost:
         return walker.result()
 
     async def _drive(self, effect: Drive, cancellation: Cancellation, watchers: Watchers) -> Any:
-        return await adrive(
-            effect.core,
-            pm=self.host.pm,
-            provider=effect.provider,
-            record=functools.partial(record_step, effect.recorder),
-            limits=effect.limits,
-            limiter=self._threads(effect.limits.tool_threads),
-            cancellation=cancellation,
-            watchers=watchers,
-        )
+        # The provider was built for this core: its connections end with it, on this loop.
+        async with aclosing(effect.provider):
+            return await adrive(
+                effect.core,
+                pm=self.host.pm,
+                provider=effect.provider,
+                record=functools.partial(record_step, effect.recorder),
+                limits=effect.limits,
+                limiter=self._threads(effect.limits.tool_threads),
+                cancellation=cancellation,
+                watchers=watchers,
+            )
 
     def _threads(self, count: int) -> CapacityLimiter:
         """The worker threads sync tools share, as many as ``[run] tool_threads`` says now."""

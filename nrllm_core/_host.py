@@ -24,6 +24,7 @@ from nrllm_core._gate import GateReport
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._providers import closing
 from nrllm_core._segment import Drive, Flow, HostParts, record_step
 from nrllm_core._suspension import ApprovalRefused, RefusalReason, Suspensions
 from nrllm_core._values import Actor
@@ -246,7 +247,11 @@ class Host:
         """Go on with a flow whose next effect is ``effect``, to its end."""
         while effect is not None:
             try:
-                with self.flows.cancellable(effect.recorder.run_id) as cancellation:
+                # The provider was built for this core: its connections end with it.
+                with (
+                    self.flows.cancellable(effect.recorder.run_id) as cancellation,
+                    closing(effect.provider),
+                ):
                     walker.answer(
                         drive(
                             effect.core,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
@@ -24,9 +25,11 @@ __all__ = [
     "ProviderConfigError",
     "ProviderFactory",
     "ProviderRegistry",
+    "aclosing",
     "acomplete",
     "astream",
     "build_provider",
+    "closing",
     "complete",
     "stream",
 ]
@@ -50,6 +53,10 @@ class Provider(Protocol):
 
     :func:`acomplete`, :func:`stream` and :func:`astream` call them, or stand in for a provider
     that lacks them.
+
+    A provider that holds connections may also have ``close()`` and ``async def aclose()``:
+    the host builds a provider for each run (each segment of a suspended one) and closes it
+    when that ends (:func:`closing`, :func:`aclosing`).
     """
 
     def complete(
@@ -155,6 +162,51 @@ async def astream(
     call = functools.partial(sync, messages, tools, tool_choice=tool_choice, on_delta=relay)
     streamed: ProviderAnswer = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
     return streamed
+
+
+@contextlib.contextmanager
+def closing(provider: Provider | None) -> Iterator[None]:
+    """The block, then ``provider.close()`` when the provider has one."""
+    try:
+        yield
+    finally:
+        close = getattr(provider, "close", None)
+        if callable(close):
+            _closed(close)
+
+
+@contextlib.asynccontextmanager
+async def aclosing(provider: Provider | None) -> AsyncIterator[None]:
+    """The block, then ``await provider.aclose()``, else ``provider.close()`` in a worker
+    thread, when the provider has one; shielded, so that a cancelled run closes it too."""
+    try:
+        yield
+    finally:
+        import anyio
+        import anyio.to_thread
+
+        aclose = getattr(provider, "aclose", None)
+        close = getattr(provider, "close", None)
+        with anyio.CancelScope(shield=True):
+            if callable(aclose):
+                await _aclosed(aclose)
+            elif callable(close):
+                await anyio.to_thread.run_sync(_closed, close)
+
+
+def _closed(close: Callable[[], object]) -> None:
+    # The run is over whatever a plugin's close raises; its text may quote its settings.
+    try:
+        close()
+    except Exception as exc:
+        logger().warning("nrllm.provider.close_failed", error=type(exc).__name__)
+
+
+async def _aclosed(aclose: Callable[[], Any]) -> None:
+    try:
+        await aclose()
+    except Exception as exc:
+        logger().warning("nrllm.provider.close_failed", error=type(exc).__name__)
 
 
 def _whole(answer: ProviderAnswer, on_delta: Callable[[Delta], None]) -> ProviderAnswer:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any, Final
 
 import attrs
@@ -20,6 +22,13 @@ _EXACT_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
 _FLAT_OBJECT_KEYS: Final = frozenset(
     {"type", "properties", "required", "additionalProperties", "description", "title"}
 )
+# CPython 3.11 locks each module on its own while it imports it: threads that enter jsonschema
+# at different submodules at once (``jsonschema.exceptions`` here, ``jsonschema.validators``
+# there, each importing the other through the package) can wait on each other's locks, and the
+# import system then breaks the cycle by handing one of them a partially initialized module
+# ("cannot import name 'Draft3Validator'"). So jsonschema is entered only through its package,
+# whose ``__init__`` imports its submodules in one order, by one thread at a time.
+_IMPORT_LOCK: Final = threading.Lock()
 # ``default`` is an annotation only: it changes what a value may be no more than a title does.
 _FLAT_PROPERTY_KEYS: Final = frozenset({"type", "description", "title", "default"})
 
@@ -34,14 +43,12 @@ class ArgumentValidator:
 
 def compile_schema(schema: Mapping[str, Any]) -> ArgumentValidator:
     """A validator for ``schema``; ``ValueError`` unless it is a valid JSON Schema."""
-    from jsonschema.exceptions import SchemaError
-    from jsonschema.validators import validator_for
-
+    jsonschema = _jsonschema()
     plain = dict(schema)
-    cls = validator_for(plain)
+    cls = jsonschema.validators.validator_for(plain)
     try:
         cls.check_schema(plain)
-    except SchemaError as exc:
+    except jsonschema.exceptions.SchemaError as exc:
         raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from None
     return ArgumentValidator(full=cls(plain), quick=_quick_check(plain))
 
@@ -50,12 +57,16 @@ def argument_error(validator: ArgumentValidator, arguments: Mapping[str, Any]) -
     """``"<path>: <message>"`` for the most relevant violation, or ``None`` when valid."""
     if validator.quick is not None and validator.quick(arguments):
         return None
-    from jsonschema.exceptions import best_match
-
-    error = best_match(validator.full.iter_errors(arguments))
+    error = _jsonschema().exceptions.best_match(validator.full.iter_errors(arguments))
     if error is None:
         return None
     return f"{error.json_path}: {error.message}"
+
+
+def _jsonschema() -> ModuleType:
+    with _IMPORT_LOCK:
+        import jsonschema
+    return jsonschema
 
 
 def _quick_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:

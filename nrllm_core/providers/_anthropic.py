@@ -59,7 +59,7 @@ BLOCK_SEPARATOR: Final = "\n\n"
 class AnthropicProvider(HttpProvider):
     """``POST {base_url}/v1/messages`` with tools."""
 
-    __slots__ = ("_http", "_options", "model", "name")
+    __slots__ = ("_options", "model", "name")
     STREAM_FIELDS: ClassVar = {"stream": True}
 
     def __init__(
@@ -72,7 +72,7 @@ class AnthropicProvider(HttpProvider):
     ) -> None:
         self.name = name
         self.model = model
-        self._http = http
+        super().__init__(http)
         self._options = {"max_tokens": DEFAULT_MAX_TOKENS, **(options or {})}
 
     @classmethod

@@ -1,5 +1,5 @@
 """What the HTTP provider kinds share: one JSON model API called whole or streamed, sync or
-async, every answer parsed by one function."""
+async, every answer parsed by one function, over clients kept for the provider's life."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from nrllm_core._messages import ChatMessage, Delta, ProviderAnswer, ToolChoice, ToolSpec
 from nrllm_core.providers._http import (
+    Clients,
     HttpSettings,
     StreamAssembler,
     apost_json,
@@ -24,11 +25,18 @@ __all__ = ["HttpProvider"]
 class HttpProvider(abc.ABC):
     """A provider kind over HTTP: its ``request_body``, sent as it is or with
     ``STREAM_FIELDS`` added, and ``_parse`` of the answer, whole or as its ``_assembler``
-    builds it from the stream, so that both mean the same."""
+    builds it from the stream, so that both mean the same.
 
-    __slots__ = ()
+    Its requests go through one sync and one async client (:class:`Clients`), kept until
+    ``close`` or ``aclose``: the host that built the provider for a run calls them when the run
+    ends."""
 
-    _http: HttpSettings
+    __slots__ = ("_clients", "_http")
+
+    def __init__(self, http: HttpSettings) -> None:
+        self._http = http
+        self._clients = Clients(timeout=http.timeout)
+
     # What a request adds to ask for a stream.
     STREAM_FIELDS: ClassVar[Mapping[str, Any]]
 
@@ -56,7 +64,7 @@ class HttpProvider(abc.ABC):
         tool_choice: ToolChoice = "auto",
     ) -> ProviderAnswer:
         body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(post_json(self._http, body))
+        return self._parse(post_json(self._clients, self._http, body))
 
     async def acomplete(
         self,
@@ -66,7 +74,7 @@ class HttpProvider(abc.ABC):
         tool_choice: ToolChoice = "auto",
     ) -> ProviderAnswer:
         body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(await apost_json(self._http, body))
+        return self._parse(await apost_json(self._clients, self._http, body))
 
     def stream(
         self,
@@ -78,7 +86,8 @@ class HttpProvider(abc.ABC):
     ) -> ProviderAnswer:
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
-        return self._parse(post_stream(self._http, body, assembler, on_delta=on_delta))
+        answer = post_stream(self._clients, self._http, body, assembler, on_delta=on_delta)
+        return self._parse(answer)
 
     async def astream(
         self,
@@ -90,4 +99,14 @@ class HttpProvider(abc.ABC):
     ) -> ProviderAnswer:
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
-        return self._parse(await apost_stream(self._http, body, assembler, on_delta=on_delta))
+        return self._parse(
+            await apost_stream(self._clients, self._http, body, assembler, on_delta=on_delta)
+        )
+
+    def close(self) -> None:
+        """Close the sync client's connections."""
+        self._clients.close()
+
+    async def aclose(self) -> None:
+        """Close the connections of both clients (on the event loop of the async one)."""
+        await self._clients.aclose()

@@ -4,7 +4,7 @@ failure a safe ``ProviderError``.
 What to do after a failed attempt (``_Attempts``) and how an answer's bytes are read
 (``_JsonReader``, ``_StreamReader``) are decided without I/O; a sync driver (httpx.Client and
 ``HttpSettings.sleep``) and an async one (httpx.AsyncClient and ``HttpSettings.asleep``) only
-move the bytes and wait.
+move the bytes and wait, through the clients a provider keeps (``Clients``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import email.utils
 import math
 import re
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
@@ -30,6 +32,7 @@ __all__ = [
     "ANSWER_MAX_BYTES",
     "BACKOFF_CAP_SECONDS",
     "RETRY_AFTER_CAP_SECONDS",
+    "Clients",
     "HttpSettings",
     "StreamAssembler",
     "StreamBroken",
@@ -52,6 +55,8 @@ ANSWER_MAX_BYTES: Final = 16 * 1024 * 1024
 # of one cut at the excerpt's edge.
 _SCAN_MAX_CHARS: Final = 4096
 _ERROR_READ_BYTES: Final = _SCAN_MAX_CHARS * 4
+# What a stream may send after its final event and still have its connection kept.
+_TRAILER_MAX_BYTES: Final = 4096
 _SPACE: Final = re.compile(r"\s+")
 # Retried as the official SDKs retry: request timeout, lock conflict, rate limit, server errors.
 _RETRIED_STATUSES: Final = frozenset({408, 409, 429})
@@ -129,6 +134,74 @@ def http_settings(
     )
 
 
+@final
+class Clients:
+    """The httpx clients one provider sends through, each made on its first request and kept
+    for the provider's life, so that its requests reuse their connections (no new TCP and TLS
+    handshake per model turn).
+
+    One ``httpx.Client`` serves every thread (httpx's clients are safe to share between
+    threads). An ``httpx.AsyncClient``'s connections belong to the event loop that opened them,
+    so the async client is kept for one loop: a request on another loop (a second
+    ``anyio.run``) gets a new client and never touches the old one's connections.
+
+    ``close`` closes the sync client and ``aclose``, on the async client's loop, both;
+    a client still open when its ``Clients`` is collected is closed then if it is the sync one
+    (closing needs no event loop). A request after closing opens a new client.
+    """
+
+    __slots__ = ("__weakref__", "_async", "_lock", "_sync", "_timeout")
+
+    def __init__(self, *, timeout: float) -> None:
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        # A one-item list the finalizer holds, so that it closes whichever client is open.
+        self._sync: list[httpx.Client] = []
+        self._async: tuple[object, httpx.AsyncClient] | None = None
+        weakref.finalize(self, _close_all, self._sync)
+
+    def client(self) -> httpx.Client:
+        """The sync client, opened on first use."""
+        import httpx
+
+        with self._lock:
+            if not self._sync:
+                self._sync.append(httpx.Client(timeout=self._timeout))
+            return self._sync[0]
+
+    def aclient(self) -> httpx.AsyncClient:
+        """The async client of the running event loop, opened on its first use there."""
+        import anyio.lowlevel
+        import httpx
+
+        loop = anyio.lowlevel.current_token().native_token
+        with self._lock:
+            if self._async is None or self._async[0] is not loop:
+                self._async = (loop, httpx.AsyncClient(timeout=self._timeout))
+            return self._async[1]
+
+    def close(self) -> None:
+        """Close the sync client (the async one needs its event loop: :meth:`aclose`)."""
+        with self._lock:
+            _close_all(self._sync)
+
+    async def aclose(self) -> None:
+        """Close the async client, when it belongs to the running event loop, and the sync one."""
+        import anyio.lowlevel
+
+        loop = anyio.lowlevel.current_token().native_token
+        with self._lock:
+            kept, self._async = self._async, None
+        if kept is not None and kept[0] is loop:
+            await kept[1].aclose()
+        self.close()
+
+
+def _close_all(clients: list[httpx.Client]) -> None:
+    while clients:
+        clients.pop().close()
+
+
 class StreamBroken(Exception):
     """A streamed answer went wrong before its final event; the message is a fixed text that
     says how, never the stream's content. The answer is asked for again as a whole."""
@@ -161,7 +234,7 @@ class StreamAssembler(Protocol):
         ...
 
 
-def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
+def post_json(clients: Clients, http: HttpSettings, body: Mapping[str, Any]) -> Any:
     """The decoded JSON answer to POSTing ``body``.
 
     408, 409, 429, 5xx and transport failures (timeouts included) are retried ``max_retries``
@@ -170,15 +243,16 @@ def post_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
     is ``insufficient_quota`` is not retried. Any other status fails at once, and so does a
     2xx answer whose body is an error object or exceeds ``ANSWER_MAX_BYTES``.
     """
-    return _post(http, body, lambda content_type: _JsonReader(http))
+    return _post(clients.client(), http, body, lambda content_type: _JsonReader(http))
 
 
-async def apost_json(http: HttpSettings, body: Mapping[str, Any]) -> Any:
+async def apost_json(clients: Clients, http: HttpSettings, body: Mapping[str, Any]) -> Any:
     """:func:`post_json` on the running event loop."""
-    return await _apost(http, body, lambda content_type: _JsonReader(http))
+    return await _apost(clients.aclient(), http, body, lambda content_type: _JsonReader(http))
 
 
 def post_stream(
+    clients: Clients,
     http: HttpSettings,
     body: Mapping[str, Any],
     assembler: Callable[[], StreamAssembler],
@@ -194,10 +268,11 @@ def post_stream(
     ``on_delta(StreamRestarted())``; an error event fails at once. A server that answers
     ``application/json`` instead is read as :func:`post_json` reads it.
     """
-    return _post(http, body, _stream_readers(http, assembler, on_delta))
+    return _post(clients.client(), http, body, _stream_readers(http, assembler, on_delta))
 
 
 async def apost_stream(
+    clients: Clients,
     http: HttpSettings,
     body: Mapping[str, Any],
     assembler: Callable[[], StreamAssembler],
@@ -205,7 +280,8 @@ async def apost_stream(
     on_delta: Callable[[Delta], None],
 ) -> Any:
     """:func:`post_stream` on the running event loop; ``on_delta`` is called on its thread."""
-    return await _apost(http, body, _stream_readers(http, assembler, on_delta))
+    readers = _stream_readers(http, assembler, on_delta)
+    return await _apost(clients.aclient(), http, body, readers)
 
 
 # -- the sans-IO pieces ------------------------------------------------------------------------
@@ -213,7 +289,8 @@ async def apost_stream(
 
 class _Reader(Protocol):
     def feed(self, chunk: bytes) -> bool:
-        """Take the next bytes of a 2xx answer; ``True`` once the answer is whole."""
+        """Take the next bytes of an answer; ``True`` once the rest need not be read (it is
+        then left unread, and its connection closed)."""
         ...
 
     def finish(self) -> Any:
@@ -368,7 +445,7 @@ class _JsonReader:
 
 @final
 class _StreamReader:
-    __slots__ = ("_assembler", "_done", "_http", "_on_delta", "_parser", "_size")
+    __slots__ = ("_assembler", "_done", "_http", "_on_delta", "_parser", "_size", "_whole_at")
 
     def __init__(
         self, http: HttpSettings, assembler: StreamAssembler, on_delta: Callable[[Delta], None]
@@ -378,12 +455,19 @@ class _StreamReader:
         self._on_delta = on_delta
         self._parser = SseParser()
         self._size = 0
+        self._whole_at = 0
         self._done = False
 
     def feed(self, chunk: bytes) -> bool:
         self._size += len(chunk)
+        if self._done:
+            # The body's end after the final event is read, so that its connection carries
+            # the next request; a server that sends more than a trailer is not waited for.
+            return self._size - self._whole_at > _TRAILER_MAX_BYTES
         _check_size(self._http, self._size)
-        return self._take(self._parser.feed(chunk))
+        if self._take(self._parser.feed(chunk)):
+            self._whole_at = self._size
+        return False
 
     def finish(self) -> Any:
         ended = self._done or self._take(self._parser.close()) or self._assembler.may_end()
@@ -436,27 +520,34 @@ def _request(http: HttpSettings, body: Mapping[str, Any]) -> dict[str, Any]:
 # -- the two drivers ---------------------------------------------------------------------------
 
 
-def _post(http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _Reader]) -> Any:
+def _post(
+    client: httpx.Client,
+    http: HttpSettings,
+    body: Mapping[str, Any],
+    reader: Callable[[str], _Reader],
+) -> Any:
     import httpx
 
     request = _request(http, body)
     attempts = _Attempts(http, reader)
-    with httpx.Client(timeout=http.timeout) as client:
-        while True:
-            try:
-                with client.stream(**request) as response:
-                    read = attempts.reading(response)
-                    for chunk in response.iter_bytes():
-                        if read.feed(chunk):
-                            break
-                    return attempts.answer(read, response)
-            except (httpx.TransportError, StreamBroken, _Refused) as failure:
-                delay = attempts.after(failure)
-            http.sleep(delay)
+    while True:
+        try:
+            with client.stream(**request) as response:
+                read = attempts.reading(response)
+                for chunk in response.iter_bytes():
+                    if read.feed(chunk):
+                        break
+                return attempts.answer(read, response)
+        except (httpx.TransportError, StreamBroken, _Refused) as failure:
+            delay = attempts.after(failure)
+        http.sleep(delay)
 
 
 async def _apost(
-    http: HttpSettings, body: Mapping[str, Any], reader: Callable[[str], _Reader]
+    client: httpx.AsyncClient,
+    http: HttpSettings,
+    body: Mapping[str, Any],
+    reader: Callable[[str], _Reader],
 ) -> Any:
     import anyio
     import httpx
@@ -464,18 +555,17 @@ async def _apost(
     request = _request(http, body)
     attempts = _Attempts(http, reader)
     sleep = anyio.sleep if http.asleep is None else http.asleep
-    async with httpx.AsyncClient(timeout=http.timeout) as client:
-        while True:
-            try:
-                async with client.stream(**request) as response:
-                    read = attempts.reading(response)
-                    async for chunk in response.aiter_bytes():
-                        if read.feed(chunk):
-                            break
-                    return attempts.answer(read, response)
-            except (httpx.TransportError, StreamBroken, _Refused) as failure:
-                delay = attempts.after(failure)
-            await sleep(delay)
+    while True:
+        try:
+            async with client.stream(**request) as response:
+                read = attempts.reading(response)
+                async for chunk in response.aiter_bytes():
+                    if read.feed(chunk):
+                        break
+                return attempts.answer(read, response)
+        except (httpx.TransportError, StreamBroken, _Refused) as failure:
+            delay = attempts.after(failure)
+        await sleep(delay)
 
 
 def _answered_error(http: HttpSettings, error: object) -> ProviderError:

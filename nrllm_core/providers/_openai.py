@@ -47,7 +47,7 @@ _REASONING_KEYS: Final = ("reasoning_content", "reasoning")
 class OpenAIProvider(HttpProvider):
     """``POST {base_url}/chat/completions`` with function tools."""
 
-    __slots__ = ("_http", "_options", "model", "name")
+    __slots__ = ("_options", "model", "name")
     # Without include_usage a streamed answer reports no usage at all.
     STREAM_FIELDS: ClassVar = {"stream": True, "stream_options": {"include_usage": True}}
 
@@ -61,7 +61,7 @@ class OpenAIProvider(HttpProvider):
     ) -> None:
         self.name = name
         self.model = model
-        self._http = http
+        super().__init__(http)
         self._options = dict(options or {})
 
     @classmethod

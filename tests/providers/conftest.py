@@ -34,15 +34,33 @@ class Reply:
 
 
 class Loopback:
-    """Answers each POST with the next queued reply and keeps every request body."""
+    """Answers each POST with the next queued reply and keeps every request body; speaks
+    HTTP/1.1, so a client may send several requests on one connection, and counts the
+    connections it accepted and those still open."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.bodies: list[Any] = []
         self.raw: list[bytes] = []
+        self.connections = 0
+        self.open = 0
         loopback = self
+        lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with lock:
+                    loopback.connections += 1
+                    loopback.open += 1
+
+            def finish(self) -> None:
+                super().finish()
+                with lock:
+                    loopback.open -= 1
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 loopback.raw.append(raw)
@@ -71,6 +89,8 @@ class Loopback:
                 for chunk in stream.chunks:
                     self.wfile.write(chunk)
                     self.wfile.flush()
+                if stream.cut:
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

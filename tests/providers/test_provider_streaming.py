@@ -7,6 +7,7 @@ same answer unstreamed is built with their response models, and the two must mea
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -470,11 +471,11 @@ async def test_acomplete_answers_as_complete_does(kind, server, sleeps):
     server.answer({"error": {"message": "busy"}}, status=503)
     server.answer(whole(kind), whole(kind))
     asleeps = AsyncSleeps()
-    model = provider(kind, server, sleeps, asleeps)
+    # A provider keeps its connections until it is closed (a host closes those it builds).
+    async with contextlib.aclosing(provider(kind, server, sleeps, asleeps)) as model:
+        answer = await acomplete(model, HELLO, TOOLS)
 
-    answer = await acomplete(model, HELLO, TOOLS)
-
-    assert answer == model.complete(HELLO, TOOLS)
+        assert answer == model.complete(HELLO, TOOLS)
     assert (asleeps, sleeps) == ([0.5], [])
 
 
@@ -485,12 +486,12 @@ async def test_astream_streams_and_retries_a_cut_stream(kind, server, sleeps):
     server.stream(*streamed(kind))
     server.answer(whole(kind))
     asleeps = AsyncSleeps()
-    model = provider(kind, server, sleeps, asleeps)
     deltas: list[Any] = []
 
-    answer = await astream(model, HELLO, TOOLS, on_delta=deltas.append)
+    async with contextlib.aclosing(provider(kind, server, sleeps, asleeps)) as model:
+        answer = await astream(model, HELLO, TOOLS, on_delta=deltas.append)
 
-    assert answer == model.complete(HELLO, TOOLS)
+        assert answer == model.complete(HELLO, TOOLS)
     assert deltas == [*deltas_of(kind), StreamRestarted(), *deltas_of(kind)]
     assert (asleeps, sleeps) == ([0.5], [])
 
