@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import traceback
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -33,6 +33,8 @@ _CORE_PLUGIN: Final = "nrllm.defaults"
 _PROVIDERS_PLUGIN: Final = "nrllm.providers"
 _NO_HOOKS: Final = "no nrllm hook implementations (did you forget @hookimpl?)"
 # The hooks the catalog is built from (tools, their data classes, the settings they get).
+# Calls a hook's implementations (all, or some) with keyword arguments, as pluggy does.
+_Caller = Callable[..., Any]
 _CATALOG_HOOKS: Final = frozenset(
     {"nrllm_register_tools", "nrllm_tool_data_class", "nrllm_settings_class"}
 )
@@ -67,7 +69,9 @@ class PluginManager(pluggy.PluginManager):
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
         # Per hook: each implementing plugin's name and its caller of that plugin alone.
-        self._alone: dict[str, tuple[tuple[str, pluggy.HookCaller], ...]] = {}
+        self._alone: dict[str, tuple[tuple[str, _Caller], ...]] = {}
+        self._execute: _Caller | None = None
+        self._monitored = False
         self._settings_classes: Mapping[str, type[Any]] | None = None
         self._host_config: Callable[[], HostConfig] | None = None
         # What the catalog's plugins were handed: it is built again when that changes.
@@ -103,23 +107,63 @@ class PluginManager(pluggy.PluginManager):
             self._catalog = None
         self._providers = None
         self._alone = {}
+        self._execute = None
         self._settings_classes = None
 
-    def _one_by_one(self, hook_name: str) -> tuple[tuple[str, pluggy.HookCaller], ...]:
+    def add_hookcall_monitoring(
+        self,
+        before: Callable[[str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None],
+        after: Callable[
+            [pluggy.Result[Any], str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None
+        ],
+    ) -> Callable[[], None]:
+        # A monitor sees every hook call: from now on each goes through pluggy's own dispatch.
+        self._monitored = True
+        self._alone = {}
+        self._execute = None
+        return super().add_hookcall_monitoring(before, after)
+
+    def _one_by_one(self, hook_name: str) -> tuple[tuple[str, _Caller], ...]:
         """Each plugin implementing ``hook_name``, in pluggy's calling order, with a caller of
         that plugin's implementation alone: one failing cannot keep the others from being
-        called, and none sees what another is given (its own settings, its own registry).
-        Every call still goes through pluggy, so a wrapper runs as a wrapper (around its own
-        plugin's call) and hook-call monitors see each call."""
+        called, and none sees what another is given (its own settings, its own registry)."""
         callers = self._alone.get(hook_name)
         if callers is None:
-            implementations = getattr(self.hook, hook_name).get_hookimpls()
-            plugins = [impl.plugin for impl in implementations]
             callers = self._alone[hook_name] = tuple(
-                (impl.plugin_name, self.subset_hook_caller(hook_name, set(plugins) - {impl.plugin}))
-                for impl in reversed(implementations)
+                (impl.plugin_name, self._caller(hook_name, [impl]))
+                for impl in reversed(getattr(self.hook, hook_name).get_hookimpls())
             )
         return callers
+
+    def _caller(self, hook_name: str, implementations: Sequence[pluggy.HookImpl]) -> _Caller:
+        """A caller of ``implementations`` (some of ``hook_name``'s) that answers as pluggy's
+        does. It is pluggy's own when a wrapper, an argument with a default or a hook-call
+        monitor needs its machinery; otherwise each implementation is called directly, in
+        pluggy's order with the arguments it names, giving the first non-``None`` answer or
+        all of them as the hook's specification says: pluggy's dispatch costs more than the
+        rest of the seam's work for a small tool, and a tool call makes four hook calls."""
+        hook = getattr(self.hook, hook_name)
+        if self._monitored or any(
+            impl.wrapper or impl.hookwrapper or impl.kwargnames for impl in implementations
+        ):
+            others = {impl.plugin for impl in hook.get_hookimpls()}
+            return self.subset_hook_caller(
+                hook_name, others - {impl.plugin for impl in implementations}
+            )
+        firstresult = bool(hook.spec and hook.spec.opts.get("firstresult"))
+        order = [(impl.function, impl.argnames) for impl in reversed(implementations)]
+
+        def call(**kwargs: object) -> Any:
+            answers = []
+            for function, names in order:
+                answer = function(*map(kwargs.__getitem__, names))
+                if answer is not None and firstresult:
+                    return answer
+                if answer is not None:
+                    answers.append(answer)
+            return None if firstresult else answers
+
+        return call
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -293,7 +337,11 @@ class PluginManager(pluggy.PluginManager):
 
     def execute_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
         """The first non-``None`` answer of ``nrllm_execute_tool``; unchecked until the seam."""
-        return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
+        execute = self._execute
+        if execute is None:
+            implementations = self.hook.nrllm_execute_tool.get_hookimpls()
+            execute = self._execute = self._caller("nrllm_execute_tool", implementations)
+        return execute(tool=tool, arguments=arguments, context=context)
 
     def emit_wire(self, payload: WirePayload) -> bool:
         return self._emit("nrllm_wire", payload=payload)
