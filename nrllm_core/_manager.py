@@ -140,8 +140,8 @@ class PluginManager(pluggy.PluginManager):
         does. It is pluggy's own when a wrapper, an argument with a default or a hook-call
         monitor needs its machinery; otherwise each implementation is called directly, in
         pluggy's order with the arguments it names, giving the first non-``None`` answer or
-        all of them as the hook's specification says: pluggy's dispatch costs more than the
-        rest of the seam's work for a small tool, and a tool call makes four hook calls."""
+        all of them as the hook's specification says: pluggy's dispatch costs several times
+        a direct call, and a tool call makes four hook calls."""
         hook = getattr(self.hook, hook_name)
         if self._monitored or any(
             impl.wrapper or impl.hookwrapper or impl.kwargnames for impl in implementations
