@@ -12,7 +12,7 @@ from a fake model in the same process. nrllm persists every step of its runs (SQ
 own OpenTelemetry plugin is measured on its own line). The peers come from the ``bench`` extra:
 openai-agents, pydantic-ai and llm.
 
-    python benchmarks/bench_peers.py [--turns N]
+    python benchmarks/bench_peers.py [--turns N] [--only seam]
 """
 
 from __future__ import annotations
@@ -691,18 +691,17 @@ def imports(turns: int) -> Figure:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=15, help="batches per case (default 15)")
-    turns = parser.parse_args().turns
+    parser.add_argument(
+        "--only", choices=["seam"], help="measure only these lines (seam: the two seam lines)"
+    )
+    arguments = parser.parse_args()
+    turns = arguments.turns
     started = time.perf_counter()
-    figures: list[Figure] = []
+    figures: list[Figure] = [seam_sync(turns), seam_async(turns)]
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
-        figures.append(seam_sync(turns))
-        figures.append(seam_async(turns))
-        figures.extend(one_run(folder, turns))
-        figures.extend(runs_at_once(folder, max(5, turns // 2)))
-        figures.append(slow_calls(folder, max(5, turns // 2)))
-        figures.append(otel(folder, turns))
-        figures.append(imports(turns))
+        if arguments.only is None:
+            figures.extend(_after_the_seam(folder, turns))
     print(
         f"nrllm beside its peers: CPU time of the process (all threads), medians of {turns} "
         "alternating batches; ratios are nrllm / peer"
@@ -713,6 +712,16 @@ def main() -> None:
     ]
     _print_table(["figure", "ratio", "target", "", "nrllm vs peer"], rows)
     print(f"({time.perf_counter() - started:.0f} s)")
+
+
+def _after_the_seam(folder: Path, turns: int) -> list[Figure]:
+    """Every figure but the two seam lines: runs, runs at once, slow calls, OTel, imports."""
+    figures = one_run(folder, turns)
+    figures.extend(runs_at_once(folder, max(5, turns // 2)))
+    figures.append(slow_calls(folder, max(5, turns // 2)))
+    figures.append(otel(folder, turns))
+    figures.append(imports(turns))
+    return figures
 
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:

@@ -33,6 +33,8 @@ _CORE_PLUGIN: Final = "nrllm.defaults"
 _PROVIDERS_PLUGIN: Final = "nrllm.providers"
 _NO_HOOKS: Final = "no nrllm hook implementations (did you forget @hookimpl?)"
 # The hooks the catalog is built from (tools, their data classes, the settings they get).
+# Calls a hook's implementations (all, or some) with keyword arguments, as pluggy does.
+_Caller = Callable[..., Any]
 _CATALOG_HOOKS: Final = frozenset(
     {"nrllm_register_tools", "nrllm_tool_data_class", "nrllm_settings_class"}
 )
@@ -66,9 +68,9 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str, str]] = {}
         self._catalog: ToolCatalog | None = None
         self._providers: ProviderRegistry | None = None
-        # Per sink hook: each implementation's plugin, function, and whether it takes the payload.
-        self._sinks: dict[str, tuple[tuple[str, Callable[..., object], bool], ...]] = {}
-        self._executors: tuple[tuple[Callable[..., object], tuple[str, ...]], ...] | None = None
+        # Per hook: each implementing plugin's name and its caller of that plugin alone.
+        self._alone: dict[str, tuple[tuple[str, _Caller], ...]] = {}
+        self._execute: _Caller | None = None
         self._monitored = False
         self._settings_classes: Mapping[str, type[Any]] | None = None
         self._host_config: Callable[[], HostConfig] | None = None
@@ -104,8 +106,8 @@ class PluginManager(pluggy.PluginManager):
         if hooks is None or hooks & _CATALOG_HOOKS:
             self._catalog = None
         self._providers = None
-        self._sinks = {}
-        self._executors = None
+        self._alone = {}
+        self._execute = None
         self._settings_classes = None
 
     def add_hookcall_monitoring(
@@ -115,10 +117,53 @@ class PluginManager(pluggy.PluginManager):
             [pluggy.Result[Any], str, Sequence[pluggy.HookImpl], Mapping[str, Any]], None
         ],
     ) -> Callable[[], None]:
-        # A monitor sees every hook call: nrllm_execute_tool goes through pluggy from now on.
+        # A monitor sees every hook call: from now on each goes through pluggy's own dispatch.
         self._monitored = True
-        self._executors = None
+        self._alone = {}
+        self._execute = None
         return super().add_hookcall_monitoring(before, after)
+
+    def _one_by_one(self, hook_name: str) -> tuple[tuple[str, _Caller], ...]:
+        """Each plugin implementing ``hook_name``, in pluggy's calling order, with a caller of
+        that plugin's implementation alone: one failing cannot keep the others from being
+        called, and none sees what another is given (its own settings, its own registry)."""
+        callers = self._alone.get(hook_name)
+        if callers is None:
+            callers = self._alone[hook_name] = tuple(
+                (impl.plugin_name, self._caller(hook_name, [impl]))
+                for impl in reversed(getattr(self.hook, hook_name).get_hookimpls())
+            )
+        return callers
+
+    def _caller(self, hook_name: str, implementations: Sequence[pluggy.HookImpl]) -> _Caller:
+        """A caller of ``implementations`` (some of ``hook_name``'s) that answers as pluggy's
+        does. It is pluggy's own when a wrapper, an argument with a default or a hook-call
+        monitor needs its machinery; otherwise each implementation is called directly, in
+        pluggy's order with the arguments it names, giving the first non-``None`` answer or
+        all of them as the hook's specification says: pluggy's dispatch costs several times
+        a direct call, and a tool call makes four hook calls."""
+        hook = getattr(self.hook, hook_name)
+        if self._monitored or any(
+            impl.wrapper or impl.hookwrapper or impl.kwargnames for impl in implementations
+        ):
+            others = {impl.plugin for impl in hook.get_hookimpls()}
+            return self.subset_hook_caller(
+                hook_name, others - {impl.plugin for impl in implementations}
+            )
+        firstresult = bool(hook.spec and hook.spec.opts.get("firstresult"))
+        order = [(impl.function, impl.argnames) for impl in reversed(implementations)]
+
+        def call(**kwargs: object) -> Any:
+            answers = []
+            for function, names in order:
+                answer = function(*map(kwargs.__getitem__, names))
+                if answer is not None and firstresult:
+                    return answer
+                if answer is not None:
+                    answers.append(answer)
+            return None if firstresult else answers
+
+        return call
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -146,11 +191,7 @@ class PluginManager(pluggy.PluginManager):
     def _registration_inputs(self) -> dict[str, tuple[Any, StoreConfig]] | None:
         """Each configuration-taking plugin's section and ``[store]``; ``None`` when the
         configuration cannot be read (those plugins then register nothing: fail closed)."""
-        takers = [
-            impl
-            for impl in self.hook.nrllm_register_tools.get_hookimpls()
-            if {"settings", "store"} & set(impl.argnames)
-        ]
+        takers = self._config_takers()
         if not takers:
             return {}
         if self._host_config is None:
@@ -167,26 +208,29 @@ class PluginManager(pluggy.PluginManager):
             logger().error("nrllm.plugin.config_unreadable", exc_info=True)
             return None
         sections, store = config.plugin_settings, config.store
-        return {
-            impl.plugin_name: (_own_section(sections, impl.plugin_name), store) for impl in takers
-        }
+        return {name: (_own_section(sections, name), store) for name in takers}
+
+    def _config_takers(self) -> list[str]:
+        """The plugins whose ``nrllm_register_tools`` names ``settings`` or ``store``."""
+        return [
+            impl.plugin_name
+            for impl in self.hook.nrllm_register_tools.get_hookimpls()
+            if {"settings", "store"} & {*impl.argnames, *impl.kwargnames}
+        ]
 
     def _build_catalog(self, inputs: Mapping[str, tuple[Any, StoreConfig]] | None) -> ToolCatalog:
         # A claim is a tool, or the reason its plugin withholds that name.
         owners: dict[str, list[tuple[str, Tool | str]]] = {}
         errors: dict[str, str] = {}
-        for impl in self.hook.nrllm_register_tools.get_hookimpls():
-            plugin_name = impl.plugin_name
+        takers = self._config_takers()
+        for plugin_name, alone in reversed(self._one_by_one("nrllm_register_tools")):
             registry = ToolRegistry()
-            others = [p for p in self.get_plugins() if p is not impl.plugin]
-            if inputs is None and {"settings", "store"} & set(impl.argnames):
+            if inputs is None and plugin_name in takers:
                 errors[plugin_name] = "registration failed: the configuration cannot be read"
                 continue
             settings, store = (inputs or {}).get(plugin_name, (_own_section({}, plugin_name), None))
             try:
-                self.subset_hook_caller("nrllm_register_tools", others)(
-                    registry=registry, settings=settings, store=store
-                )
+                alone(registry=registry, settings=settings, store=store)
             except Exception as exc:
                 errors[plugin_name] = f"registration failed: {type(exc).__name__}: {exc}"
                 logger().warning(
@@ -224,17 +268,17 @@ class PluginManager(pluggy.PluginManager):
         """Each plugin registers on its own: a failing plugin adds no kind at all, and a kind
         two plugins claim is withheld from both, as a clashing tool name is."""
         claims: dict[str, list[tuple[str, Any]]] = {}
-        for impl in reversed(self.hook.nrllm_register_providers.get_hookimpls()):
+        for plugin_name, alone in self._one_by_one("nrllm_register_providers"):
             own = ProviderRegistry()
             try:
-                impl.function(*[{"registry": own}[arg] for arg in impl.argnames])
+                alone(registry=own)
             except Exception:
                 logger().warning(
-                    "nrllm.plugin.registration_failed", plugin=impl.plugin_name, exc_info=True
+                    "nrllm.plugin.registration_failed", plugin=plugin_name, exc_info=True
                 )
                 continue
             for kind in own.kinds:
-                claims.setdefault(kind, []).append((impl.plugin_name, own.get(kind)))
+                claims.setdefault(kind, []).append((plugin_name, own.get(kind)))
         registry = ProviderRegistry()
         for kind, owners in claims.items():
             if len(owners) > 1:
@@ -255,10 +299,11 @@ class PluginManager(pluggy.PluginManager):
     def _build_settings_classes(self) -> dict[str, type[Any]]:
         """Each plugin is asked on its own, with its own name: it answers for its section only."""
         classes: dict[str, type[Any]] = {}
-        for impl in self.hook.nrllm_settings_class.get_hookimpls():
-            name = impl.plugin_name
+        for name, alone in reversed(self._one_by_one("nrllm_settings_class")):
             try:
-                answer = impl.function(*[{"plugin_name": name}[arg] for arg in impl.argnames])
+                answers = alone(plugin_name=name)
+                # One plugin's call answers at most once (``None`` is no answer).
+                (answer,) = answers or (None,)
             except Exception:
                 logger().warning("nrllm.plugin.settings_class_failed", plugin=name, exc_info=True)
                 continue
@@ -292,57 +337,27 @@ class PluginManager(pluggy.PluginManager):
 
     def execute_tool(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
         """The first non-``None`` answer of ``nrllm_execute_tool``; unchecked until the seam."""
-        executors = self._executors
-        if executors is None:
-            executors = self._executors = self._direct_executors()
-        if not executors:
-            return self.hook.nrllm_execute_tool(tool=tool, arguments=arguments, context=context)
-        given = {"tool": tool, "arguments": arguments, "context": context}
-        for function, names in executors:
-            answer = function(*map(given.__getitem__, names))
-            if answer is not None:
-                return answer
-        return None
-
-    def _direct_executors(self) -> tuple[tuple[Callable[..., object], tuple[str, ...]], ...]:
-        """The ``nrllm_execute_tool`` implementations in pluggy's calling order, each with the
-        arguments it takes, called as pluggy would (first non-``None`` answer, exceptions
-        propagate) without its dispatch, which costs more than a small tool on every call.
-        Empty, so that pluggy calls them, when a wrapper, an argument with a default or a
-        hook-call monitor needs pluggy's own machinery."""
-        impls = self.hook.nrllm_execute_tool.get_hookimpls()
-        if self._monitored or any(i.wrapper or i.hookwrapper or i.kwargnames for i in impls):
-            return ()
-        return tuple((impl.function, impl.argnames) for impl in reversed(impls))
+        execute = self._execute
+        if execute is None:
+            implementations = self.hook.nrllm_execute_tool.get_hookimpls()
+            execute = self._execute = self._caller("nrllm_execute_tool", implementations)
+        return execute(tool=tool, arguments=arguments, context=context)
 
     def emit_wire(self, payload: WirePayload) -> bool:
-        return self._emit("nrllm_wire", payload)
+        return self._emit("nrllm_wire", payload=payload)
 
     def emit_trace(self, event: TraceEvent) -> bool:
-        return self._emit("nrllm_trace", event)
+        return self._emit("nrllm_trace", event=event)
 
     def emit_audit(self, record: AuditRecord) -> bool:
-        return self._emit("nrllm_audit", record)
+        return self._emit("nrllm_audit", record=record)
 
-    def _emit(self, hook_name: str, payload: object) -> bool:
-        """Call every sink on its own, so that one failing sink cannot skip the others; as
-        pluggy would, a sink that declares no argument is called without the payload."""
-        sinks = self._sinks.get(hook_name)
-        if sinks is None:
-            # Sinks run on every call: their list is read once per set of plugins.
-            hook = getattr(self.hook, hook_name)
-            sinks = tuple(
-                (i.plugin_name, i.function, bool(i.argnames or i.kwargnames))
-                for i in reversed(hook.get_hookimpls())
-            )
-            self._sinks[hook_name] = sinks
+    def _emit(self, hook_name: str, **payload: object) -> bool:
+        """Call every sink on its own, so that one failing sink cannot skip the others."""
         delivered = True
-        for plugin_name, function, takes_payload in sinks:
+        for plugin_name, alone in self._one_by_one(hook_name):
             try:
-                if takes_payload:
-                    function(payload)
-                else:
-                    function()
+                alone(**payload)
             except Exception:
                 delivered = False
                 logger().error(
@@ -368,16 +383,12 @@ class PluginManager(pluggy.PluginManager):
         changed (a host calls this as each run segment starts)."""
         if self._catalog is not None and self._registration_inputs() != self._catalog_inputs:
             self._catalog = None
-        for impl in self.hook.nrllm_settings.get_hookimpls():
-            section = _own_section(sections, impl.plugin_name)
+        for plugin_name, alone in self._one_by_one("nrllm_settings"):
             try:
-                impl.function(**({"settings": section} if impl.argnames else {}))
+                alone(settings=_own_section(sections, plugin_name))
             except Exception:
                 logger().error(
-                    "nrllm.sink.failed",
-                    hook="nrllm_settings",
-                    plugin=impl.plugin_name,
-                    exc_info=True,
+                    "nrllm.sink.failed", hook="nrllm_settings", plugin=plugin_name, exc_info=True
                 )
 
     # -- reporting ---------------------------------------------------------------------------

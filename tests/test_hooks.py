@@ -8,11 +8,13 @@ from typing import Any
 
 import click
 from click.testing import CliRunner
+from structlog.testing import capture_logs
 
 from nrllm_core import (
     CONTENT_MAX_BYTES,
     AuditRecord,
     DataClass,
+    RunRecorder,
     Tool,
     ToolArtifact,
     ToolContext,
@@ -351,3 +353,262 @@ def test_hook_nrllm_settings():
     assert dict(seen["otel"]) == {"enabled": False}
     assert dict(seen["other"]) == {}
     assert not isinstance(seen["otel"], dict)
+
+
+# -- every hook call goes through pluggy: wrappers, monitors, one plugin failing alone -----------
+
+
+def monitored(pm: Any) -> tuple[list[tuple[str, tuple[str, ...], dict[str, Any]]], Any]:
+    """Every hook call pluggy makes from now on: its name, the plugins in it, its arguments;
+    and the undo function."""
+    seen: list[tuple[str, tuple[str, ...], dict[str, Any]]] = []
+
+    def before(name: str, impls: Any, kwargs: Any) -> None:
+        seen.append((name, tuple(i.plugin_name for i in impls), dict(kwargs)))
+
+    return seen, pm.add_hookcall_monitoring(before, lambda *args: None)
+
+
+class WrappingSinks:
+    """A wrapper of each sink hook, as a pluggy plugin writes one."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, object]] = []
+
+    @hookimpl(wrapper=True)
+    def nrllm_wire(self, payload: WirePayload) -> Generator[None, Any, Any]:
+        self.seen.append(("before", "wire", payload))
+        answer = yield
+        self.seen.append(("after", "wire", answer))
+        return answer
+
+    @hookimpl(wrapper=True)
+    def nrllm_trace(self, event: TraceEvent) -> Generator[None, Any, Any]:
+        self.seen.append(("before", "trace", event.sequence))
+        answer = yield
+        self.seen.append(("after", "trace", answer))
+        return answer
+
+    @hookimpl(hookwrapper=True)
+    def nrllm_audit(self, record: AuditRecord) -> Generator[None, Any, None]:
+        self.seen.append(("before", "audit", record.sequence))
+        outcome = yield
+        self.seen.append(("after", "audit", outcome.get_result()))
+
+
+def test_a_wrapper_sink_runs_around_its_call(context, sinks):
+    wrapper = WrappingSinks()
+    pm = make_plugin_manager(plugins=[EchoTools(), wrapper, sinks], load_entry_points=False)
+
+    wire = invoke(pm, "echo", {"text": "hi"}, context=context)
+
+    # Each plugin's sink is called on its own, so a wrapper's yield gives its own call's answer.
+    assert wrapper.seen == [
+        ("before", "wire", wire),
+        ("after", "wire", []),
+        ("before", "audit", 1),
+        ("after", "audit", []),
+        ("before", "trace", 1),
+        ("after", "trace", []),
+    ]
+    assert sinks.wire == [wire]
+    assert len(sinks.audit) == len(sinks.trace) == 1
+
+
+def test_a_hook_call_monitor_sees_every_sink_call_one_plugin_at_a_time(context, sinks):
+    class Other:
+        @hookimpl
+        def nrllm_wire(self, payload: WirePayload) -> None:
+            pass
+
+    pm = make_plugin_manager(plugins=[EchoTools(), sinks], load_entry_points=False)
+    other = pm.register(Other(), name="other")
+    sinks_name = pm.get_name(sinks)
+    # Called once before the monitor comes: what was set up for calling them is not kept.
+    invoke(pm, "echo", {"text": "hi"}, context=context)
+    seen, undo = monitored(pm)
+
+    wire = invoke(pm, "echo", {"text": "hi"}, context=context)
+    undo()
+
+    assert [(name, plugins) for name, plugins, _ in seen] == [
+        ("nrllm_execute_tool", ("nrllm.defaults",)),
+        # Most recently registered first, as pluggy calls them.
+        ("nrllm_wire", (other,)),
+        ("nrllm_wire", (sinks_name,)),
+        ("nrllm_audit", (sinks_name,)),
+        ("nrllm_trace", (sinks_name,)),
+    ]
+    assert seen[1][2] == seen[2][2] == {"payload": wire}
+
+
+def test_a_failing_sink_is_isolated_from_the_others_through_pluggy(context, sinks):
+    class Failing:
+        @hookimpl
+        def nrllm_audit(self, record: AuditRecord) -> None:
+            raise RuntimeError("audit sink down")
+
+    wrapper, failing = WrappingSinks(), Failing()
+    pm = make_plugin_manager(
+        plugins=[EchoTools(), sinks, failing, wrapper], load_entry_points=False
+    )
+    outcomes: list[tuple[str, BaseException | None]] = []
+    undo = pm.add_hookcall_monitoring(
+        lambda *args: None,
+        lambda outcome, name, impls, kwargs: outcomes.append((name, outcome.exception)),
+    )
+    recorder = RunRecorder(pm, "run-1")
+
+    with capture_logs() as logs:
+        invoke(pm, "echo", {"text": "hi"}, context=context, recorder=recorder)
+    undo()
+
+    audits = [error for name, error in outcomes if name == "nrllm_audit"]
+    assert [type(error) for error in audits] == [type(None), RuntimeError, type(None)]
+    # The failing sink stopped neither the wrapper nor the sink registered before it.
+    assert len(sinks.audit) == 1
+    assert [s for s in wrapper.seen if s[1] == "audit"] == [
+        ("before", "audit", 1),
+        ("after", "audit", []),
+    ]
+    failed = [e for e in logs if e["event"] == "nrllm.sink.failed"]
+    assert [(e["hook"], e["plugin"]) for e in failed] == [("nrllm_audit", pm.get_name(failing))]
+    assert recorder.audit_failures == 1
+
+
+def test_a_wrapper_and_a_monitor_see_each_plugins_provider_registration():
+    def factory(**settings: Any) -> str:
+        return "provider"
+
+    ran: list[str] = []
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def nrllm_register_providers(self, registry: ProviderRegistry) -> Generator[None, Any, Any]:
+            registry.register("wrapped", factory)
+            answer = yield
+            ran.append("after")
+            return answer
+
+    class Failing:
+        @hookimpl
+        def nrllm_register_providers(self, registry: ProviderRegistry) -> None:
+            registry.register("half", factory)
+            raise RuntimeError("registration broke")
+
+    pm = make_plugin_manager(plugins=[Failing(), Wrapper()], load_entry_points=False)
+    seen, undo = monitored(pm)
+
+    registry = pm.provider_registry()
+    undo()
+
+    assert ran == ["after"]
+    assert registry.get("wrapped") is factory
+    # A plugin that raised registers nothing, not even what it added before raising.
+    assert "half" not in registry.kinds
+    assert "openai" in registry.kinds
+    # One call per plugin, each with that plugin alone in it.
+    called = [plugins for name, plugins, _ in seen if name == "nrllm_register_providers"]
+    implementations = pm.hook.nrllm_register_providers.get_hookimpls()
+    assert sorted(called) == sorted((impl.plugin_name,) for impl in implementations)
+
+
+def test_a_wrapper_and_a_monitor_see_each_plugins_settings_class_question():
+    import attrs
+
+    @attrs.frozen
+    class WrappedSettings:
+        level: int = 1
+
+    asked: list[str] = []
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def nrllm_settings_class(self, plugin_name: str) -> Generator[None, Any, Any]:
+            asked.append(plugin_name)
+            yield
+            return [WrappedSettings]
+
+    class Failing:
+        @hookimpl
+        def nrllm_settings_class(self) -> type[Any]:
+            raise RuntimeError("broken")
+
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Wrapper(), name="wrapping")
+    pm.register(Failing(), name="failing")
+    seen, undo = monitored(pm)
+
+    classes = pm.settings_classes()
+    undo()
+
+    # The wrapper is asked for its own section only, and its answer is its plugin's.
+    assert asked == ["wrapping"]
+    assert classes == {"wrapping": WrappedSettings}
+    calls = [(plugins, kwargs) for name, plugins, kwargs in seen if name == "nrllm_settings_class"]
+    assert (("failing",), {"plugin_name": "failing"}) in calls
+    assert (("wrapping",), {"plugin_name": "wrapping"}) in calls
+
+
+def test_a_wrapper_and_a_monitor_see_each_plugin_get_its_own_settings():
+    got: list[tuple[str, object]] = []
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def nrllm_settings(self, settings: Any) -> Generator[None, Any, Any]:
+            got.append(("before", dict(settings)))
+            answer = yield
+            got.append(("after", answer))
+            return answer
+
+    class Plain:
+        @hookimpl
+        def nrllm_settings(self, settings: Any) -> None:
+            got.append(("plain", dict(settings)))
+
+    class Failing:
+        @hookimpl
+        def nrllm_settings(self) -> None:
+            raise RuntimeError("broken")
+
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Plain(), name="plain")
+    pm.register(Failing(), name="failing")
+    pm.register(Wrapper(), name="wrapping")
+    seen, undo = monitored(pm)
+
+    with capture_logs() as logs:
+        pm.deliver_settings({"wrapping": {"a": 1}, "plain": {"b": 2}, "failing": {"c": 3}})
+    undo()
+
+    # No plugin sees another's section: a wrapper wraps its own plugin's call only.
+    assert got == [("before", {"a": 1}), ("after", []), ("plain", {"b": 2})]
+    calls = [(plugins, dict(kwargs["settings"])) for name, plugins, kwargs in seen]
+    assert calls == [
+        (("wrapping",), {"a": 1}),
+        (("failing",), {"c": 3}),
+        (("plain",), {"b": 2}),
+    ]
+    failed = [e for e in logs if e["event"] == "nrllm.sink.failed"]
+    assert [(e["hook"], e["plugin"]) for e in failed] == [("nrllm_settings", "failing")]
+
+
+def test_a_wrapper_of_nrllm_register_tools_wraps_its_own_plugins_registration(context, sinks):
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def nrllm_register_tools(self, registry: ToolRegistry) -> Generator[None, Any, Any]:
+            answer = yield
+            registry.register(echo)
+            return answer
+
+    pm = make_plugin_manager(load_entry_points=False)
+    pm.register(Wrapper(), name="wrapping")
+    pm.register(sinks)
+    seen, undo = monitored(pm)
+
+    assert invoke(pm, "echo", {"text": "hi"}, context=context).content == "hi"
+    undo()
+
+    assert pm.catalog().tools["echo"].plugin == "wrapping"
+    called = [plugins for name, plugins, _ in seen if name == "nrllm_register_tools"]
+    assert called == [("wrapping",)]
