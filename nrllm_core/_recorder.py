@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
-from nrllm_core._payloads import AuditRecord, RunStep, TraceEvent
+from nrllm_core._payloads import AuditRecord, RunStep, TraceEvent, builder
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
@@ -18,6 +18,10 @@ __all__ = ["RunRecorder"]
 
 AuditView = Callable[[RunStep], Mapping[str, Any]]
 Observer = Callable[[TraceEvent], None]
+
+# Every step of every run builds both: the same frozen objects at about half the cost.
+_new_record: Final = builder(AuditRecord)
+_new_event: Final = builder(TraceEvent)
 
 
 @functools.cache
@@ -67,7 +71,7 @@ class RunRecorder:
         sequence = next(self._numbers)
         # The audit copy first: nothing a live viewer does can keep a step from being stored.
         delivered = self._pm.emit_audit(
-            AuditRecord(
+            _new_record(
                 run_id=self.run_id,
                 sequence=sequence,
                 kind=step.kind,
@@ -76,7 +80,7 @@ class RunRecorder:
                 payload=self._audit_view(step),
             )
         )
-        event = TraceEvent(run_id=self.run_id, sequence=sequence, step=step)
+        event = _new_event(run_id=self.run_id, sequence=sequence, step=step)
         self._pm.emit_trace(event)
         if self._observer is not None:
             try:

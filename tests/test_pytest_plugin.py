@@ -233,13 +233,13 @@ def test_no_artifact_on_the_wire_checks_each_wire_payload(nrllm, leaky, monkeypa
     from nrllm_core import _invoke
 
     nrllm.load(leaky)
-    wire_payload = _invoke.WirePayload
+    new_wire = _invoke._new_wire
 
     def leaking(**fields):
         # A seam double whose wire payload is not the content the tool returned.
-        return wire_payload(**{**fields, "content": fields["content"] + " ada@example.org"})
+        return new_wire(**{**fields, "content": fields["content"] + " ada@example.org"})
 
-    monkeypatch.setattr(_invoke, "WirePayload", leaking)
+    monkeypatch.setattr(_invoke, "_new_wire", leaking)
     nrllm.invoke("lookup", name="ada")
 
     with pytest.raises(pytest.fail.Exception, match=r"in the wire payload of call \"call_"):

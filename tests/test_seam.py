@@ -30,6 +30,7 @@ from nrllm_core import (
     tool,
 )
 from nrllm_core._json import dumps
+from nrllm_core._payloads import RunStep, StepKind, builder
 from nrllm_core._serde import wire_dict
 from nrllm_core.testing import SinkRecorder
 
@@ -531,3 +532,57 @@ def test_a_result_with_fields_of_the_wrong_type_is_no_tool_result(make_pm, sinks
     object.__setattr__(result, "content", b"bytes")
     wire = invoke(make_pm(CountingTool(returns=result)), "counter", {}, context=context)
     assert wire.content == 'Error: tool "counter" returned no ToolResult.'
+
+
+# --- the builders of the seam's frozen objects --------------------------------------------
+
+
+def _every_field() -> list[tuple[type[Any], dict[str, Any]]]:
+    from nrllm_core._invoke import Admitted, Executed
+
+    context = ToolContext(run_id="r", call_id="c", actor=Actor(id="a"), settings={"p": {}})
+    result = ToolResult.text("x")
+    return [
+        (WirePayload, {"call_id": "c", "tool_name": "t", "content": "x", "is_error": False}),
+        (
+            RunStep,
+            {"kind": StepKind.TOOL, "round": 1, "duration_ms": 2.0, "fields": {"a": 1}},
+        ),
+        (ToolContext, {"run_id": "r", "call_id": "c", "actor": Actor(id="a"), "settings": {}}),
+        (Executed, {"result": result, "outcome": "ok", "seconds": 0.5}),
+        # Fields are not checked at run time, by the class or by its builder.
+        (Admitted, {"registered": "a registered tool", "arguments": {}, "context": context}),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_a_builder_makes_what_the_class_makes_and_it_stays_frozen(index):
+    cls, given_fields = _every_field()[index]
+    fields = {f.name: given_fields.get(f.name, f.default) for f in attrs.fields(cls)}
+    if cls is RunStep:
+        fields["tool_artifacts"] = ()
+
+    built = builder(cls)(**fields)
+
+    assert type(built) is cls
+    assert attrs.asdict(built, recurse=False) == attrs.asdict(cls(**fields), recurse=False)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        built.__setattr__(next(iter(fields)), None)
+    with pytest.raises(TypeError):
+        builder(cls)(**dict(list(fields.items())[1:]))
+
+
+@attrs.frozen(slots=False)
+class _Unslotted:
+    value: int
+
+
+@attrs.frozen
+class _Converted:
+    value: int = attrs.field(converter=int)
+
+
+@pytest.mark.parametrize("cls", [ToolResult, Actor, _Unslotted, _Converted])
+def test_a_builder_is_refused_for_a_class_whose_init_does_more(cls):
+    with pytest.raises(TypeError, match="not a plain slotted attrs class"):
+        builder(cls)
