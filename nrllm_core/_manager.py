@@ -70,6 +70,7 @@ class PluginManager(pluggy.PluginManager):
         self._providers: ProviderRegistry | None = None
         # Per hook: each implementing plugin's name and its caller of that plugin alone.
         self._alone: dict[str, tuple[tuple[str, _Caller], ...]] = {}
+        self._sink_calls: dict[str, tuple[tuple[str, Callable[[object], object]], ...]] = {}
         self._execute: _Caller | None = None
         self._monitored = False
         self._settings_classes: Mapping[str, type[Any]] | None = None
@@ -107,6 +108,7 @@ class PluginManager(pluggy.PluginManager):
             self._catalog = None
         self._providers = None
         self._alone = {}
+        self._sink_calls = {}
         self._execute = None
         self._settings_classes = None
 
@@ -120,6 +122,7 @@ class PluginManager(pluggy.PluginManager):
         # A monitor sees every hook call: from now on each goes through pluggy's own dispatch.
         self._monitored = True
         self._alone = {}
+        self._sink_calls = {}
         self._execute = None
         return super().add_hookcall_monitoring(before, after)
 
@@ -344,26 +347,46 @@ class PluginManager(pluggy.PluginManager):
         return execute(tool=tool, arguments=arguments, context=context)
 
     def emit_wire(self, payload: WirePayload) -> bool:
-        return self._emit("nrllm_wire", payload=payload)
+        return self._emit("nrllm_wire", payload)
 
     def emit_trace(self, event: TraceEvent) -> bool:
-        return self._emit("nrllm_trace", event=event)
+        return self._emit("nrllm_trace", event)
 
     def emit_audit(self, record: AuditRecord) -> bool:
-        return self._emit("nrllm_audit", record=record)
+        return self._emit("nrllm_audit", record)
 
-    def _emit(self, hook_name: str, **payload: object) -> bool:
+    def _emit(self, hook_name: str, payload: object) -> bool:
         """Call every sink on its own, so that one failing sink cannot skip the others."""
         delivered = True
-        for plugin_name, alone in self._one_by_one(hook_name):
+        sinks = self._sink_calls.get(hook_name)
+        if sinks is None:
+            sinks = self._sinks(hook_name)
+        for plugin_name, sink in sinks:
             try:
-                alone(**payload)
+                sink(payload)
             except Exception:
                 delivered = False
                 logger().error(
                     "nrllm.sink.failed", hook=hook_name, plugin=plugin_name, exc_info=True
                 )
         return delivered
+
+    def _sinks(self, hook_name: str) -> tuple[tuple[str, Callable[[object], object]], ...]:
+        """Each sink plugin's caller of its payload alone. Sinks run for every step, so a sink
+        that needs none of pluggy's machinery is its own function, called with the payload
+        when it names the argument (as pluggy calls it) and without it otherwise."""
+        hook = getattr(self.hook, hook_name)
+        (argument,) = hook.spec.argnames
+        direct = {
+            impl.plugin_name: impl
+            for impl in hook.get_hookimpls()
+            if not (self._monitored or impl.wrapper or impl.hookwrapper or impl.kwargnames)
+        }
+        sinks = self._sink_calls[hook_name] = tuple(
+            (name, _sink_call(direct.get(name), caller, argument))
+            for name, caller in self._one_by_one(hook_name)
+        )
+        return sinks
 
     def trace_context(self, run_id: str) -> dict[str, str] | None:
         """The checked W3C trace context a plugin gives for a run being suspended, or ``None``."""
@@ -517,3 +540,13 @@ def _load_entry_points(pm: PluginManager, allowed: frozenset[str] | None) -> Non
             pm.unregister(name=ep.name)
             pm.load_errors[ep.name] = _NO_HOOKS
             logger().error("nrllm.plugin.load_failed", plugin=ep.name, error=_NO_HOOKS)
+
+
+def _sink_call(
+    direct: pluggy.HookImpl | None, caller: _Caller, argument: str
+) -> Callable[[object], object]:
+    """A sink's caller of one payload: its own function where pluggy is not needed."""
+    if direct is None:
+        return lambda payload: caller(**{argument: payload})
+    function = direct.function
+    return function if direct.argnames else lambda _payload: function()
