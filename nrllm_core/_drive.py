@@ -6,6 +6,8 @@ once (threads, or a task group) and records steps, and sends the answers back.
 
 from __future__ import annotations
 
+import collections
+import functools
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -16,6 +18,7 @@ import attrs
 from nrllm_core._config import RunConfig
 from nrllm_core._invoke import Admitted, Executed, aexecute, cancelled, execute, timed_out
 from nrllm_core._loop import Ask, Effect, Record, Run, RunCancelled
+from nrllm_core._loop_thread import workers
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import Delta, ProviderAnswer
 from nrllm_core._payloads import WirePayload
@@ -137,7 +140,7 @@ def drive(
     cancellation: Cancellation | None = None,
     watchers: Watchers = NOBODY,
 ) -> T:
-    """Drive ``core`` on this thread; a turn's calls run on threads of their own."""
+    """Drive ``core`` on this thread; a turn's calls run on kept worker threads."""
     driver: Driver[Effect, T] = Driver(core)
     cancel = cancellation or Cancellation()
     while (effect := driver.next()) is not None:
@@ -189,55 +192,47 @@ def _run_threads(
     cancel: Cancellation,
     watchers: Watchers,
 ) -> list[Executed]:
-    """Each call on a daemon thread of its own (a hung tool cannot keep the process from
-    exiting), at most ``max_parallel_tools`` at once; each answered within its timeout."""
+    """The calls on kept worker threads (:func:`workers`), a turn's only call too: this
+    thread waits, so that a call past its timeout is answered ``timed out`` and abandoned
+    (a sync tool cannot be stopped; run here, it would hold the run). At most
+    ``max_parallel_tools`` are waited for at once; an abandoned call gives up its place."""
     import concurrent.futures
 
     timeout = limits.tool_timeout_seconds
-    slots = threading.BoundedSemaphore(limits.max_parallel_tools)
-    futures: list[concurrent.futures.Future[Executed]] = []
-    started: list[float | None] = [None] * len(calls)
-
-    def work(index: int, admitted: Admitted, future: concurrent.futures.Future[Executed]) -> None:
-        with slots:
-            if not future.set_running_or_notify_cancel():
-                return
-            if cancel.requested:
-                future.set_result(cancelled(started=False))
-                return
-            started[index] = time.monotonic()
-            _notify(watchers.on_call, admitted)
-            try:
-                future.set_result(execute(pm, admitted, timeout))
-            except BaseException as exc:  # pragma: no cover - execute answers every failure
-                future.set_exception(exc)
-
-    for index, admitted in enumerate(calls):
-        future: concurrent.futures.Future[Executed] = concurrent.futures.Future()
-        futures.append(future)
-        threading.Thread(
-            target=work, args=(index, admitted, future), name="nrllm-tool", daemon=True
-        ).start()
-    results: list[Executed | None] = [None] * len(calls)
-    while any(r is None for r in results):
-        for index, future in enumerate(futures):
-            if results[index] is not None:
-                continue
-            if future.done() and not future.cancelled():
+    pool = workers()
+    queued = collections.deque(range(len(calls)))
+    running: dict[int, tuple[concurrent.futures.Future[Executed], float]] = {}
+    results: dict[int, Executed] = {}
+    while True:
+        now = time.monotonic()
+        for index, (future, began) in list(running.items()):
+            if future.done():
                 results[index] = future.result()
-            elif cancel.requested:
-                # A call still running is abandoned, as the async driver does: its thread
-                # goes on, its answer is that the run was cancelled.
-                future.cancel()
-                results[index] = cancelled(started=started[index] is not None)
-            elif (began := started[index]) is not None and time.monotonic() - began > timeout:
-                results[index] = timed_out(calls[index], timeout, time.monotonic() - began)
-        waiting = [f for i, f in enumerate(futures) if results[i] is None]
-        if waiting:
-            concurrent.futures.wait(
-                waiting, timeout=_POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-    return [r for r in results if r is not None]
+            elif now - began > timeout:
+                results[index] = timed_out(calls[index], timeout, now - began)
+            else:
+                continue
+            del running[index]
+        if cancel.requested:
+            # A call still running is abandoned, as the async driver does: its thread goes
+            # on, its answer is that the run was cancelled (refused if it had not started).
+            for index, (future, _) in running.items():
+                results[index] = cancelled(started=not future.cancel())
+            results.update((index, cancelled(started=False)) for index in queued)
+            break
+        while queued and len(running) < limits.max_parallel_tools:
+            index = queued.popleft()
+            _notify(watchers.on_call, calls[index])
+            call = functools.partial(execute, pm, calls[index], timeout)
+            running[index] = (pool.submit(call, keep=limits.tool_threads), time.monotonic())
+        if not running:
+            break
+        concurrent.futures.wait(
+            [future for future, _ in running.values()],
+            timeout=_POLL_SECONDS,
+            return_when=concurrent.futures.FIRST_COMPLETED,
+        )
+    return [results[index] for index in range(len(calls))]
 
 
 # How often a waiting turn looks at its deadlines and its cancellation.
