@@ -7,6 +7,7 @@ once (threads, or a task group) and records steps, and sends the answers back.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import threading
 import time
@@ -75,9 +76,10 @@ class Cancellation:
         if scope is not None and call is not None:
             call(scope.cancel)
 
-    def attach(self, scope: CancelScope, call_soon: Callable[[Callable[[], object]], None]) -> None:
+    def attach(self, scope: CancelScope, on_loop: Callable[[Callable[[], object]], None]) -> None:
+        """An async run's scope, and how any thread has its event loop cancel it."""
         with self._lock:
-            self._scope, self._loop_call = scope, call_soon
+            self._scope, self._loop_call = scope, on_loop
             late = self._event.is_set()
         if late:
             scope.cancel()
@@ -263,7 +265,7 @@ async def adrive(
     cancel = cancellation or Cancellation()
     partial = _Turn()
     with anyio.CancelScope() as scope:
-        cancel.attach(scope, _call_soon())
+        cancel.attach(scope, _loop_caller())
         try:
             while (effect := driver.next()) is not None:
                 partial = _Turn()
@@ -286,15 +288,25 @@ async def adrive(
     return driver.result()
 
 
-def _call_soon() -> Callable[[Callable[[], object]], None]:
-    import asyncio
+def _loop_caller() -> Callable[[Callable[[], object]], None]:
+    """How any thread has the running event loop call a function, whatever its anyio backend:
+    its own thread calls it there and then, another waits until the loop has called it."""
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
 
-    loop = asyncio.get_running_loop()
+    token = anyio.lowlevel.current_token()
+    loop_thread = threading.get_ident()
 
-    def call_soon(function: Callable[[], object]) -> None:
-        loop.call_soon_threadsafe(function)
+    def call(function: Callable[[], object]) -> None:
+        if threading.get_ident() == loop_thread:
+            function()
+            return
+        # A loop that ended has no run left to cancel.
+        with contextlib.suppress(anyio.RunFinishedError):
+            anyio.from_thread.run_sync(function, token=token)
 
-    return call_soon
+    return call
 
 
 def _interrupted(driver: Driver[Effect, Any], effect: Effect | None, partial: _Turn) -> None:

@@ -1,7 +1,8 @@
 """Cancelling the task of an ``AsyncHost`` run at each point of the run: its store work, a step's
 write, the model request (awaited, or a sync provider in a worker thread), a tool call and the
-turn that would suspend. Each way a task is cancelled: an anyio cancel scope, and asyncio's own
-``Task.cancel`` (a client that went away, ``asyncio.timeout``), which no anyio shield stops.
+turn that would suspend. Each way a task is cancelled: an anyio cancel scope (on asyncio and on
+trio), and asyncio's own ``Task.cancel`` (a client that went away, ``asyncio.timeout``), which no
+anyio shield stops.
 
 Every time the ``CancelledError`` goes on and nothing else is raised, the run is recorded and
 settles ``cancelled``, and its audit chain holds.
@@ -116,7 +117,16 @@ def assert_settled_cancelled(nrllm: Any, raised: list[BaseException]) -> Any:
     return stored
 
 
-HOW = pytest.mark.parametrize("how", ["scope", "task"])
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+# Each way a task is cancelled, on each backend that has it: trio's own cancellation is a
+# cancel scope; asyncio's ``Task.cancel`` has no trio counterpart.
+HOW = pytest.mark.parametrize(
+    ("anyio_backend", "how"), [("asyncio", "scope"), ("asyncio", "task"), ("trio", "scope")]
+)
 
 
 @HOW
