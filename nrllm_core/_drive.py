@@ -21,7 +21,7 @@ from nrllm_core._invoke import Admitted, Executed, aexecute, cancelled, execute,
 from nrllm_core._loop import Ask, Effect, Record, Run, RunCancelled
 from nrllm_core._loop_thread import workers
 from nrllm_core._manager import PluginManager
-from nrllm_core._messages import Delta, ProviderAnswer
+from nrllm_core._messages import Delta
 from nrllm_core._payloads import WirePayload
 from nrllm_core._providers import Provider, acomplete, astream, complete, stream
 from nrllm_core.log import logger
@@ -35,6 +35,7 @@ __all__ = ["NOBODY", "Cancellation", "Driver", "Watchers", "adrive", "drive", "i
 
 T = TypeVar("T")
 E = TypeVar("E")
+R = TypeVar("R")
 
 
 @final
@@ -153,7 +154,7 @@ def drive(
             _cancelled(driver, effect)
         elif isinstance(effect, Ask):
             try:
-                driver.answer(_ask(provider, effect, watchers))
+                driver.answer(_ask(provider, effect, watchers, complete, stream))
             except Exception as exc:
                 driver.fail(exc)
         else:
@@ -176,7 +177,16 @@ def _cancelled(driver: Driver[Effect, Any], effect: Effect) -> None:
     _interrupted(driver, effect, _Turn())
 
 
-def _ask(provider: Provider | None, ask: Ask, watchers: Watchers) -> ProviderAnswer:
+def _ask(
+    provider: Provider | None,
+    ask: Ask,
+    watchers: Watchers,
+    complete: Callable[..., R],
+    stream: Callable[..., R],
+) -> R:
+    """The model request ``ask`` makes, for both drivers: ``stream`` when someone watches the
+    text, else ``complete`` (the async driver passes their async forms and awaits what it
+    gets)."""
     if provider is None:
         raise RuntimeError("this core has no model to ask")
     messages, specs = list(ask.messages), list(ask.specs)
@@ -339,24 +349,10 @@ async def _aeffect(
     # driver's check does: the model is not asked, no call starts.
     await anyio.lowlevel.checkpoint_if_cancelled()
     if isinstance(effect, Ask):
-        messages, specs = list(effect.messages), list(effect.specs)
         try:
-            if provider is None:
-                raise RuntimeError("this core has no model to ask")
-            if watchers.on_delta is None:
-                answer = await acomplete(provider, messages, specs, tool_choice=effect.tool_choice)
-            else:
-                answer = await astream(
-                    provider,
-                    messages,
-                    specs,
-                    tool_choice=effect.tool_choice,
-                    on_delta=watchers.on_delta,
-                )
+            driver.answer(await _ask(provider, effect, watchers, acomplete, astream))
         except Exception as exc:
             driver.fail(exc)
-        else:
-            driver.answer(answer)
     else:
         await _run_tasks(pm, effect.calls, limits, limiter, watchers, partial)
         driver.answer(partial.answers(len(effect.calls)))
