@@ -91,7 +91,8 @@ class Workers:
             # An idle thread is counted out for this call, or a new one started for it:
             # each thread takes one call off the queue, so no call waits for a busy thread.
             idle = self._idle > 0
-            self._idle -= idle
+            if idle:
+                self._idle -= 1
         if not idle:
             threading.Thread(target=self._serve, name="nrllm-tool", daemon=True).start()
         self._calls.put((functools.partial(_answer, future, function), keep))
