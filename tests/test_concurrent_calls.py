@@ -99,7 +99,7 @@ def test_later_calls_finishing_first_are_answered_and_audited_in_call_order(
     nrllm.load(tools_plugin(*waiting_tools(timeline)))
 
     outcome = nrllm.run(
-        "go", script=[turn(name, ("slow", 400), ("mid", 200), ("fast", 0)), {"content": "ok"}]
+        "go", script=[turn(name, ("slow", 400), ("mid", 200), ("fast", 50)), {"content": "ok"}]
     )
 
     assert outcome.status == "completed"
