@@ -6,6 +6,9 @@ once (threads, or a task group) and records steps, and sends the answers back.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -16,8 +19,9 @@ import attrs
 from nrllm_core._config import RunConfig
 from nrllm_core._invoke import Admitted, Executed, aexecute, cancelled, execute, timed_out
 from nrllm_core._loop import Ask, Effect, Record, Run, RunCancelled
+from nrllm_core._loop_thread import workers
 from nrllm_core._manager import PluginManager
-from nrllm_core._messages import Delta, ProviderAnswer
+from nrllm_core._messages import Delta
 from nrllm_core._payloads import WirePayload
 from nrllm_core._providers import Provider, acomplete, astream, complete, stream
 from nrllm_core.log import logger
@@ -31,6 +35,7 @@ __all__ = ["NOBODY", "Cancellation", "Driver", "Watchers", "adrive", "drive", "i
 
 T = TypeVar("T")
 E = TypeVar("E")
+R = TypeVar("R")
 
 
 @final
@@ -72,9 +77,10 @@ class Cancellation:
         if scope is not None and call is not None:
             call(scope.cancel)
 
-    def attach(self, scope: CancelScope, call_soon: Callable[[Callable[[], object]], None]) -> None:
+    def attach(self, scope: CancelScope, on_loop: Callable[[Callable[[], object]], None]) -> None:
+        """An async run's scope, and how any thread has its event loop cancel it."""
         with self._lock:
-            self._scope, self._loop_call = scope, call_soon
+            self._scope, self._loop_call = scope, on_loop
             late = self._event.is_set()
         if late:
             scope.cancel()
@@ -137,7 +143,7 @@ def drive(
     cancellation: Cancellation | None = None,
     watchers: Watchers = NOBODY,
 ) -> T:
-    """Drive ``core`` on this thread; a turn's calls run on threads of their own."""
+    """Drive ``core`` on this thread; a turn's calls run on kept worker threads."""
     driver: Driver[Effect, T] = Driver(core)
     cancel = cancellation or Cancellation()
     while (effect := driver.next()) is not None:
@@ -148,7 +154,7 @@ def drive(
             _cancelled(driver, effect)
         elif isinstance(effect, Ask):
             try:
-                driver.answer(_ask(provider, effect, watchers))
+                driver.answer(_ask(provider, effect, watchers, complete, stream))
             except Exception as exc:
                 driver.fail(exc)
         else:
@@ -171,7 +177,16 @@ def _cancelled(driver: Driver[Effect, Any], effect: Effect) -> None:
     _interrupted(driver, effect, _Turn())
 
 
-def _ask(provider: Provider | None, ask: Ask, watchers: Watchers) -> ProviderAnswer:
+def _ask(
+    provider: Provider | None,
+    ask: Ask,
+    watchers: Watchers,
+    complete: Callable[..., R],
+    stream: Callable[..., R],
+) -> R:
+    """The model request ``ask`` makes, for both drivers: ``stream`` when someone watches the
+    text, else ``complete`` (the async driver passes their async forms and awaits what it
+    gets)."""
     if provider is None:
         raise RuntimeError("this core has no model to ask")
     messages, specs = list(ask.messages), list(ask.specs)
@@ -189,55 +204,47 @@ def _run_threads(
     cancel: Cancellation,
     watchers: Watchers,
 ) -> list[Executed]:
-    """Each call on a daemon thread of its own (a hung tool cannot keep the process from
-    exiting), at most ``max_parallel_tools`` at once; each answered within its timeout."""
+    """The calls on kept worker threads (:func:`workers`), a turn's only call too: this
+    thread waits, so that a call past its timeout is answered ``timed out`` and abandoned
+    (a sync tool cannot be stopped; run here, it would hold the run). At most
+    ``max_parallel_tools`` are waited for at once; an abandoned call gives up its place."""
     import concurrent.futures
 
     timeout = limits.tool_timeout_seconds
-    slots = threading.BoundedSemaphore(limits.max_parallel_tools)
-    futures: list[concurrent.futures.Future[Executed]] = []
-    started: list[float | None] = [None] * len(calls)
-
-    def work(index: int, admitted: Admitted, future: concurrent.futures.Future[Executed]) -> None:
-        with slots:
-            if not future.set_running_or_notify_cancel():
-                return
-            if cancel.requested:
-                future.set_result(cancelled(started=False))
-                return
-            started[index] = time.monotonic()
-            _notify(watchers.on_call, admitted)
-            try:
-                future.set_result(execute(pm, admitted, timeout))
-            except BaseException as exc:  # pragma: no cover - execute answers every failure
-                future.set_exception(exc)
-
-    for index, admitted in enumerate(calls):
-        future: concurrent.futures.Future[Executed] = concurrent.futures.Future()
-        futures.append(future)
-        threading.Thread(
-            target=work, args=(index, admitted, future), name="nrllm-tool", daemon=True
-        ).start()
-    results: list[Executed | None] = [None] * len(calls)
-    while any(r is None for r in results):
-        for index, future in enumerate(futures):
-            if results[index] is not None:
-                continue
-            if future.done() and not future.cancelled():
+    pool = workers()
+    queued = collections.deque(range(len(calls)))
+    running: dict[int, tuple[concurrent.futures.Future[Executed], float]] = {}
+    results: dict[int, Executed] = {}
+    while True:
+        now = time.monotonic()
+        for index, (future, began) in list(running.items()):
+            if future.done():
                 results[index] = future.result()
-            elif cancel.requested:
-                # A call still running is abandoned, as the async driver does: its thread
-                # goes on, its answer is that the run was cancelled.
-                future.cancel()
-                results[index] = cancelled(started=started[index] is not None)
-            elif (began := started[index]) is not None and time.monotonic() - began > timeout:
-                results[index] = timed_out(calls[index], timeout, time.monotonic() - began)
-        waiting = [f for i, f in enumerate(futures) if results[i] is None]
-        if waiting:
-            concurrent.futures.wait(
-                waiting, timeout=_POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-    return [r for r in results if r is not None]
+            elif now - began > timeout:
+                results[index] = timed_out(calls[index], timeout, now - began)
+            else:
+                continue
+            del running[index]
+        if cancel.requested:
+            # A call still running is abandoned, as the async driver does: its thread goes
+            # on, its answer is that the run was cancelled (refused if it had not started).
+            for index, (future, _) in running.items():
+                results[index] = cancelled(started=not future.cancel())
+            results.update((index, cancelled(started=False)) for index in queued)
+            break
+        while queued and len(running) < limits.max_parallel_tools:
+            index = queued.popleft()
+            _notify(watchers.on_call, calls[index])
+            call = functools.partial(execute, pm, calls[index], timeout)
+            running[index] = (pool.submit(call, keep=limits.tool_threads), time.monotonic())
+        if not running:
+            break
+        concurrent.futures.wait(
+            [future for future, _ in running.values()],
+            timeout=_POLL_SECONDS,
+            return_when=concurrent.futures.FIRST_COMPLETED,
+        )
+    return [results[index] for index in range(len(calls))]
 
 
 # How often a waiting turn looks at its deadlines and its cancellation.
@@ -268,7 +275,7 @@ async def adrive(
     cancel = cancellation or Cancellation()
     partial = _Turn()
     with anyio.CancelScope() as scope:
-        cancel.attach(scope, _call_soon())
+        cancel.attach(scope, _loop_caller())
         try:
             while (effect := driver.next()) is not None:
                 partial = _Turn()
@@ -291,15 +298,25 @@ async def adrive(
     return driver.result()
 
 
-def _call_soon() -> Callable[[Callable[[], object]], None]:
-    import asyncio
+def _loop_caller() -> Callable[[Callable[[], object]], None]:
+    """How any thread has the running event loop call a function, whatever its anyio backend:
+    its own thread calls it there and then, another waits until the loop has called it."""
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
 
-    loop = asyncio.get_running_loop()
+    token = anyio.lowlevel.current_token()
+    loop_thread = threading.get_ident()
 
-    def call_soon(function: Callable[[], object]) -> None:
-        loop.call_soon_threadsafe(function)
+    def call(function: Callable[[], object]) -> None:
+        if threading.get_ident() == loop_thread:
+            function()
+            return
+        # A loop that ended has no run left to cancel.
+        with contextlib.suppress(anyio.RunFinishedError):
+            anyio.from_thread.run_sync(function, token=token)
 
-    return call_soon
+    return call
 
 
 def _interrupted(driver: Driver[Effect, Any], effect: Effect | None, partial: _Turn) -> None:
@@ -332,24 +349,10 @@ async def _aeffect(
     # driver's check does: the model is not asked, no call starts.
     await anyio.lowlevel.checkpoint_if_cancelled()
     if isinstance(effect, Ask):
-        messages, specs = list(effect.messages), list(effect.specs)
         try:
-            if provider is None:
-                raise RuntimeError("this core has no model to ask")
-            if watchers.on_delta is None:
-                answer = await acomplete(provider, messages, specs, tool_choice=effect.tool_choice)
-            else:
-                answer = await astream(
-                    provider,
-                    messages,
-                    specs,
-                    tool_choice=effect.tool_choice,
-                    on_delta=watchers.on_delta,
-                )
+            driver.answer(await _ask(provider, effect, watchers, acomplete, astream))
         except Exception as exc:
             driver.fail(exc)
-        else:
-            driver.answer(answer)
     else:
         await _run_tasks(pm, effect.calls, limits, limiter, watchers, partial)
         driver.answer(partial.answers(len(effect.calls)))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import queue
+import sys
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -160,16 +162,17 @@ class EventStream:
 
 @final
 class AsyncEventStream:
-    """:class:`EventStream` for an event loop: the run is a task beside the reader, and
-    leaving the ``async for`` early cancels it (it settles ``cancelled``)."""
+    """:class:`EventStream` for an event loop: the run is a task of its own beside the reader,
+    and leaving the ``async for`` early cancels it (it settles ``cancelled``)."""
 
-    __slots__ = ("_on_event", "_receive", "_send")
+    __slots__ = ("_on_event", "_receive", "_send", "_task")
 
     def __init__(self, on_event: Callable[[TraceEvent], None] | None) -> None:
         import anyio
 
         self._send, self._receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
         self._on_event = on_event
+        self._task: object = None
 
     @property
     def observer(self) -> Callable[[TraceEvent], None] | None:
@@ -184,7 +187,7 @@ class AsyncEventStream:
 
         return step
 
-    def _put(self, event: StreamEvent | _Step) -> None:
+    def _put(self, event: StreamEvent | _Step | _Raised) -> None:
         import anyio
 
         # Once the reader left, the run is being cancelled: what it still records (its last
@@ -195,24 +198,56 @@ class AsyncEventStream:
     async def start(
         self, run: Callable[[Watchers], Awaitable[RunOutcome]]
     ) -> AsyncGenerator[StreamEvent, None]:
+        """Start ``run`` and yield its events as they come, its last event last.
+
+        The run is no child of the reader's task: a generator that yields inside a task group
+        leaves the group open in the reader's task while the reader does other things (the
+        group's cancellation would reach them), and a reader that drops the stream without
+        closing it has it closed from another task (the garbage collector's), where no group
+        can be left. Closed however and wherever, the stream cancels the run and waits for it
+        to settle.
+        """
         import anyio
 
-        async def work() -> None:
-            async with self._send:
-                await self._send.send(_last(await run(_watchers(self._put))))
+        scope = anyio.CancelScope()
+        settled = anyio.Event()
 
-        async with anyio.create_task_group() as group, self._receive:
-            group.start_soon(work)
+        async def work() -> None:
             try:
+                with scope:
+                    try:
+                        self._put(_last(await run(_watchers(self._put))))
+                    except Exception as exc:
+                        self._put(_Raised(exc))
+            finally:
+                self._send.close()
+                settled.set()
+
+        self._task = _spawn(work)
+        try:
+            async with self._receive:
                 async for event in self._receive:
+                    if isinstance(event, _Raised):
+                        raise event.error
                     if isinstance(event, _Step):
                         if self._on_event is not None:
                             _observed(self._on_event, event.event)
                         continue
                     yield event
-            except GeneratorExit:
-                # The reader left (``aclose``): the run is cancelled and settles before this
-                # group ends, which must not see the exit (it would raise it as an error).
-                pass
-            finally:
-                group.cancel_scope.cancel()
+        finally:
+            scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await settled.wait()
+
+
+def _spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> object:
+    """``work()`` as a task of its own on the running event loop, no child of this task's
+    (anyio has none such): trio's system task, else asyncio's task, which the caller keeps
+    (asyncio holds its tasks weakly)."""
+    trio = sys.modules.get("trio")
+    if trio is not None and trio.lowlevel.in_trio_run():
+        trio.lowlevel.spawn_system_task(work, context=contextvars.copy_context())
+        return None
+    import asyncio
+
+    return asyncio.get_running_loop().create_task(work())

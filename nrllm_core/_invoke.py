@@ -291,9 +291,10 @@ async def aexecute(
         else:
             import anyio.to_thread
 
-            # Abandoned on cancellation: a timed-out sync tool cannot hold its run.
-            raw = await anyio.to_thread.run_sync(
-                start, pm, admitted, limiter=limiter, abandon_on_cancel=True
+            # Abandoned on cancellation: a timed-out sync tool cannot hold its run. Boxed:
+            # trio refuses a coroutine (a hook's answer) as a worker thread's return value.
+            (raw,) = await anyio.to_thread.run_sync(
+                lambda: (start(pm, admitted),), limiter=limiter, abandon_on_cancel=True
             )
         if type(raw) is not ToolResult and inspect.isawaitable(raw):
             raw = await raw

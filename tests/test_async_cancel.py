@@ -1,7 +1,8 @@
 """Cancelling the task of an ``AsyncHost`` run at each point of the run: its store work, a step's
 write, the model request (awaited, or a sync provider in a worker thread), a tool call and the
-turn that would suspend. Each way a task is cancelled: an anyio cancel scope, and asyncio's own
-``Task.cancel`` (a client that went away, ``asyncio.timeout``), which no anyio shield stops.
+turn that would suspend. Each way a task is cancelled: an anyio cancel scope (on asyncio and on
+trio), and asyncio's own ``Task.cancel`` (a client that went away, ``asyncio.timeout``), which no
+anyio shield stops.
 
 Every time the ``CancelledError`` goes on and nothing else is raised, the run is recorded and
 settles ``cancelled``, and its audit chain holds.
@@ -10,6 +11,7 @@ settles ``cancelled``, and its audit chain holds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -116,7 +118,16 @@ def assert_settled_cancelled(nrllm: Any, raised: list[BaseException]) -> Any:
     return stored
 
 
-HOW = pytest.mark.parametrize("how", ["scope", "task"])
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+# Each way a task is cancelled, on each backend that has it: trio's own cancellation is a
+# cancel scope; asyncio's ``Task.cancel`` has no trio counterpart.
+HOW = pytest.mark.parametrize(
+    ("anyio_backend", "how"), [("asyncio", "scope"), ("asyncio", "task"), ("trio", "scope")]
+)
 
 
 @HOW
@@ -248,4 +259,42 @@ async def test_leaving_a_stream_early_settles_its_run_cancelled(
     assert nrllm.host.store.verify(info.run_id).broken == ()
     # The steps written after the reader left reach nobody, and nothing fails for it.
     assert steps == ["start", "gate", "request"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+async def test_a_reader_that_leaves_without_closing_the_stream_is_never_cancelled_for_it(
+    nrllm, monkeypatch, stop, caplog, anyio_backend
+):
+    # The run is held while it writes its model step; the reader breaks out and drops the
+    # stream without closing it: the garbage collector closes it, from another task (trio
+    # warns of it: it asks for aclosing).
+    hold_step(monkeypatch, stop, StepKind.LLM)
+    script = nrllm.scripted([{"content": "one two three"}])
+    seen: list[Any] = []
+
+    async def read_one() -> None:
+        async for event in AsyncHost(nrllm.host).stream("go", provider=script):
+            seen.append(event)
+            break
+
+    with anyio.fail_after(_STUCK_SECONDS):
+        async with anyio.create_task_group():
+            with (
+                pytest.warns(ResourceWarning, match="aclosing")
+                if anyio_backend == "trio"
+                else contextlib.nullcontext()
+            ):
+                await read_one()
+            # The stream is closed (the run cancelled) before the run's write ends.
+            await anyio.wait_all_tasks_blocked()
+            stop.release()
+            # The reader's own work goes on where it left the stream, never cancelled.
+            while nrllm.host.runs("running"):
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.05)
+
+    assert [type(e).__name__ for e in seen] == ["TextDelta"]
+    (info,) = nrllm.host.runs()
+    assert (info.status, info.termination_reason) == ("cancelled", "cancelled")
+    assert nrllm.host.store.verify(info.run_id).broken == ()
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []

@@ -1,4 +1,5 @@
-"""AsyncHost on an event loop: async tools and hooks, task cancellation, streaming, many runs."""
+"""AsyncHost on an event loop (asyncio and trio): async tools and hooks, task cancellation,
+streaming, many runs."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ from nrllm_core import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """AsyncHost runs on either of anyio's backends."""
+    return str(request.param)
 
 
 @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
@@ -130,8 +137,10 @@ async def test_cancelling_the_task_settles_the_run_cancelled_and_stops_its_calls
     assert nrllm.host.store.verify(info.run_id).broken == ()
 
 
-async def test_async_host_cancel_from_another_task(tools_plugin, nrllm):
-    entered = anyio.Event()
+# From a task on the run's event loop, or from a thread that is not the loop's.
+@pytest.mark.parametrize("where", ["task", "thread"])
+async def test_async_host_cancel_from_another_task_or_thread(tools_plugin, nrllm, where):
+    entered = threading.Event()
 
     @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
     async def forever(text: str) -> ToolResult:
@@ -144,17 +153,28 @@ async def test_async_host_cancel_from_another_task(tools_plugin, nrllm):
     script = nrllm.scripted([calls("a", name="forever"), {"content": "never"}])
     host = AsyncHost(nrllm.host)
     outcomes: list[Any] = []
+    answered: list[bool] = []
+
+    def cancel() -> None:
+        (info,) = nrllm.host.runs("running")
+        answered.append(host.cancel(info.run_id))
 
     async with anyio.create_task_group() as group:
 
         async def run() -> None:
-            outcomes.append(await host.run("go", provider=script))
+            with anyio.fail_after(10):
+                outcomes.append(await host.run("go", provider=script))
 
         group.start_soon(run)
-        await entered.wait()
-        (info,) = nrllm.host.runs("running")
-        assert host.cancel(info.run_id)
+        await anyio.to_thread.run_sync(entered.wait)
+        if where == "task":
+            cancel()
+        else:
+            other = threading.Thread(target=cancel)
+            other.start()
+            await anyio.to_thread.run_sync(other.join)
 
+    assert answered == [True]
     (outcome,) = outcomes
     assert (outcome.status, outcome.termination_reason) == ("cancelled", "cancelled")
 

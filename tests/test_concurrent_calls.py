@@ -99,7 +99,7 @@ def test_later_calls_finishing_first_are_answered_and_audited_in_call_order(
     nrllm.load(tools_plugin(*waiting_tools(timeline)))
 
     outcome = nrllm.run(
-        "go", script=[turn(name, ("slow", 400), ("mid", 200), ("fast", 0)), {"content": "ok"}]
+        "go", script=[turn(name, ("slow", 400), ("mid", 200), ("fast", 50)), {"content": "ok"}]
     )
 
     assert outcome.status == "completed"
@@ -163,11 +163,13 @@ def test_a_failing_call_fails_alone_and_its_exception_never_reaches_the_wire(
 
 
 @pytest.mark.parametrize("name", ["wait", "await_"])
+# One at a time, the abandoned call (it runs on) gives its place to the next one.
+@pytest.mark.parametrize("parallel", [8, 1])
 def test_a_call_past_its_timeout_is_answered_as_timed_out_and_the_others_go_on(
-    tools_plugin, nrllm, timeline, name
+    tools_plugin, nrllm, timeline, name, parallel
 ):
     nrllm.load(tools_plugin(*waiting_tools(timeline)))
-    nrllm.config = {"run": {"tool_timeout_seconds": 0.3}}
+    nrllm.config = {"run": {"tool_timeout_seconds": 0.3, "max_parallel_tools": parallel}}
 
     started = time.monotonic()
     outcome = nrllm.run(
@@ -183,6 +185,23 @@ def test_a_call_past_its_timeout_is_answered_as_timed_out_and_the_others_go_on(
     timed_out = tool_events(nrllm)[0].step.fields
     # Its own outcome: it ran, and did not answer in time.
     assert (timed_out["tool_is_error"], timed_out["tool_outcome"]) == (True, "timeout")
+
+
+@pytest.mark.parametrize("name", ["wait", "await_"])
+def test_a_turn_s_only_call_past_its_timeout_is_answered_as_timed_out(
+    tools_plugin, nrllm, timeline, name
+):
+    nrllm.load(tools_plugin(*waiting_tools(timeline)))
+    nrllm.config = {"run": {"tool_timeout_seconds": 0.3}}
+
+    started = time.monotonic()
+    outcome = nrllm.run("go", script=[turn(name, ("hang", 5_000)), {"content": "ok"}])
+
+    assert time.monotonic() - started < 4
+    assert outcome.status == "completed"
+    assert tool_answers(nrllm) == [
+        ("call_hang", f'Error: tool "{name}" timed out after 0.3 seconds.')
+    ]
 
 
 def test_the_run_settings_refuse_nonsense(nrllm):
