@@ -30,8 +30,6 @@ from nrllm_core._host import Host
 from nrllm_core._manager import make_plugin_manager
 
 RUNS_AT_ONCE: Final = 100
-ONE_RUN_TARGET_MS: Final = 2.0
-TARGETS: Final = {"sqlite": 1_000.0, "postgresql": 500.0}
 
 
 @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
@@ -147,7 +145,6 @@ def main() -> None:
         folder = Path(tmp)
         one = one_run_ms(folder, repeats)
         print(f"one persisted one-tool run through AsyncHost on SQLite: {one:.2f} ms per run")
-        print(f"  target <= {ONE_RUN_TARGET_MS} ms")
         for backend, url in backends.items():
             if url is not None:
                 from nrllm_core.testing import postgres_schema
@@ -158,8 +155,7 @@ def main() -> None:
                 rates = at_once(folder, backend, url, repeats)
             print(
                 f"{RUNS_AT_ONCE} runs at once with a 20 ms tool on {backend}: "
-                f"AsyncHost {rates[0]:.0f} runs/s, a thread per run {rates[1]:.0f} runs/s "
-                f"(target >= {TARGETS[backend]:.0f})"
+                f"AsyncHost {rates[0]:.0f} runs/s, a thread per run {rates[1]:.0f} runs/s"
             )
 
 

@@ -48,8 +48,6 @@ REPEATS: Final = 7
 OTEL_TURNS: Final = 60
 OTEL_BATCH: Final = 40
 WARMUP: Final = 20
-TARGET_MS: Final = 2.0
-OTEL_TARGET: Final = 0.15
 
 
 @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
@@ -139,12 +137,11 @@ def main() -> None:
         host = build_host(Path(directory))
         try:
             median, means = ms_per_run(host)
-            met = "met" if median <= TARGET_MS else "MISSED"
             print(
                 f"scripted run, one tool call, persisted (metadata, SQLite): {RUNS} runs x "
                 f"{REPEATS} repeats"
             )
-            print(f"  per run: median {median:.3f} ms (target <= {TARGET_MS} ms: {met})")
+            print(f"  per run: median {median:.3f} ms")
             print(f"  repeats: {', '.join(f'{m:.3f}' for m in sorted(means))} ms")
             steps = host.store.get_run(host.runs()[0].run_id)
             print(f"  steps persisted per run: {len(steps.steps) if steps else 0}")
@@ -166,11 +163,10 @@ def main() -> None:
                 plain.store.close()
                 traced.store.close()
             overhead = with_otel / without - 1
-            met = "met" if overhead < OTEL_TARGET else "MISSED"
             print("the same run with nrllm-otel (SDK, spans to a no-op exporter), side by side:")
             print(f"  without the plugin: median {without:.3f} ms per run")
             print(f"  with the plugin:    median {with_otel:.3f} ms per run")
-            print(f"  overhead: {overhead:+.1%} (target < {OTEL_TARGET:.0%}: {met})")
+            print(f"  overhead: {overhead:+.1%} (bench_peers.py compares it with pydantic-ai's)")
         finally:
             host.store.close()
 
