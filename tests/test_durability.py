@@ -247,17 +247,30 @@ def test_a_purged_run_leaves_no_step_waiting(backend: Any) -> None:
     assert logs == []
 
 
-def test_every_statement_of_a_run_is_compiled_once(host: Host) -> None:
+def test_every_statement_of_a_run_is_built_and_compiled_once(backend: Any) -> None:
+    host = _host(backend, lookup, read_source)
     host.run("look up pluggy")
+    built: list[list[object]] = []
     executed: list[tuple[str, str, bool]] = []
 
-    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: Any) -> None:
-        executed.append((statement.split()[0], context._get_cache_stats(), many))
+    def statement(conn: Any, element: Any, *args: Any) -> None:
+        built[-1].append(element)
 
-    event.listen(host.store._engine, "after_cursor_execute", seen)
-    host.run("look up pluggy")
+    def compiled(conn: Any, cursor: Any, text: str, params: Any, context: Any, many: Any) -> None:
+        executed.append((text.split()[0], context._get_cache_stats(), many))
 
-    assert executed
+    event.listen(host.store._engine, "before_execute", statement)
+    event.listen(host.store._engine, "after_cursor_execute", compiled)
+    try:
+        for _ in range(2):
+            built.append([])
+            host.run("look up pluggy")
+    finally:
+        host.store.close()
+
+    # The same statement objects each run: none is composed again per call.
+    assert len(built[0]) == len(built[1]) > 0
+    assert all(a is b for a, b in zip(*built, strict=True))
     assert all(stats.startswith("cached since") for _, stats, _ in executed), executed
     # The steps a transaction commits go in one statement: the first request carries three.
     assert any(verb == "INSERT" and many for verb, _, many in executed)
