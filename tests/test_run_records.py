@@ -153,10 +153,15 @@ def test_the_start_and_gate_records_are_stored_with_the_request_before_the_model
     host = host_with(tmp_path, plugin, [{"content": "hello"}])
     outcome = host.run("Hi")
 
-    # Nothing has left the process before the request: the first two wait for it.
+    # Nothing has left the process before the request: the first two wait for it. The answer
+    # names no call and the finish guards nothing: both wait for the run's settling, which
+    # commits them before run() returns.
     assert stored["start"] == stored["gate"] == []
     assert stored["request"] == ["start", "gate", "request"]
-    assert stored["finish"] == ["start", "gate", "request", "llm", "finish"]
+    assert stored["llm"] == stored["finish"] == ["start", "gate", "request"]
+    detail = host.store.get_run(outcome.run_id)
+    assert [s.kind for s in detail.steps] == ["start", "gate", "request", "llm", "finish"]
+    assert detail.run.status.value == "completed"
     assert host.store.verify(outcome.run_id).broken == ()
     host.store.close()
 

@@ -83,8 +83,11 @@ OPEN: Final = (RunStatus.RUNNING.value, RunStatus.AWAITING_APPROVAL.value)
 # How many runs' heads a store remembers; past it, it forgets them all and reads them again.
 _HEADS_KEPT: Final = 1_024
 
-# Built once: composing a statement costs more than executing it on SQLite.
+# Built once: composing a statement (and its compiled cache's key) costs more than executing
+# it on SQLite.
+_INSERT_RUN: Final = insert(RunRow)
 _INSERT_STEP: Final = insert(StepRow)
+_INSERT_DECISIONS: Final = insert(DecisionRow)
 # FOR UPDATE: two writers of one run on PostgreSQL never chain from the same head (SQLite
 # has one writer at a time already).
 _CHAIN_HEAD: Final = (
@@ -225,7 +228,7 @@ def start_run(
 ) -> None:
     head = ChainHead.start(key, run_id)
     connection.execute(
-        insert(RunRow),
+        _INSERT_RUN,
         {
             "id": run_id,
             "kind": RunKind(kind).value,
@@ -378,7 +381,7 @@ def decision_rows(
 
 
 def record_decisions(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    connection.execute(insert(DecisionRow), rows)
+    connection.execute(_INSERT_DECISIONS, rows)
 
 
 def heartbeat(connection: Connection, run_id: str, now: datetime) -> bool:

@@ -1,5 +1,6 @@
 """The audit store: runs, their privacy-filtered steps and gate decisions, each write committed
-before it returns (the writes of threads waiting at once share one commit)."""
+before it returns (the writes of threads waiting at once share one commit), but for a step that
+guards nothing: that waits for its run's next write."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ _PURGE_CHUNK: Final = 500
 @final
 class Store(ops.StoreCore):
     """The audit database. Every write is committed before the method returns (a step
-    recorded as deferred: with the run's next write, see :meth:`record_step`).
+    recorded as deferred: with the run's next write, see :meth:`record_step`; :meth:`close`
+    commits those still waiting).
 
     Build it with :meth:`open`. A run's lease is its last heartbeat: a run still marked
     ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
@@ -165,11 +167,23 @@ class Store(ops.StoreCore):
         return derived_key(self._key(), purpose)
 
     def close(self) -> None:
+        """Commit the steps waiting for their run's next write (each run's on its own, should
+        one fail), then let go of the database."""
+        with self._queue_lock:
+            waiting = {run_id: _Write(steps, _nothing) for run_id, steps in self._deferred.items()}
+            self._deferred.clear()
         with self._write_lock:
+            if waiting:
+                self._commit(list(waiting.values()))
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
         self._engine.dispose()
+        for run_id, write in waiting.items():
+            try:
+                write.outcome()
+            except Exception:
+                logger().error("nrllm.store.unstored_at_close", run_id=run_id, exc_info=True)
 
     def _write(
         self,
@@ -305,8 +319,8 @@ class Store(ops.StoreCore):
         ``deferred`` is for a step that guards nothing (nothing waits for it to be durable):
         it is chained and committed with the run's next write through this store (its next
         step not deferred, its gate decisions, its settling, suspension or claim), in that
-        write's transaction, and a failure to store it is that write's failure. Only a
-        payload with no canonical JSON form raises here.
+        write's transaction, and a failure to store it is that write's failure; :meth:`close`
+        commits those still waiting. Only a payload with no canonical JSON form raises here.
         """
         step = ops.NewStep.of(record, self._clock())
         # Derived here, not in the writer's turn, where every waiting write would wait for it.
@@ -444,10 +458,13 @@ class Store(ops.StoreCore):
             or_(RunRow.status != RunStatus.RUNNING.value, RunRow.heartbeat_at < now - self._lease),
         )
         with self._write_lock, self._engine.begin() as connection:
-            return PurgeResult(
-                finished=_delete_runs(connection, finished),
-                unfinished=_delete_runs(connection, unfinished),
-            )
+            done = _delete_runs(connection, finished)
+            abandoned = _delete_runs(connection, unfinished)
+        # Steps still waiting for a deleted run's next write have nothing left to join.
+        with self._queue_lock:
+            for run_id in (*done, *abandoned):
+                self._deferred.pop(run_id, None)
+        return PurgeResult(finished=len(done), unfinished=len(abandoned))
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -530,7 +547,7 @@ def _nothing(connection: Connection) -> None:
     """The operation of a write that only chains its steps."""
 
 
-def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> int:
+def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> list[str]:
     # The ids are fixed first so that the steps, decisions and runs deleted are the same runs
     # even if another host settles one of them meanwhile.
     doomed = list(connection.execute(select(RunRow.id).where(condition)).scalars())
@@ -540,4 +557,4 @@ def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> int:
         connection.execute(delete(DecisionRow).where(DecisionRow.run_id.in_(chunk)))
         connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id.in_(chunk)))
         connection.execute(delete(RunRow).where(RunRow.id.in_(chunk)))
-    return len(doomed)
+    return doomed
