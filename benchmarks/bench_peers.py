@@ -530,7 +530,10 @@ def runs_at_once(folder: Path, turns: int) -> list[Figure]:
             return await aalternate(cases, turns=turns, batch=1, clock=clock)
 
         cpu = anyio.run(measure, CPU)
+        # PostgreSQL's own CPU is another process's: the wall clock counts it too.
+        wall = anyio.run(measure, WALL)
     rate = {name: RUNS_AT_ONCE / seconds for name, seconds in cpu.items()}
+    wall_rate = {name: RUNS_AT_ONCE / seconds for name, seconds in wall.items()}
     ratio = rate["SQLite"] / rate["openai-agents"]
     figures = [
         Figure(
@@ -538,7 +541,8 @@ def runs_at_once(folder: Path, turns: int) -> list[Figure]:
             ratio,
             ">= 1.5x",
             ratio >= 1.5,
-            f"{rate['SQLite']:.0f} vs {rate['openai-agents']:.0f} runs per CPU second",
+            f"{rate['SQLite']:.0f} vs {rate['openai-agents']:.0f} runs per CPU second; "
+            f"wall: {wall_rate['SQLite']:.0f} vs {wall_rate['openai-agents']:.0f} runs/s",
         )
     ]
     if "PostgreSQL" in rate:
@@ -549,7 +553,8 @@ def runs_at_once(folder: Path, turns: int) -> list[Figure]:
                 ratio,
                 ">= 0.8x",
                 ratio >= 0.8,
-                f"{rate['PostgreSQL']:.0f} vs {rate['SQLite']:.0f} runs per CPU second",
+                f"{rate['PostgreSQL']:.0f} vs {rate['SQLite']:.0f} runs per CPU second; "
+                f"wall: {wall_rate['PostgreSQL']:.0f} vs {wall_rate['SQLite']:.0f} runs/s",
             )
         )
     return figures
