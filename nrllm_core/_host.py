@@ -23,6 +23,7 @@ from nrllm_core._config import HostConfig, RunConfig, config_loader
 from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, drive
 from nrllm_core._events import EventStream, StreamEvent
 from nrllm_core._gate import GateReport, decide, gate_step, live_gate
+from nrllm_core._identity import NAMES_NOBODY, names_nobody
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
 from nrllm_core._loop import (
     Effect,
@@ -113,6 +114,7 @@ class RefusalReason(enum.StrEnum):
     STALE = "stale"
     TAMPERED = "tampered"
     FOUR_EYES = "four_eyes"
+    NO_APPROVER = "no_approver"
     ALREADY_DECIDED = "already_decided"
     REPLAYED = "replayed"
 
@@ -519,6 +521,8 @@ class Host:
         turn_digest: str | None,
         on_event: Callable[[TraceEvent], None] | None,
     ) -> Flow[RunOutcome]:
+        if names_nobody(approver):
+            raise ApprovalRefused(f"the approver {NAMES_NOBODY}", RefusalReason.NO_APPROVER)
         config = self.config
         suspension = self.store.suspension(run_id)
         if suspension is None:
