@@ -17,13 +17,18 @@ from typing import Any, Final, final
 
 import attrs
 
-__all__ = ["identity_key", "identity_refusal", "same_identity"]
+__all__ = ["NAMES_NOBODY", "identity_key", "identity_refusal", "names_nobody", "same_identity"]
 
 # The skeleton can leave what folding changes again (``0`` becomes ``O``): fold and skeleton
 # until nothing changes. Every single code point settles within three rounds; the bound only
 # keeps hostile text from buying more.
 _ROUNDS: Final = 4
 _NO_SCRIPT: Final = frozenset({"Common", "Inherited", "Unknown"})
+# Said of an id whose key is empty. Such an id is nobody, and nobody differs from everyone: as
+# an approver it would pass four-eyes against any initiator.
+NAMES_NOBODY: Final = (
+    "names nobody: nothing is left of it once invisible code points, spaces and case are set aside"
+)
 
 
 @final
@@ -83,6 +88,11 @@ def identity_key(name: str) -> str:
     return key
 
 
+def names_nobody(name: str) -> bool:
+    """Whether ``name`` is empty as a person (``""``, spaces, ``\\u200b``): no id may be that."""
+    return not identity_key(name)
+
+
 def identity_refusal(name: str) -> str | None:
     """Why ``name`` cannot be a configured identity, else ``None``.
 
@@ -91,6 +101,8 @@ def identity_refusal(name: str) -> str | None:
     not written as), no mix of scripts. Case is visible and surrounding spaces are trimmed:
     both are allowed. The reason names code points, never the hostile text itself.
     """
+    if names_nobody(name):
+        return f"it {NAMES_NOBODY}"
     unicode = _unicode()
     for char in name.strip():
         if unicode.ignorable.contains(char):

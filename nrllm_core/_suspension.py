@@ -14,6 +14,7 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._config import HostConfig
+from nrllm_core._identity import NAMES_NOBODY, names_nobody
 from nrllm_core._loop import SuspendedRunState
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import RunStep, StepKind
@@ -38,6 +39,7 @@ class RefusalReason(enum.StrEnum):
     STALE = "stale"
     TAMPERED = "tampered"
     FOUR_EYES = "four_eyes"
+    NO_APPROVER = "no_approver"
     ALREADY_DECIDED = "already_decided"
     REPLAYED = "replayed"
 
@@ -118,8 +120,11 @@ class Suspensions:
         approver: str,
         turn_digest: str | None,
     ) -> Claim:
-        """Decide the turn named by ``turn_digest``, once: the turn must wait, be open, and
-        an approver must differ from the initiator where four-eyes applies."""
+        """Decide the turn named by ``turn_digest``, once: the approver must name somebody,
+        the turn must wait, be open, and an approver must differ from the initiator where
+        four-eyes applies."""
+        if names_nobody(approver):
+            raise ApprovalRefused(f"the approver {NAMES_NOBODY}", RefusalReason.NO_APPROVER)
         suspension = self.store.suspension(run_id)
         if suspension is None:
             raise ApprovalRefused(

@@ -117,12 +117,20 @@ def _permission_set(permissions: Iterable[str]) -> frozenset[str]:
     return frozenset(permissions)
 
 
+def _names_someone(_: object, __: attrs.Attribute[str], value: str) -> None:
+    from nrllm_core._identity import NAMES_NOBODY, names_nobody
+
+    if names_nobody(value):
+        raise ValueError(f"an actor id {NAMES_NOBODY}")
+
+
 @final
 @attrs.frozen(kw_only=True)
 class Actor:
-    """The person a run or a direct call acts for."""
+    """The person a run or a direct call acts for: an id that names nobody is refused
+    (``ValueError``)."""
 
-    id: str
+    id: str = attrs.field(validator=_names_someone)
     admin: bool = False
     permissions: frozenset[str] = attrs.field(default=frozenset(), converter=_permission_set)
 

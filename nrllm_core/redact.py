@@ -126,11 +126,16 @@ _CONTAINED_WORD: Final = (
     r"(?:[Pp](?i:ass(?:wor[dt]|wd|phrase)|wd)|[Ss](?i:ecret)|[Cc](?i:redential|ontrase(?:ñ|n)a)"
     rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)})"
 )
-_NAME_REST: Final = (
-    rf"(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})"
-    rf"[CKPSckps])*+)(?:{_CONTAINED_WORD}{_NAME_CHAR}*+"
+# The scan stops at the run's end or where a credential word starts; what follows it then
+# decides whether the run is a credential name, and reads the rest of the run.
+_NAME_SCAN: Final = (
+    rf"(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})[CKPSckps])*+)"
+)
+_NAME_END: Final = (
+    rf"(?:{_CONTAINED_WORD}{_NAME_CHAR}*+"
     r"|(?i:(?<=token))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass))"
 )
+_NAME_REST: Final = _NAME_SCAN + _NAME_END
 _NAME: Final = rf"(?<!{_NAME_CHAR}){_NAME_REST}"
 # What joins a name to its value: ``=``, ``:=``, ``=>``, ``==``, a ``:`` that is not a port
 # or a scope, the parenthesis of a call with a quoted argument (``setPassword("…")``), and
@@ -168,7 +173,8 @@ _LINE_ASSIGNMENT: Final = r"(?m:^)[ \t]*(?:export[ \t]+|-[ \t]+)?" + _assignment
 _QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))" + _assignment(
     "quoted_assign", rf"{_NAME}(?P=quote){_QUOTED_JOIN}", whole_line=False
 )
-_BARE_ASSIGNMENT: Final = _assignment("assign", f"{_NAME}{_BARE_JOIN}", whole_line=False)
+# After a credential name (see ``_NAMED``).
+_BARE_ASSIGNMENT: Final = _assignment("assign", _BARE_JOIN, whole_line=False)
 _ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign", "flag"})
 
 # A command-line flag named like a credential takes the next word: ``--password VALUE``.
@@ -176,10 +182,10 @@ _FLAG: Final = rf"-(?<!{_NAME_CHAR}-)" + _assignment(
     "flag", rf"{_NAME_REST}[ \t]+", whole_line=False
 )
 
-# ``passwordField.setText("…");``: a credential name, what a call or an operator puts
-# between, and a quoted value that ends a statement or an argument list.
+# ``passwordField.setText("…");``: after a credential name (see ``_NAMED``), what a call or
+# an operator puts between, and a quoted value that ends a statement or an argument list.
 _CALLED: Final = (
-    rf"(?P<called>(?P<called_keep>{_NAME}[^\s\"'`;,]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
+    rf"(?P<called>(?P<called_keep>[^\s\"'`;,]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
     rf"(?:(?!(?P=called_quote))[^\\{_BREAKS}])++(?=(?P=called_quote)[ \t]*[;)]))"
 )
 
@@ -200,11 +206,14 @@ _MYSQL_PASSWORD: Final = (
 
 
 def _ends_in(words: tuple[str, ...]) -> str:
-    """A look back for any of ``words``, in any case: one look per length."""
+    """A look back for any of ``words``, in any case: one look per length, after one look at
+    the last letter (most names end in none of theirs)."""
+    last = "".join(sorted({word[-1] for word in words}))
     by_length: dict[int, list[str]] = {}
     for word in words:
         by_length.setdefault(len(word), []).append(word)
-    return "(?i:" + "|".join(f"(?<={'|'.join(group)})" for group in by_length.values()) + ")"
+    behind = "|".join(f"(?<={'|'.join(group)})" for group in by_length.values())
+    return f"(?i:(?<=[{last}])(?:{behind}))"
 
 
 # A value shaped like a secret: 16 or more characters of the base64 alphabets with a digit
@@ -223,9 +232,9 @@ _SECRET_LIKE: Final = (
 # name, escaped JSON) when it is shaped like a secret. Words such as ``key`` are ordinary
 # enough that an ordinary value under them stays; after a password or token word (``clpw``,
 # ``apipass``) any run of 16 or more key characters is taken, as Cloudant's all-letter keys.
+# What follows the name (see ``_NAMED``).
 _ENTROPY_ASSIGNMENT: Final = (
-    rf"(?<!{_NAME_CHAR})(?P<entropy>(?P<entropy_keep>{_NAME_CHAR}*+"
-    r"(?:(?P<entropy_strong>)"
+    r"(?P<entropy>(?P<entropy_keep>(?:(?P<entropy_strong>)"
     + _ends_in(
         (
             "pw",
@@ -245,6 +254,14 @@ _ENTROPY_ASSIGNMENT: Final = (
     + _ends_in(("key", "keys", "sig", "signature", "salt", "auth"))
     + r")\\?[\"'`]?\]?[ \t]*(?:[:=]{1,2}>?|,)?[ \t]*[\[(]?\\?[\"'`]?)"
     + rf"(?(entropy_strong)(?:{_SECRET_LIKE}|[A-Za-z0-9+/_\-]{{16,}}+=*)|{_SECRET_LIKE}))"
+)
+
+# The three shapes that start with a name read it once: a run of name characters, ``named``
+# when it is a credential name, which an assignment or a call may follow; any name may end in a
+# key-like word that a secret-shaped value follows. The read never backs up into the run.
+_NAMED: Final = (
+    rf"(?<!{_NAME_CHAR})(?>{_NAME_SCAN}(?:{_NAME_END}(?P<named>))?)"
+    rf"(?:(?(named){_BARE_ASSIGNMENT}|(?!))|(?(named){_CALLED}|(?!))|{_ENTROPY_ASSIGNMENT})"
 )
 
 # Artifactory API keys (``AKC…``) and encrypted passwords (``AP…``): the prefix is short and
@@ -324,11 +341,9 @@ _AT_RUN_START: Final = (
             _URL_USERINFO,
             _AUTHORIZATION,
             _BEARER,
-            _BARE_ASSIGNMENT,
-            _CALLED,
+            _NAMED,
             _JWT,
             _AWS_SECRET,
-            _ENTROPY_ASSIGNMENT,
         )
     )
     + f")|{_EMAIL})"

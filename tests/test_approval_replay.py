@@ -351,6 +351,21 @@ def test_four_eyes_compares_normalised_ids(make_host, approver):
     assert host.approve(run_id, approver="bob", turn_digest=digest).status == "completed"
 
 
+@pytest.mark.parametrize("approver", ["", " ", "\u200b", "\u00ad\u2060\ufeff\t"])
+@pytest.mark.parametrize("four_eyes", [True, False])
+def test_an_approver_that_names_nobody_is_refused(make_host, approver, four_eyes):
+    host, write = make_host([WRITE_TURN, {"content": "done"}], provider={"four_eyes": four_eyes})
+    run_id, digest = suspended(host)
+
+    for decide in (True, False):
+        with pytest.raises(ApprovalRefused, match="the approver names nobody") as refused:
+            host.approve(run_id, approve=decide, approver=approver, turn_digest=digest)
+        assert refused.value.reason is RefusalReason.NO_APPROVER
+    assert write.calls == []
+    # Nothing was claimed: a person can still decide.
+    assert host.approve(run_id, approver="bob", turn_digest=digest).status == "completed"
+
+
 # -- configuration -------------------------------------------------------------------------------
 
 

@@ -497,6 +497,21 @@ def test_approve_as_names_the_approver_and_four_eyes_applies(env):
     assert approval.payload["approver"] == "bob"
 
 
+@pytest.mark.parametrize("nobody", ["", " ", "\u200b", "\u2060\ufeff"])
+@pytest.mark.parametrize("guard", [[], ["--provider", "guarded"]])
+def test_approve_as_nobody_is_refused(env, nobody, guard):
+    pending = suspend(env, *guard)
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"])
+
+    refused = nrllm(env, *decide, "--as", nobody)
+
+    assert refused.exit_code == 1
+    assert "approval refused: the approver names nobody" in refused.stderr
+    assert "Traceback" not in refused.output
+    assert env.calls == ([], [])
+    assert nrllm(env, *decide, "--as", "bob").exit_code == 0
+
+
 def test_model_text_cannot_repaint_the_terminal(env):
     env.turns({"content": "done\x1b[2J\x1b[1;1Happroved by security\u202e"})
 

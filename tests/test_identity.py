@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nrllm_core._config import ConfigError, load_config
-from nrllm_core._identity import identity_key, identity_refusal
+from nrllm_core._identity import identity_key, identity_refusal, names_nobody
 from nrllm_core._values import Actor
 
 GOVERNANCE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "governance.md"
@@ -140,7 +140,27 @@ def test_the_key_is_its_own_key(text: str) -> None:
     assert identity_key(key) == key
 
 
-@given(st.text(), st.text())
+# Ids that name nobody: empty once compared as people.
+NOBODY = ["", " ", "\t\n", "\u200b", "\u00ad\u2060\ufeff", " \u200d\u3000", "\U000e0041"]
+someone = st.text().filter(identity_key)
+
+
+@pytest.mark.parametrize("name", NOBODY)
+def test_an_id_that_names_nobody_is_no_actor(name: str) -> None:
+    assert names_nobody(name)
+    # Nobody differs from everyone: as an approver it would pass any four-eyes check.
+    with pytest.raises(ValueError, match="an actor id names nobody"):
+        Actor(id=name)
+
+
+@pytest.mark.parametrize("name", NOBODY)
+def test_a_configured_id_that_names_nobody_is_refused(name: str) -> None:
+    assert identity_refusal(name) is not None
+    with pytest.raises(ConfigError, match=r"actor\.id: refused: it names nobody"):
+        load_config(data={"actor": {"id": name}})
+
+
+@given(someone, someone)
 def test_same_as_is_symmetric(first: str, second: str) -> None:
     assert Actor(id=first).same_as(second) == Actor(id=second).same_as(first)
     assert Actor(id=first).same_as(first)
@@ -187,7 +207,8 @@ def test_an_ordinary_name_is_configurable(name: str) -> None:
     assert load_config(data={"actor": {"id": name}}).actor().id == name
 
 
-@given(st.text(alphabet=string.ascii_letters + string.digits + "-_.@' ", min_size=1))
+# Spaces alone name nobody (refused above); with anything else they are allowed.
+@given(ascii_names.filter(str.strip))
 def test_no_printable_ascii_name_is_refused(name: str) -> None:
     assert identity_refusal(name) is None
 

@@ -78,7 +78,8 @@ def approve(
         outcome = host.approve(
             run_id,
             approve=not deny,
-            approver=approver or host.config.actor().id,
+            # An explicit ``--as ""`` is an approver naming nobody, refused like ``--as " "``.
+            approver=host.config.actor().id if approver is None else approver,
             turn_digest=digest,
         )
     except ApprovalRefused as exc:

@@ -576,6 +576,25 @@ def test_the_inbox_lists_the_suspended_run_and_approve_streams_the_rest(client):
     assert client.get("/api/approvals").json() == {"approvals": []}
 
 
+@pytest.mark.parametrize("nobody", [" ", "\\u200b"])
+def test_an_approver_configured_as_nobody_cannot_decide(client, host, nobody):
+    waiting = suspend(client)
+    config = host.config.source
+    text = config.read_text(encoding="utf-8").replace('id = "operator"', f'id = "{nobody}"')
+    config.write_text(text, encoding="utf-8")
+
+    stream = events(
+        post(
+            client,
+            f"/api/approvals/{waiting['run_id']}",
+            {"approve": True, "turn_digest": waiting["turn_digest"]},
+        )
+    )
+
+    assert [e["event"] for e in stream] == ["error"]
+    assert host.store.get_run(waiting["run_id"]).run.status == "awaiting_approval"
+
+
 def test_deny_resumes_without_running_the_call(client):
     waiting = suspend(client)
     stream = events(

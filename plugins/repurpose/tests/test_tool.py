@@ -192,8 +192,6 @@ def test_the_messages_are_the_spec_texts():
 @pytest.mark.parametrize(
     "actor",
     [
-        pytest.param(Actor(id=""), id="no-user"),
-        pytest.param(Actor(id="  ", admin=True), id="blank-admin"),
         pytest.param(Actor(id="visitor"), id="no-permission"),
         pytest.param(Actor(id="other", permissions=frozenset({"read"})), id="other-permission"),
     ],
@@ -204,6 +202,14 @@ def test_a_user_without_the_permission_starts_nothing(home, actor):
     assert result.is_error is True
     assert result.content == NOT_PERMITTED
     assert job_rows(home) == []
+
+
+@pytest.mark.parametrize("nobody", ["", "  ", "\u200b"])
+def test_no_user_and_a_blank_admin_cannot_even_ask(nobody):
+    # An actor that names nobody cannot be built, so no call can carry one to the tool.
+    for admin in (False, True):
+        with pytest.raises(ValueError, match="names nobody"):
+            Actor(id=nobody, admin=admin)
 
 
 def test_invalid_settings_refuse_with_a_fixed_message_and_store_nothing(home):
