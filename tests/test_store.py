@@ -591,8 +591,9 @@ def test_a_killed_run_keeps_every_committed_step_and_shows_interrupted(backend: 
     if backend.name == "sqlite":
         with sqlite3.connect(backend.data_dir / "nrllm.db") as connection:
             assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    time.sleep(1.2)
-    store = backend.open(lease_seconds=1)
+    # Read two seconds after the kill by the reader's clock, without waiting them out: the
+    # victim's last heartbeat is older than the one-second lease.
+    store = backend.open(lease_seconds=1, clock=lambda: datetime.now(UTC) + timedelta(seconds=2))
     try:
         detail = store.get_run("victim")
     finally:
@@ -681,13 +682,19 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
 
 
 def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(open_store):
-    store = open_store(lease_seconds=1)
+    # The store's clock jumps past the lease rather than the test sleeping through it; what
+    # the test waits for is the renewals, three per lease on the real clock.
+    ahead = [timedelta(0)]
+    store = open_store(lease_seconds=1, clock=lambda: datetime.now(UTC) + ahead[0])
     store.start_run("r-long")
     with store.leased("r-long"):
-        time.sleep(1.6)  # longer than the lease: only the renewals keep it alive
+        ahead[0] = timedelta(seconds=5)  # longer than the lease: only the renewals keep it alive
+        time.sleep(1.0)
         (info,) = store.list_runs()
         assert info.status is RunStatus.RUNNING
-    time.sleep(1.6)
+    # A renewal still going after the block would write this later time and show it running.
+    ahead[0] = timedelta(seconds=10)
+    time.sleep(1.0)
     (info,) = store.list_runs()
     assert info.status is RunStatus.INTERRUPTED
     store.close()
