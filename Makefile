@@ -2,6 +2,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALL := $(BIN)/python -m pip install --quiet
+# pytest-xdist workers for `make test`: one per core. The suite mostly waits (PostgreSQL,
+# Chromium, child processes), so more overlap that waiting: `make test WORKERS=4`.
+WORKERS ?= auto
 
 .PHONY: demo test install install-dev bench clean
 
@@ -20,7 +23,7 @@ demo: install
 	NRLLM_HOME=$(CURDIR)/.demo $(BIN)/python -m nrllm_core.demo
 
 test: install-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=25
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy

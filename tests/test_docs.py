@@ -121,3 +121,28 @@ def test_governance_classifies_personal_data_with_an_example_that_works(nrllm) -
     )
     assert nrllm.offered(TrustZone.EXTERNAL_GLOBAL).offered_names == ()
     assert nrllm.offered(TrustZone.EXTERNAL_EU).offered_names == ("find_customer",)
+
+
+SLOW_ROW = re.compile(r"^\| ([\d.]+) s \| (call|setup|teardown) \| `([^`:]+)::(\w+)(\[.*\])?` \|$")
+
+
+def test_contributing_lists_the_25_slowest_tests_and_each_one_exists() -> None:
+    text = (DOCS / "contributing.md").read_text(encoding="utf-8")
+    section = text[text.index("## The 25 slowest tests") :]
+    rows = [SLOW_ROW.match(line) for line in section.splitlines() if line.startswith("| ")]
+    found = [row for row in rows if row is not None]
+    assert len(found) == 25, "each of the 25 rows reads | SECONDS s | PHASE | `PATH::TEST[ID]` |"
+    seconds = [float(row[1]) for row in found]
+    assert seconds == sorted(seconds, reverse=True)
+    for row in found:
+        path = DOCS.parent / row[3]
+        assert f"def {row[4]}(" in path.read_text(encoding="utf-8"), row[0]
+
+
+def test_make_test_runs_on_a_worker_per_core_as_contributing_says() -> None:
+    makefile = (DOCS.parent / "Makefile").read_text(encoding="utf-8")
+    text = " ".join((DOCS / "contributing.md").read_text(encoding="utf-8").split())
+    assert "WORKERS ?= auto\n" in makefile
+    assert "$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=25\n" in makefile
+    assert "(`-n auto --dist loadgroup`), prints the 25 slowest tests" in text
+    assert "pytest-xdist" in (DOCS.parent / "pyproject.toml").read_text(encoding="utf-8")

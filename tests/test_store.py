@@ -609,13 +609,19 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
 
 
 def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(open_store):
-    store = open_store(lease_seconds=1)
+    # The store's clock jumps past the lease rather than the test sleeping through it; what
+    # the test waits for is the renewals, three per lease on the real clock.
+    ahead = [timedelta(0)]
+    store = open_store(lease_seconds=1, clock=lambda: datetime.now(UTC) + ahead[0])
     store.start_run("r-long")
     with store.leased("r-long"):
-        time.sleep(1.6)  # longer than the lease: only the renewals keep it alive
+        ahead[0] = timedelta(seconds=5)  # longer than the lease: only the renewals keep it alive
+        time.sleep(1.0)
         (info,) = store.list_runs()
         assert info.status is RunStatus.RUNNING
-    time.sleep(1.6)
+    # A renewal still going after the block would write this later time and show it running.
+    ahead[0] = timedelta(seconds=10)
+    time.sleep(1.0)
     (info,) = store.list_runs()
     assert info.status is RunStatus.INTERRUPTED
     store.close()

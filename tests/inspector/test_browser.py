@@ -71,7 +71,9 @@ def server(host_factory: Any, tmp_path: Path) -> Iterator[str]:
         host.store.close()
 
 
-@pytest.fixture
+# One browser per module and worker: starting Chromium costs more than most tests here, and
+# every test still gets a context of its own (cookies, storage, cache), closed after it.
+@pytest.fixture(scope="module")
 def browser(chromium: Path) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
