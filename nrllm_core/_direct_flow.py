@@ -85,7 +85,9 @@ def direct_flow(
             zone=zone,
         )
         recorder.record(gate_step(report))
-        parts.store.record_decisions(run_id, decision_records(report))
+        # Like the gate's step, its decisions guard nothing: the call's first guarded write
+        # (its approval or its step) commits them.
+        parts.store.record_decisions(run_id, decision_records(report), deferred=True)
         permits = live_gate(
             parts.pm, parts.load, provider=provider, skill=skill, actor=actor, zone=zone
         )

@@ -78,7 +78,9 @@ def _first_segment(
     provider_name, skill = report.provider, report.skill
     run_id = recorder.run_id
     recorder.record(gate_step(report))
-    parts.store.record_decisions(run_id, decision_records(report))
+    # Like the gate's step, its decisions guard nothing: the first request, the run's first
+    # guarded write, commits them.
+    parts.store.record_decisions(run_id, decision_records(report), deferred=True)
     messages = [ChatMessage.system(system)] if system else []
     messages.append(ChatMessage.user(prompt))
     try:

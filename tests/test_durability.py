@@ -35,7 +35,7 @@ from nrllm_core import (
     tool,
 )
 from nrllm_core._privacy import PrivacyLevel, audit_view_for
-from nrllm_core.store import RunStatus, Store, StoreAuditSink
+from nrllm_core.store import GateDecisionRecord, RunStatus, Store, StoreAuditSink
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,15 +100,14 @@ def sync_store(backend: Any) -> Iterator[Store]:
     opened.close()
 
 
-# The run's start; the request (with the start and gate steps, or after the gate decisions that
-# carry them); the model's answer naming the call; the call's step; the second request; the
-# run's settling (with the final answer and the finish step). Each guarded step commits before
-# what it guards. Before: 8 and 9, the answers and the finish step each on their own.
+# The run's start; the request (with the start and gate steps and the gate decisions); the
+# model's answer naming the call; the call's step; the second request; the run's settling (with
+# the final answer and the finish step). Each guarded step commits before what it guards.
+# Before: 8 and 9, the answers and the finish step each on their own; then 6 and 7, the gate
+# decisions on their own.
 @pytest.mark.usefixtures("driven")
-@pytest.mark.parametrize(("withheld", "transactions"), [(False, 6), (True, 7)])
-def test_a_run_with_a_tool_call_makes_six_transactions(
-    backend: Any, withheld: bool, transactions: int
-) -> None:
+@pytest.mark.parametrize("withheld", [False, True])
+def test_a_run_with_a_tool_call_makes_six_transactions(backend: Any, withheld: bool) -> None:
     host = _host(backend, lookup, *([read_source] if withheld else []))
     try:
         host.run("look up pluggy")
@@ -118,13 +117,35 @@ def test_a_run_with_a_tool_call_makes_six_transactions(
         outcome = host.run("look up pluggy")
 
         assert outcome.status == "completed"
-        assert len(commits) == transactions
+        assert len(commits) == 6
         detail = host.store.get_run(outcome.run_id)
         assert detail is not None
         kinds = [s.kind for s in detail.steps]
         assert kinds == ["start", "gate", "request", "llm", "tool", "request", "llm", "finish"]
         assert [d.tool for d in detail.decisions] == (["read_source"] if withheld else [])
         assert host.store.verify(outcome.run_id).broken == ()
+    finally:
+        host.store.close()
+
+
+def test_a_gated_direct_call_stores_its_gate_decisions_with_its_call(backend: Any) -> None:
+    host = _host(backend, read_source)
+    try:
+        host.invoke("read_source", {"path": "a.py"}, provider="model")
+        commits: list[object] = []
+        event.listen(host.store._engine, "commit", commits.append)
+
+        wire = host.invoke("read_source", {"path": "a.py"}, provider="model")
+
+        assert wire.is_error
+        # The run's start; the refused call's step (with the start and gate steps and the gate
+        # decision); the settling (with the finish step). Before: 4, the decision on its own.
+        assert len(commits) == 3
+        run_id = host.runs()[0].run_id
+        detail = host.store.get_run(run_id)
+        assert detail is not None
+        assert [s.kind for s in detail.steps] == ["start", "gate", "tool", "finish"]
+        assert [(d.tool, d.reason) for d in detail.decisions] == [("read_source", "trustZone")]
     finally:
         host.store.close()
 
@@ -206,6 +227,24 @@ def test_closing_the_store_commits_the_steps_waiting_for_their_runs_next_write(
             assert detail is not None
             assert [s.sequence for s in detail.steps] == [1, 2]
         assert reopened.verify().broken == ()
+    finally:
+        reopened.close()
+
+
+def test_closing_the_store_commits_the_gate_decisions_waiting_for_their_runs_next_write(
+    sync_store: Store, backend: Any
+) -> None:
+    decisions = [GateDecisionRecord(tool="wipe", reason="disabled")]
+    sync_store.start_run("r1")
+    sync_store.record_decisions("r1", decisions, deferred=True)
+
+    sync_store.close()
+
+    reopened = backend.open()
+    try:
+        detail = reopened.get_run("r1")
+        assert detail is not None
+        assert list(detail.decisions) == decisions
     finally:
         reopened.close()
 

@@ -1,6 +1,6 @@
 """The audit store: runs, their privacy-filtered steps and gate decisions, each write committed
-before it returns (the writes of threads waiting at once share one commit), but for a step that
-guards nothing: that waits for its run's next write."""
+before it returns (the writes of threads waiting at once share one commit), but for a step or
+gate decisions that guard nothing: those wait for their run's next write."""
 
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ _PURGE_CHUNK: Final = 500
 
 @final
 class Store(ops.StoreCore):
-    """The audit database. Every write is committed before the method returns (a step
-    recorded as deferred: with the run's next write, see :meth:`record_step`; :meth:`close`
-    commits those still waiting).
+    """The audit database. Every write is committed before the method returns (a step or gate
+    decisions recorded as deferred: with the run's next write, see :meth:`record_step`;
+    :meth:`close` commits those still waiting).
 
     Build it with :meth:`open`. A run's lease is its last heartbeat: a run still marked
     ``running`` whose heartbeat is older than ``lease_seconds`` is reported ``interrupted``.
@@ -91,10 +91,11 @@ class Store(ops.StoreCore):
         # fairer and much faster than SQLite's busy handler), and the writes that wait while
         # one commits are then committed together, by the next writer, in one transaction.
         self._write_lock = threading.Lock()
-        # The writes waiting for it, and the steps deferred to each run's next write; both
-        # under ``_queue_lock``, so a run's steps join its writes in the order they came.
+        # The writes waiting for it, and the steps and gate decisions deferred to each run's
+        # next write; both under ``_queue_lock``, so a run's steps join its writes in the order
+        # they came.
         self._queue: list[_Write[Any]] = []
-        self._deferred: dict[str, list[ops.NewStep]] = {}
+        self._deferred: dict[str, _Deferred] = {}
         self._queue_lock = threading.Lock()
         # SQLite's writer keeps its connection: checking one out and back in costs more than
         # the commit, and a file's connection cannot go stale as a server's can.
@@ -167,10 +168,13 @@ class Store(ops.StoreCore):
         return derived_key(self._key(), purpose)
 
     def close(self) -> None:
-        """Commit the steps waiting for their run's next write (each run's on its own, should
-        one fail), then let go of the database."""
+        """Commit the steps and gate decisions waiting for their run's next write (each run's
+        on its own, should one fail), then let go of the database."""
         with self._queue_lock:
-            waiting = {run_id: _Write(steps, _nothing) for run_id, steps in self._deferred.items()}
+            waiting = {
+                run_id: _Write(deferred.steps, _nothing, deferred.decisions)
+                for run_id, deferred in self._deferred.items()
+            }
             self._deferred.clear()
         with self._write_lock:
             if waiting:
@@ -191,17 +195,20 @@ class Store(ops.StoreCore):
         operation: Callable[[Connection], T],
         steps: Sequence[ops.NewStep] = (),
     ) -> T:
-        """Commit ``steps`` then ``operation`` in one transaction, preceded by the steps of
-        ``run_id`` deferred until its next write, and return what ``operation`` returned (or
-        raise what it raised, nothing of it committed).
+        """Commit ``steps`` then ``operation`` in one transaction, preceded by the steps and
+        gate decisions of ``run_id`` deferred until its next write, and return what
+        ``operation`` returned (or raise what it raised, nothing of it committed).
 
         Writes that arrive while another commits wait, and the first of them to get its turn
         commits them all in one transaction; should any of them raise, each is committed
         again alone, so that a write fails only of its own failure.
         """
         with self._queue_lock:
-            deferred = self._deferred.pop(run_id, []) if run_id is not None else []
-            write: _Write[T] = _Write([*deferred, *steps], operation)
+            deferred = self._deferred.pop(run_id, None) if run_id is not None else None
+            if deferred is None:
+                write: _Write[T] = _Write([*steps], operation)
+            else:
+                write = _Write([*deferred.steps, *steps], operation, deferred.decisions)
             self._queue.append(write)
         with self._write_lock:
             if not write.done:
@@ -211,8 +218,8 @@ class Store(ops.StoreCore):
         return write.outcome()
 
     def _run_write(self, operation: Callable[..., T], run_id: str, **arguments: Any) -> T:
-        """``operation`` on the run ``run_id`` as one of its writes, carrying its deferred
-        steps."""
+        """``operation`` on the run ``run_id`` as one of its writes, carrying what of the run
+        was deferred."""
         return self._write(run_id, functools.partial(operation, run_id=run_id, **arguments))
 
     def _commit(self, batch: list[_Write[Any]]) -> None:
@@ -264,12 +271,15 @@ class Store(ops.StoreCore):
             raise
 
     def _apply(self, connection: Connection, writes: list[_Write[Any]]) -> list[Any]:
-        """Chain the steps of ``writes``, then run their operations, in order. Writes that
-        waited together are concurrent: any order of them is one they could have had, and
-        each one's steps still come before its operation."""
+        """Chain the steps of ``writes``, insert their deferred gate decisions, then run their
+        operations, in order. Writes that waited together are concurrent: any order of them is
+        one they could have had, and each one's steps still come before its operation."""
         steps = [step for write in writes for step in write.steps]
         if steps:
             ops.record_steps(connection, self._key(), self._heads, steps)
+        decisions = [row for write in writes for row in write.decisions]
+        if decisions:
+            ops.record_decisions(connection, decisions)
         return [write.operation(connection) for write in writes]
 
     def _key(self) -> ChainKey:
@@ -318,7 +328,7 @@ class Store(ops.StoreCore):
 
         ``deferred`` is for a step that guards nothing (nothing waits for it to be durable):
         it is chained and committed with the run's next write through this store (its next
-        step not deferred, its gate decisions, its settling, suspension or claim), in that
+        step or gate decisions not deferred, its settling, suspension or claim), in that
         write's transaction, and a failure to store it is that write's failure; :meth:`close`
         commits those still waiting. Only a payload with no canonical JSON form raises here.
         """
@@ -327,15 +337,27 @@ class Store(ops.StoreCore):
         self._key()
         if deferred:
             with self._queue_lock:
-                self._deferred.setdefault(record.run_id, []).append(step)
+                self._deferred.setdefault(record.run_id, _Deferred()).steps.append(step)
             return
         self._write(record.run_id, _nothing, [step])
 
-    def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
-        """Persist a turn's gate decisions together."""
+    def record_decisions(
+        self, run_id: str, decisions: Iterable[GateDecisionRecord], *, deferred: bool = False
+    ) -> None:
+        """Persist a turn's gate decisions together.
+
+        ``deferred`` is as for :meth:`record_step`: the gate's decisions guard nothing (the
+        run's next record, its request or its call, is the guarded write), so they may be
+        committed with the run's next write, and a failure to store them is that write's.
+        """
         rows = ops.decision_rows(run_id, decisions, self._clock())
-        if rows:
-            self._write(run_id, functools.partial(ops.record_decisions, rows=rows))
+        if not rows:
+            return
+        if deferred:
+            with self._queue_lock:
+                self._deferred.setdefault(run_id, _Deferred()).decisions.extend(rows)
+            return
+        self._write(run_id, functools.partial(ops.record_decisions, rows=rows))
 
     @contextlib.contextmanager
     def leased(self, run_id: str) -> Iterator[None]:
@@ -460,7 +482,7 @@ class Store(ops.StoreCore):
         with self._write_lock, self._engine.begin() as connection:
             done = _delete_runs(connection, finished)
             abandoned = _delete_runs(connection, unfinished)
-        # Steps still waiting for a deleted run's next write have nothing left to join.
+        # What still waits for a deleted run's next write has nothing left to join.
         with self._queue_lock:
             for run_id in (*done, *abandoned):
                 self._deferred.pop(run_id, None)
@@ -518,14 +540,32 @@ class Store(ops.StoreCore):
 
 
 @final
+class _Deferred:
+    """What of a run waits for its next write: its steps and gate decisions that guard
+    nothing, in the order they came."""
+
+    __slots__ = ("decisions", "steps")
+
+    def __init__(self) -> None:
+        self.steps: list[ops.NewStep] = []
+        self.decisions: list[dict[str, Any]] = []
+
+
+@final
 class _Write(Generic[T]):
-    """A write waiting for its commit: the steps it chains, then its operation; settled by
-    whichever thread commits it."""
+    """A write waiting for its commit: the steps it chains and the gate decisions it inserts,
+    then its operation; settled by whichever thread commits it."""
 
-    __slots__ = ("_error", "_value", "done", "operation", "steps")
+    __slots__ = ("_error", "_value", "decisions", "done", "operation", "steps")
 
-    def __init__(self, steps: list[ops.NewStep], operation: Callable[[Connection], T]) -> None:
+    def __init__(
+        self,
+        steps: list[ops.NewStep],
+        operation: Callable[[Connection], T],
+        decisions: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.steps = steps
+        self.decisions = decisions or []
         self.operation = operation
         self.done = False
         self._value: T | None = None
