@@ -163,8 +163,7 @@ class AsyncStore(ops.StoreCore):
             await connection.run_sync(ops.record_steps, key, self._heads, [step])
 
     async def record_decisions(self, run_id: str, decisions: Iterable[GateDecisionRecord]) -> None:
-        """As :meth:`Store.record_decisions`, committed before it returns, as this store's
-        :meth:`record_step` is: it defers nothing."""
+        """As :meth:`Store.record_decisions`."""
         rows = ops.decision_rows(run_id, decisions, self._clock())
         if rows:
             async with self._writer() as connection:
