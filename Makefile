@@ -36,7 +36,6 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_seam.py
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_run.py
-	$(BIN)/python benchmarks/bench_async_store.py
 	$(BIN)/python benchmarks/bench_stream.py
 	$(BIN)/python benchmarks/bench_parallel.py
 	$(BIN)/python benchmarks/bench_async.py

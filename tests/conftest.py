@@ -162,60 +162,6 @@ class Backend:
 
         return Store.open(self.url, data_dir=self.data_dir, **kwargs)
 
-    def open_awaited(self, portal: Any, **kwargs: Any) -> AwaitedStore:
-        """An ``AsyncStore`` opened with ``AsyncStore.open``, called as a ``Store`` is."""
-        from nrllm_core.store import AsyncStore
-
-        opened = portal.call(
-            functools.partial(AsyncStore.open, self.url, data_dir=self.data_dir, **kwargs)
-        )
-        return AwaitedStore(portal, opened, self.open(**kwargs))
-
-
-class AwaitedStore:
-    """Runs an ``AsyncStore``'s coroutines on a blocking portal's event loop, so that one suite
-    checks both stores. Only the async store's own operations are there; ``verify`` and
-    ``_engine`` (for raw SQL) come from a ``Store`` on the same database."""
-
-    def __init__(self, portal: Any, astore: Any, companion: Any) -> None:
-        self._portal = portal
-        self.astore = astore
-        self._companion = companion
-        self._engine = companion._engine
-        self.verify = companion.verify
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        coroutine = getattr(self.astore, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._portal.call(functools.partial(coroutine, *args, **kwargs))
-
-        return call
-
-    def leased(self, run_id: str) -> Any:
-        return self._portal.wrap_async_context_manager(self.astore.leased(run_id))
-
-    def close(self) -> None:
-        self._portal.call(self.astore.close)
-        self._companion.close()
-
-
-@pytest.fixture
-def portal() -> Iterator[Any]:
-    """An event loop in a thread of its own, for calling async code from a sync test."""
-    from anyio.from_thread import start_blocking_portal
-
-    with start_blocking_portal() as running:
-        yield running
-
-
-@pytest.fixture(params=["Store", "AsyncStore"])
-def open_store(request: pytest.FixtureRequest, backend: Backend, portal: Any) -> Any:
-    """Opens the store under test on ``backend``: a ``Store``, or an ``AsyncStore`` awaited."""
-    if request.param == "Store":
-        return backend.open
-    return functools.partial(backend.open_awaited, portal)
-
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:

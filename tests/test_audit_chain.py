@@ -74,16 +74,12 @@ def broken(store: Store, run_id: str | None = None) -> list[tuple[str, int, str]
     return [(b.run_id, b.sequence, b.problem.value) for b in store.verify(run_id).broken]
 
 
-@pytest.fixture(params=["Store", "AsyncStore"])
-def store(request: pytest.FixtureRequest, backend: Any, portal: Any) -> Iterator[Store]:
-    """A ``Store`` holding two runs of five steps, written by it or by an ``AsyncStore``."""
-    environ = {"NRLLM_AUDIT_KEY": AUDIT_KEY}
-    opened = backend.open(environ=environ)
-    writer = opened if request.param == "Store" else backend.open_awaited(portal, environ=environ)
-    write_run(writer, "r1")
-    write_run(writer, "r2")
-    if writer is not opened:
-        writer.close()
+@pytest.fixture
+def store(backend: Any) -> Iterator[Store]:
+    """A ``Store`` holding two runs of five steps."""
+    opened = backend.open(environ={"NRLLM_AUDIT_KEY": AUDIT_KEY})
+    write_run(opened, "r1")
+    write_run(opened, "r2")
     yield opened
     opened.close()
 
@@ -503,9 +499,9 @@ def test_a_database_that_lost_its_key_refuses_to_record(tmp_path: Path) -> None:
     ["DROP TABLE audit_keys", "ALTER TABLE audit_keys RENAME COLUMN secret TO withheld"],
 )
 def test_a_database_whose_key_table_cannot_be_read_says_so_and_records_nothing(
-    open_store: Any, damage: str
+    backend: Any, damage: str
 ) -> None:
-    store = open_store(environ={})
+    store = backend.open(environ={})
     sql(store, damage)
     try:
         for attempt in (lambda: store.start_run("r1"), store.verify):

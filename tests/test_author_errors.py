@@ -305,19 +305,6 @@ def test_the_stores_take_a_str_or_a_path_like_data_dir(tmp_path, kind):
 
 
 @PATH_KINDS
-@pytest.mark.anyio
-async def test_the_async_store_takes_a_str_or_a_path_like_data_dir(tmp_path, kind):
-    from nrllm_core.store import AsyncStore
-
-    store = await AsyncStore.open(None, data_dir=kind(tmp_path / "a"))
-    try:
-        assert await store.list_runs() == []
-    finally:
-        await store.close()
-    assert (tmp_path / "a" / "nrllm.db").is_file()
-
-
-@PATH_KINDS
 def test_a_plugins_migrations_folder_may_be_a_str_or_a_path_like(tmp_path, kind):
     import sqlalchemy as sa
 

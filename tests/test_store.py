@@ -49,16 +49,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(open_store: Any, clock: Clock) -> Iterator[Store]:
-    """A ``Store``, or an ``AsyncStore`` called through a portal: each such test checks both."""
-    opened = open_store(lease_seconds=60, clock=clock)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def sync_store(backend: Any, clock: Clock) -> Iterator[Store]:
-    """For what only ``Store`` does: the audit sink, purging."""
+def store(backend: Any, clock: Clock) -> Iterator[Store]:
     opened = backend.open(lease_seconds=60, clock=clock)
     yield opened
     opened.close()
@@ -163,15 +154,15 @@ def test_a_step_that_cannot_be_stored_raises(store: Store) -> None:
     assert detail.run.steps == 1
 
 
-def test_the_sink_writes_through_the_store_and_reports_a_failure(sync_store: Store) -> None:
-    pm = make_plugin_manager(plugins=[StoreAuditSink(sync_store)], load_entry_points=False)
-    sync_store.start_run("r1")
+def test_the_sink_writes_through_the_store_and_reports_a_failure(store: Store) -> None:
+    pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
+    store.start_run("r1")
 
     assert pm.emit_audit(record("r1", 1, tool_name="x"))
     with capture_logs() as logs:
         assert not pm.emit_audit(record("unknown-run", 1))
 
-    detail = sync_store.get_run("r1")
+    detail = store.get_run("r1")
     assert detail is not None
     assert [s.payload["tool_name"] for s in detail.steps] == ["x"]
     assert [e["event"] for e in logs] == ["nrllm.sink.failed"]
@@ -180,7 +171,7 @@ def test_the_sink_writes_through_the_store_and_reports_a_failure(sync_store: Sto
 
 @pytest.mark.parametrize("level", list(PrivacyLevel))
 def test_each_privacy_level_persists_exactly_the_filtered_step(
-    sync_store: Store, level: PrivacyLevel
+    store: Store, level: PrivacyLevel
 ) -> None:
     from nrllm_core import RunStep, ToolArtifact
 
@@ -198,13 +189,13 @@ def test_each_privacy_level_persists_exactly_the_filtered_step(
             ToolArtifact.table(["key"], [["sk-abcdefghijklmnopqrstuv"]], label="Keys"),
         ),
     )
-    pm = make_plugin_manager(plugins=[StoreAuditSink(sync_store)], load_entry_points=False)
-    sync_store.start_run("r1")
+    pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
+    store.start_run("r1")
     recorder = RunRecorder(pm, "r1", audit_view=audit_view_for(level))
 
     assert recorder.record(step)
 
-    detail = sync_store.get_run("r1")
+    detail = store.get_run("r1")
     assert detail is not None
     (stored,) = detail.steps
     assert (stored.sequence, stored.kind, stored.round, stored.duration_ms) == (1, "tool", 3, 4.25)
@@ -293,14 +284,14 @@ def test_gate_decisions_are_kept_without_content(store: Store) -> None:
 
 
 def test_purge_deletes_old_finished_and_abandoned_runs_with_their_rows(
-    sync_store: Store, clock: Clock
+    store: Store, clock: Clock
 ) -> None:
     def run(run_id: str, status: RunStatus | None) -> None:
-        sync_store.start_run(run_id)
-        sync_store.record_step(record(run_id, 1))
-        sync_store.record_decisions(run_id, [GateDecisionRecord(tool="t", reason="r")])
+        store.start_run(run_id)
+        store.record_step(record(run_id, 1))
+        store.record_decisions(run_id, [GateDecisionRecord(tool="t", reason="r")])
         if status is not None:
-            sync_store.finish_run(run_id, status, "x")
+            store.finish_run(run_id, status, "x")
 
     run("old-done", RunStatus.COMPLETED)
     run("old-failed", RunStatus.FAILED)
@@ -312,67 +303,65 @@ def test_purge_deletes_old_finished_and_abandoned_runs_with_their_rows(
     run("recent-parked", RunStatus.AWAITING_APPROVAL)
     clock.advance(days=11)
     # Still heart-beating after a month: never purged while it lives.
-    assert sync_store.heartbeat("old-alive")
+    assert store.heartbeat("old-alive")
 
-    nothing = sync_store.purge(32, 32)
+    nothing = store.purge(32, 32)
     assert (nothing.finished, nothing.unfinished) == (0, 0)
-    result = sync_store.purge(30, 15)
+    result = store.purge(30, 15)
 
     assert (result.finished, result.unfinished) == (2, 2)
-    remaining = {r.run_id for r in sync_store.list_runs()}
+    remaining = {r.run_id for r in store.list_runs()}
     assert remaining == {"recent-done", "recent-parked", "old-alive"}
-    assert sync_store.get_run("old-done") is None
+    assert store.get_run("old-done") is None
     from sqlalchemy import func, select
 
     from nrllm_core.store._models import DecisionRow, StepRow
 
-    with sync_store._engine.connect() as connection:
+    with store._engine.connect() as connection:
         steps = connection.execute(select(func.count()).select_from(StepRow)).scalar()
         decisions = connection.execute(select(func.count()).select_from(DecisionRow)).scalar()
     assert (steps, decisions) == (3, 3)
 
 
 @pytest.mark.parametrize(("days", "unfinished"), [(0, 7), (30, 0), (-1, 7)])
-def test_purge_refuses_a_window_below_one_day(
-    sync_store: Store, days: int, unfinished: int
-) -> None:
-    sync_store.start_run("r1")
-    sync_store.finish_run("r1", RunStatus.COMPLETED)
+def test_purge_refuses_a_window_below_one_day(store: Store, days: int, unfinished: int) -> None:
+    store.start_run("r1")
+    store.finish_run("r1", RunStatus.COMPLETED)
 
     with pytest.raises(ValueError, match="at least 1"):
-        sync_store.purge(days, unfinished)
-    assert [r.run_id for r in sync_store.list_runs()] == ["r1"]
+        store.purge(days, unfinished)
+    assert [r.run_id for r in store.list_runs()] == ["r1"]
 
 
-def test_a_deferred_step_is_committed_with_the_runs_next_write(sync_store: Store) -> None:
-    sync_store.start_run("r1")
-    sync_store.record_step(record("r1", 1), deferred=True)
-    sync_store.record_step(record("r1", 2), deferred=True)
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == []
+def test_a_deferred_step_is_committed_with_the_runs_next_write(store: Store) -> None:
+    store.start_run("r1")
+    store.record_step(record("r1", 1), deferred=True)
+    store.record_step(record("r1", 2), deferred=True)
+    assert [s.sequence for s in steps_of(store, "r1")] == []
 
-    sync_store.record_step(record("r1", 3))
+    store.record_step(record("r1", 3))
 
-    detail = sync_store.get_run("r1")
+    detail = store.get_run("r1")
     assert detail is not None
     assert [s.sequence for s in detail.steps] == [1, 2, 3]
     assert detail.run.steps == 3
-    assert sync_store.verify("r1").broken == ()
+    assert store.verify("r1").broken == ()
 
 
 @pytest.mark.parametrize("write", ["decisions", "finish", "suspend"])
-def test_every_write_of_the_run_commits_its_deferred_steps(sync_store: Store, write: str) -> None:
-    sync_store.start_run("r1")
-    sync_store.record_step(record("r1", 1), deferred=True)
+def test_every_write_of_the_run_commits_its_deferred_steps(store: Store, write: str) -> None:
+    store.start_run("r1")
+    store.record_step(record("r1", 1), deferred=True)
 
     if write == "decisions":
-        sync_store.record_decisions("r1", [GateDecisionRecord(tool="wipe", reason="disabled")])
+        store.record_decisions("r1", [GateDecisionRecord(tool="wipe", reason="disabled")])
     elif write == "finish":
-        sync_store.finish_run("r1", RunStatus.COMPLETED)
+        store.finish_run("r1", RunStatus.COMPLETED)
     else:
-        sync_store.suspend_run("r1", sealed=b"state", turn_digest="d1")
+        store.suspend_run("r1", sealed=b"state", turn_digest="d1")
 
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1]
-    assert sync_store.verify("r1").broken == ()
+    assert [s.sequence for s in steps_of(store, "r1")] == [1]
+    assert store.verify("r1").broken == ()
 
 
 def test_deferred_gate_decisions_are_committed_with_the_runs_next_write(sync_store: Store) -> None:
@@ -401,43 +390,43 @@ def test_deferred_gate_decisions_are_committed_with_the_runs_next_write(sync_sto
 
 
 def test_a_heartbeat_and_another_runs_writes_leave_deferred_steps_deferred(
-    sync_store: Store,
+    store: Store,
 ) -> None:
     # A heartbeat's failure is only logged: it must never be what a step's failure hides in.
-    sync_store.start_run("r1")
-    sync_store.start_run("r2")
-    sync_store.record_step(record("r1", 1), deferred=True)
-    assert sync_store.heartbeat("r1")
-    sync_store.record_step(record("r2", 1))
-    sync_store.finish_run("r2", RunStatus.COMPLETED)
-    assert steps_of(sync_store, "r1") == ()
+    store.start_run("r1")
+    store.start_run("r2")
+    store.record_step(record("r1", 1), deferred=True)
+    assert store.heartbeat("r1")
+    store.record_step(record("r2", 1))
+    store.finish_run("r2", RunStatus.COMPLETED)
+    assert steps_of(store, "r1") == ()
 
-    sync_store.record_step(record("r1", 2))
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1, 2]
+    store.record_step(record("r1", 2))
+    assert [s.sequence for s in steps_of(store, "r1")] == [1, 2]
 
 
-def test_a_deferred_step_fails_with_the_write_that_carries_it(sync_store: Store) -> None:
-    sync_store.start_run("r1")
-    sync_store.record_step(record("r1", 1))
-    sync_store.record_step(record("r1", 2), deferred=True)
+def test_a_deferred_step_fails_with_the_write_that_carries_it(store: Store) -> None:
+    store.start_run("r1")
+    store.record_step(record("r1", 1))
+    store.record_step(record("r1", 2), deferred=True)
 
     with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
-        sync_store.record_step(record("r1", 1))
+        store.record_step(record("r1", 1))
 
     # Gone with the write that failed, whose caller learnt of it: the gap shows the loss.
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1]
-    sync_store.record_step(record("r1", 3))
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1, 3]
-    assert sync_store.verify("r1").broken == ()
+    assert [s.sequence for s in steps_of(store, "r1")] == [1]
+    store.record_step(record("r1", 3))
+    assert [s.sequence for s in steps_of(store, "r1")] == [1, 3]
+    assert store.verify("r1").broken == ()
 
 
-def test_a_deferred_step_with_no_canonical_form_raises_at_once(sync_store: Store) -> None:
-    sync_store.start_run("r1")
+def test_a_deferred_step_with_no_canonical_form_raises_at_once(store: Store) -> None:
+    store.start_run("r1")
     with pytest.raises(ValueError, match="NaN"):
-        sync_store.record_step(record("r1", 1, cost=math.nan), deferred=True)
+        store.record_step(record("r1", 1, cost=math.nan), deferred=True)
 
-    sync_store.record_step(record("r1", 2))
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == [2]
+    store.record_step(record("r1", 2))
+    assert [s.sequence for s in steps_of(store, "r1")] == [2]
 
 
 def queued_writes(store: Store, count: int, write: Any) -> dict[int, BaseException | None]:
@@ -465,49 +454,49 @@ def queued_writes(store: Store, count: int, write: Any) -> dict[int, BaseExcepti
     return outcomes
 
 
-def test_writes_that_wait_together_are_committed_in_one_transaction(sync_store: Store) -> None:
+def test_writes_that_wait_together_are_committed_in_one_transaction(store: Store) -> None:
     from sqlalchemy import event
 
     for index in range(8):
-        sync_store.start_run(f"r{index}")
-    sync_store.record_step(record("r0", 1))
-    sync_store.record_step(record("r1", 1), deferred=True)
+        store.start_run(f"r{index}")
+    store.record_step(record("r0", 1))
+    store.record_step(record("r1", 1), deferred=True)
     commits: list[object] = []
-    event.listen(sync_store._engine, "commit", commits.append)
+    event.listen(store._engine, "commit", commits.append)
 
-    outcomes = queued_writes(sync_store, 8, lambda i: sync_store.record_step(record(f"r{i}", 2)))
+    outcomes = queued_writes(store, 8, lambda i: store.record_step(record(f"r{i}", 2)))
 
     assert outcomes == dict.fromkeys(range(8))
     assert len(commits) == 1
-    assert [s.sequence for s in steps_of(sync_store, "r0")] == [1, 2]
-    assert [s.sequence for s in steps_of(sync_store, "r1")] == [1, 2]
-    assert [s.sequence for s in steps_of(sync_store, "r5")] == [2]
-    assert sync_store.verify().broken == ()
+    assert [s.sequence for s in steps_of(store, "r0")] == [1, 2]
+    assert [s.sequence for s in steps_of(store, "r1")] == [1, 2]
+    assert [s.sequence for s in steps_of(store, "r5")] == [2]
+    assert store.verify().broken == ()
 
 
-def test_a_write_that_fails_among_others_waiting_fails_alone(sync_store: Store) -> None:
+def test_a_write_that_fails_among_others_waiting_fails_alone(store: Store) -> None:
     for index in range(6):
-        sync_store.start_run(f"r{index}")
-        sync_store.record_step(record(f"r{index}", 1))
+        store.start_run(f"r{index}")
+        store.record_step(record(f"r{index}", 1))
 
     def write(index: int) -> None:
         if index == 3:
-            sync_store.record_step(record("r3", 1))  # taken already
+            store.record_step(record("r3", 1))  # taken already
         elif index == 4:
-            sync_store.finish_run("r4", RunStatus.COMPLETED)
+            store.finish_run("r4", RunStatus.COMPLETED)
         else:
-            sync_store.record_step(record(f"r{index}", 2))
+            store.record_step(record(f"r{index}", 2))
 
-    outcomes = queued_writes(sync_store, 6, write)
+    outcomes = queued_writes(store, 6, write)
 
     assert {i for i, failure in outcomes.items() if failure is not None} == {3}
     assert "unique" in str(outcomes[3]).lower() or "duplicate" in str(outcomes[3]).lower()
     for index in (0, 1, 2, 5):
-        assert [s.sequence for s in steps_of(sync_store, f"r{index}")] == [1, 2]
-    assert [s.sequence for s in steps_of(sync_store, "r3")] == [1]
-    info = {run.run_id: run.status for run in sync_store.list_runs()}
+        assert [s.sequence for s in steps_of(store, f"r{index}")] == [1, 2]
+    assert [s.sequence for s in steps_of(store, "r3")] == [1]
+    info = {run.run_id: run.status for run in store.list_runs()}
     assert info["r4"] is RunStatus.COMPLETED
-    assert sync_store.verify().broken == ()
+    assert store.verify().broken == ()
 
 
 def steps_of(store: Store, run_id: str) -> tuple[Any, ...]:
@@ -617,6 +606,20 @@ def test_importing_nrllm_core_and_its_cli_loads_no_database_library(
     assert out.stdout.strip() == "[]"
 
 
+def test_the_audit_store_has_one_executor_and_core_no_asyncio_driver() -> None:
+    # AsyncHost records through the sync Store in worker threads; an async store beside it
+    # would be a second public way to write the audit that no host uses (issue 22).
+    import tomllib
+
+    import nrllm_core.store
+
+    assert [name for name in nrllm_core.store.__all__ if name.endswith("Store")] == ["Store"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    needed = " ".join(project["dependencies"])
+    assert "aiosqlite" not in needed
+    assert "sqlalchemy[" not in needed
+
+
 def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
     import zipfile
 
@@ -633,11 +636,11 @@ def test_the_wheel_ships_the_migrations(tmp_path: Path) -> None:
     } <= names
 
 
-def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(open_store):
+def test_a_leased_run_stays_running_through_a_long_call_and_goes_quiet_after(backend):
     # The store's clock jumps past the lease rather than the test sleeping through it; what
     # the test waits for is the renewals, three per lease on the real clock.
     ahead = [timedelta(0)]
-    store = open_store(lease_seconds=1, clock=lambda: datetime.now(UTC) + ahead[0])
+    store = backend.open(lease_seconds=1, clock=lambda: datetime.now(UTC) + ahead[0])
     store.start_run("r-long")
     with store.leased("r-long"):
         ahead[0] = timedelta(seconds=5)  # longer than the lease: only the renewals keep it alive

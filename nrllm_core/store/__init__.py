@@ -5,7 +5,6 @@ Importing this package loads SQLAlchemy; ``import nrllm_core`` never imports it.
 
 from __future__ import annotations
 
-from nrllm_core.store._async_store import AsyncStore
 from nrllm_core.store._chain import ChainBreak, ChainCheck, KeySource, Problem
 from nrllm_core.store._database import SchemaOutdatedError, default_data_dir, engine_for
 from nrllm_core.store._operations import ClaimRefused
@@ -28,7 +27,6 @@ from nrllm_core.store._sink import StoreAuditSink
 from nrllm_core.store._store import Store
 
 __all__ = [
-    "AsyncStore",
     "ChainBreak",
     "ChainCheck",
     "ClaimRefused",

@@ -8,18 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 
 from nrllm_core._private_files import private_dir, private_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
-    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "DB_FILENAME",
     "SchemaOutdatedError",
-    "async_engine_for",
     "current_revisions",
     "default_data_dir",
     "engine_for",
@@ -68,22 +66,6 @@ def engine_for(url: str | None, data_dir: str | os.PathLike[str] | None) -> Engi
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_events(create_engine(parsed))
     return create_engine(parsed, pool_pre_ping=True)
-
-
-def async_engine_for(url: URL) -> AsyncEngine:
-    """An asyncio engine for the database an :func:`engine_for` engine's ``url`` names: SQLite
-    through aiosqlite, set up as the sync engine is, or PostgreSQL through psycopg's async mode.
-    """
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(url.set(drivername="sqlite+aiosqlite"))
-        # aiosqlite hands SQLAlchemy a connection with pysqlite's interface.
-        _sqlite_events(engine.sync_engine)
-        return engine
-    if url.drivername != "postgresql+psycopg":
-        raise ValueError(f"no asyncio driver for the audit database's {url.drivername!r}")
-    return create_async_engine(url.set(drivername="postgresql+psycopg_async"), pool_pre_ping=True)
 
 
 def _sqlite_events(engine: Engine) -> Engine:

@@ -1,10 +1,8 @@
-"""What the audit store does over one database connection, for both of its executors.
+"""What the audit store does over one database connection.
 
-``Store`` calls these with a connection of its thread; ``AsyncStore`` with the sync facade of an
-asyncio connection that ``AsyncConnection.run_sync`` hands over, so that the statements, the
-audit chain, the claim's refusals and the records read back exist once. A writing operation
-runs inside a transaction its executor began and commits (or rolls back, when it raises), so
-that several operations can share one commit: a step whose head moved is chained again from
+``Store`` calls these with a connection of its thread. A writing operation runs inside a
+transaction ``Store`` began and commits (or rolls back, when it raises), so that several
+operations can share one commit: a step whose head moved is chained again from
 the stored head in the same transaction.
 """
 
@@ -171,8 +169,8 @@ class ChainHeads:
 
 
 class StoreCore:
-    """What each executor keeps of its database: the environment its chain key comes from, the
-    key once derived, the runs' heads, the lease and the clock."""
+    """What the store keeps of its database: the environment its chain key comes from, the key
+    once derived, the runs' heads, the lease and the clock."""
 
     __slots__ = ("_chain_key", "_clock", "_environ", "_heads", "_lease")
 
