@@ -364,29 +364,29 @@ def test_every_write_of_the_run_commits_its_deferred_steps(store: Store, write: 
     assert store.verify("r1").broken == ()
 
 
-def test_deferred_gate_decisions_are_committed_with_the_runs_next_write(sync_store: Store) -> None:
+def test_deferred_gate_decisions_are_committed_with_the_runs_next_write(store: Store) -> None:
     decisions = [
         GateDecisionRecord(tool="wipe", reason="disabled"),
         GateDecisionRecord(tool="get_env", reason="data_class", zone="externalGlobal"),
     ]
-    sync_store.start_run("r1")
-    sync_store.start_run("r2")
-    sync_store.record_step(record("r1", 1), deferred=True)
-    sync_store.record_decisions("r1", decisions, deferred=True)
+    store.start_run("r1")
+    store.start_run("r2")
+    store.record_step(record("r1", 1), deferred=True)
+    store.record_decisions("r1", decisions, deferred=True)
     # Neither a heartbeat nor another run's write carries them.
-    assert sync_store.heartbeat("r1")
-    sync_store.record_step(record("r2", 1))
-    detail = sync_store.get_run("r1")
+    assert store.heartbeat("r1")
+    store.record_step(record("r2", 1))
+    detail = store.get_run("r1")
     assert detail is not None
     assert (detail.steps, detail.decisions) == ((), ())
 
-    sync_store.record_step(record("r1", 2))
+    store.record_step(record("r1", 2))
 
-    detail = sync_store.get_run("r1")
+    detail = store.get_run("r1")
     assert detail is not None
     assert [s.sequence for s in detail.steps] == [1, 2]
     assert list(detail.decisions) == decisions
-    assert sync_store.verify("r1").broken == ()
+    assert store.verify("r1").broken == ()
 
 
 def test_a_heartbeat_and_another_runs_writes_leave_deferred_steps_deferred(
