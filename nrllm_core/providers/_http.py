@@ -297,6 +297,12 @@ class _Reader(Protocol):
         """The answer, once the body ended or :meth:`feed` said it is whole."""
         ...
 
+    @property
+    def whole(self) -> bool:
+        """Whether the answer is complete whatever the rest of the body does (a stream after
+        its final event, whose rest is read only so that its connection can be reused)."""
+        ...
+
     def retried(self) -> None:
         """This reader's attempt failed and another follows."""
         ...
@@ -422,6 +428,8 @@ class _ErrorReader:
     def retried(self) -> None:
         pass
 
+    whole: Final = False
+
 
 @final
 class _JsonReader:
@@ -441,6 +449,8 @@ class _JsonReader:
 
     def retried(self) -> None:
         pass
+
+    whole: Final = False
 
 
 @final
@@ -488,6 +498,10 @@ class _StreamReader:
     def retried(self) -> None:
         self._on_delta(StreamRestarted())
 
+    @property
+    def whole(self) -> bool:
+        return self._done
+
 
 def _stream_readers(
     http: HttpSettings, assembler: Callable[[], StreamAssembler], on_delta: Callable[[Delta], None]
@@ -534,9 +548,14 @@ def _post(
         try:
             with client.stream(**request) as response:
                 read = attempts.reading(response)
-                for chunk in response.iter_bytes():
-                    if read.feed(chunk):
-                        break
+                try:
+                    for chunk in response.iter_bytes():
+                        if read.feed(chunk):
+                            break
+                except httpx.TransportError:
+                    # Only the body's rest was lost, not the answer: it is not asked again.
+                    if not read.whole:
+                        raise
                 return attempts.answer(read, response)
         except (httpx.TransportError, StreamBroken, _Refused) as failure:
             delay = attempts.after(failure)
@@ -559,9 +578,14 @@ async def _apost(
         try:
             async with client.stream(**request) as response:
                 read = attempts.reading(response)
-                async for chunk in response.aiter_bytes():
-                    if read.feed(chunk):
-                        break
+                try:
+                    async for chunk in response.aiter_bytes():
+                        if read.feed(chunk):
+                            break
+                except httpx.TransportError:
+                    # Only the body's rest was lost, not the answer: it is not asked again.
+                    if not read.whole:
+                        raise
                 return attempts.answer(read, response)
         except (httpx.TransportError, StreamBroken, _Refused) as failure:
             delay = attempts.after(failure)

@@ -368,6 +368,22 @@ def test_a_stream_cut_mid_tool_call_is_retried_as_a_whole(kind, server, sleeps):
 
 
 @KINDS
+def test_a_stream_broken_after_its_final_event_is_answered_and_not_asked_again(
+    kind, server, sleeps
+):
+    # The rest of the body is read only so that the connection can carry the next request.
+    server.stream(*streamed(kind), cut=True)
+    server.answer(whole(kind))
+    model = provider(kind, server, sleeps)
+
+    answer = model.stream(HELLO, TOOLS, on_delta=lambda _delta: None)
+
+    assert answer == model.complete(HELLO, TOOLS)
+    assert sleeps == []
+    assert len(server.bodies) == 2
+
+
+@KINDS
 def test_a_stream_cut_on_every_attempt_fails_after_max_retries(kind, server, sleeps):
     for _ in range(3):
         server.stream(*cut_mid_call(kind), cut=True)
@@ -477,6 +493,21 @@ async def test_acomplete_answers_as_complete_does(kind, server, sleeps):
 
         assert answer == model.complete(HELLO, TOOLS)
     assert (asleeps, sleeps) == ([0.5], [])
+
+
+@KINDS
+@pytest.mark.anyio
+async def test_astream_answers_a_stream_broken_after_its_final_event(kind, server, sleeps):
+    server.stream(*streamed(kind), cut=True)
+    server.answer(whole(kind))
+    asleeps = AsyncSleeps()
+
+    async with contextlib.aclosing(provider(kind, server, sleeps, asleeps)) as model:
+        answer = await astream(model, HELLO, TOOLS, on_delta=lambda _delta: None)
+
+        assert answer == model.complete(HELLO, TOOLS)
+    assert (asleeps, sleeps) == ([], [])
+    assert len(server.bodies) == 2
 
 
 @KINDS
