@@ -69,6 +69,9 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool, otel_con
     except OSError as exc:
         listener.close()
         raise BadInput(f"cannot listen on {host}:{port} ({exc.strerror})") from None
+    # Listening before the address is printed: a client that reads it at once is not refused
+    # while uvicorn starts.
+    listener.listen(2048)
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     echo("nrllm inspector: open this address (it holds the access token):")
