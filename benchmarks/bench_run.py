@@ -2,8 +2,8 @@
 
 Each run: the gate, a model turn that calls a read-only tool, the tool through the seam, a
 final model turn, every step persisted at the ``metadata`` privacy level in the embedded SQLite
-store (one committed transaction per step, as in production). The figure is the median over
-repeats of the mean time per run. ``--profile`` prints where the time goes (cProfile).
+store (six committed transactions for its eight steps, as in production). The figure is the
+median over repeats of the mean time per run. ``--profile`` prints where the time goes (cProfile).
 
 The same run is then measured with the nrllm-otel plugin on the OpenTelemetry SDK (every span
 through a processor to an exporter that drops it, metrics aggregated in memory), the two hosts

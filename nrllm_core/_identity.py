@@ -3,8 +3,8 @@
 Four-eyes, the approver named by ``--as`` and a plugin's owner check (a repurpose job's)
 compare people through :func:`same_identity`, by way of ``Actor.same_as``, never code points.
 
-ICU does the Unicode work (loaded on the first comparison, never at import): it implements
-NFKC_Casefold, which is NFKC and case folding with every Default_Ignorable_Code_Point
+ICU does the Unicode work (loaded by the first ``Actor`` or comparison, never at import): it
+implements NFKC_Casefold, which is NFKC and case folding with every Default_Ignorable_Code_Point
 removed, and the UTS #39 confusable skeleton, each from the Unicode data itself, so nothing
 here copies a table that would age.
 """
@@ -101,7 +101,8 @@ def identity_refusal(name: str) -> str | None:
     not written as), no mix of scripts. Case is visible and surrounding spaces are trimmed:
     both are allowed. The reason names code points, never the hostile text itself.
     """
-    if names_nobody(name):
+    key = identity_key(name)
+    if not key:
         return f"it {NAMES_NOBODY}"
     unicode = _unicode()
     for char in name.strip():
@@ -113,7 +114,6 @@ def identity_refusal(name: str) -> str | None:
         if compatible != str(unicode.nfc.normalize(char)):
             return f"{_described(char)} is a compatibility form of {compatible!a}"
     folded = _folded(name)
-    key = identity_key(name)
     if key.isascii() and not folded.isascii():
         other = next(char for char in folded if not char.isascii())
         return f"it reads as {key!a} but is spelled with {_described(other)}"
