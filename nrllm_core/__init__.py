@@ -17,9 +17,10 @@ from nrllm_core._bounds import (
 )
 from nrllm_core._catalog import RegisteredTool, ToolCatalog, ToolRegistry, WithheldTool
 from nrllm_core._config import ConfigError, HostConfig, StoreConfig, load_config
+from nrllm_core._direct_flow import NoApprover
 from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
 from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
-from nrllm_core._host import ApprovalRefused, Host, NoApprover, RefusalReason
+from nrllm_core._host import Host
 from nrllm_core._invoke import ainvoke, invoke
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._messages import (
@@ -42,6 +43,7 @@ from nrllm_core._providers import Provider, ProviderConfigError, ProviderRegistr
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._serde import to_json
 from nrllm_core._status import RunStatus
+from nrllm_core._suspension import ApprovalRefused, RefusalReason
 from nrllm_core._tool import Tool, ToolContext, tool
 from nrllm_core._values import (
     Actor,

@@ -63,8 +63,8 @@ class AsyncHost:
         walker: Driver[Drive, RunOutcome] = Driver(flow)
         first = await _next(walker)
         run = events.start(lambda watchers: self._walked(walker, first, watchers))
-        # Closed here, in the reader's task, when the reader leaves: the run's task group
-        # (entered in this task) is left in this task, after the run settled cancelled.
+        # Closed here, in the reader's task, when the reader leaves: closing the stream
+        # cancels the run and waits for it to settle.
         async with contextlib.aclosing(run):
             async for event in run:
                 yield event

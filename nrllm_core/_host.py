@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
 
 from nrllm_core._config import HostConfig, config_loader
-from nrllm_core._direct_flow import NoApprover
 from nrllm_core._drive import NOBODY, Driver, Watchers, drive
 from nrllm_core._events import EventStream, StreamEvent
 from nrllm_core._flows import Flows, InvokeOptions, RunOptions
@@ -26,13 +25,13 @@ from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._providers import closing
 from nrllm_core._segment import Drive, Flow, HostParts, record_step
-from nrllm_core._suspension import ApprovalRefused, RefusalReason, Suspensions
+from nrllm_core._suspension import Suspensions
 from nrllm_core._values import Actor
 
 if TYPE_CHECKING:
     from nrllm_core.store import RunInfo, Store
 
-__all__ = ["ApprovalRefused", "Host", "NoApprover", "RefusalReason"]
+__all__ = ["Host"]
 
 # The name a host registers its audit sink under: taken, the manager is another host's.
 _AUDIT_PLUGIN: Final = "nrllm.audit"
@@ -68,7 +67,7 @@ class Host:
         suspensions = Suspensions(
             store=store, data_dir=Path(data_dir), environ=environ, clock=clock
         )
-        self._parts = HostParts(
+        parts = HostParts(
             pm=pm,
             load=config_loader,
             store=store,
@@ -77,7 +76,7 @@ class Host:
             clock=clock,
         )
         # The host's runs, approvals and direct calls, as both drivers walk them.
-        self.flows = Flows(self._parts)
+        self.flows = Flows(parts)
         # Plugins register their tools with this host's own configuration.
         pm.use_config(config_loader)
         from nrllm_core.store import StoreAuditSink
@@ -139,12 +138,12 @@ class Host:
     @property
     def config(self) -> HostConfig:
         """The configuration as it is now (re-read on every access)."""
-        return self._parts.config
+        return self.flows.parts.config
 
     # -- running -----------------------------------------------------------------------------
 
     def gate(self, *, provider: str | None, skill: str | None, actor: Actor) -> GateReport:
-        return self._parts.gate(provider=provider, skill=skill, actor=actor)
+        return self.flows.parts.gate(provider=provider, skill=skill, actor=actor)
 
     def run(
         self,
@@ -223,7 +222,7 @@ class Host:
         Raises :class:`ApprovalRefused` when the sealed state cannot be opened, has expired
         or is stale.
         """
-        return self._parts.suspensions.pending(run_id)
+        return self.flows.parts.suspensions.pending(run_id)
 
     def runs(self, status: str | None = None) -> list[RunInfo]:
         """The persisted runs, newest first."""

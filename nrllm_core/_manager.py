@@ -138,6 +138,11 @@ class PluginManager(pluggy.PluginManager):
             )
         return callers
 
+    def _needs_pluggy(self, impl: pluggy.HookImpl) -> bool:
+        """Whether calling ``impl`` needs pluggy's own machinery: a monitor, a wrapper, or an
+        argument with a default (which pluggy leaves to the implementation)."""
+        return self._monitored or impl.wrapper or impl.hookwrapper or bool(impl.kwargnames)
+
     def _caller(self, hook_name: str, implementations: Sequence[pluggy.HookImpl]) -> _Caller:
         """A caller of ``implementations`` (some of ``hook_name``'s) that answers as pluggy's
         does. It is pluggy's own when a wrapper, an argument with a default or a hook-call
@@ -146,9 +151,7 @@ class PluginManager(pluggy.PluginManager):
         all of them as the hook's specification says: pluggy's dispatch costs several times
         a direct call, and a tool call makes four hook calls."""
         hook = getattr(self.hook, hook_name)
-        if self._monitored or any(
-            impl.wrapper or impl.hookwrapper or impl.kwargnames for impl in implementations
-        ):
+        if any(self._needs_pluggy(impl) for impl in implementations):
             others = {impl.plugin for impl in hook.get_hookimpls()}
             return self.subset_hook_caller(
                 hook_name, others - {impl.plugin for impl in implementations}
@@ -378,9 +381,7 @@ class PluginManager(pluggy.PluginManager):
         hook = getattr(self.hook, hook_name)
         (argument,) = hook.spec.argnames
         direct = {
-            impl.plugin_name: impl
-            for impl in hook.get_hookimpls()
-            if not (self._monitored or impl.wrapper or impl.hookwrapper or impl.kwargnames)
+            impl.plugin_name: impl for impl in hook.get_hookimpls() if not self._needs_pluggy(impl)
         }
         sinks = self._sink_calls[hook_name] = tuple(
             (name, _sink_call(direct.get(name), caller, argument))

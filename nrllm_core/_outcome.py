@@ -10,7 +10,7 @@ from nrllm_core._loop import PendingCall
 from nrllm_core._messages import Usage
 from nrllm_core._status import RunStatus
 
-__all__ = ["RunOutcome"]
+__all__ = ["RunOutcome", "pending_dict"]
 
 
 def _status(value: RunStatus | str | None) -> RunStatus | None:
@@ -41,18 +41,20 @@ class RunOutcome:
             "status": None if self.status is None else self.status.value,
             "termination_reason": self.termination_reason,
             "final_content": self.final_content,
-            "pending": [
-                {
-                    "call_id": p.call_id,
-                    "name": p.name,
-                    "arguments": p.arguments,
-                    "requires_approval": p.requires_approval,
-                    "preview": list(p.preview),
-                }
-                for p in self.pending
-            ],
+            "pending": [pending_dict(p) for p in self.pending],
             "turn_digest": self.turn_digest,
             "error": self.error,
             "truncated": self.truncated,
             "usage": self.usage.to_dict(),
         }
+
+
+def pending_dict(call: PendingCall) -> dict[str, Any]:
+    """One pending call as ``nrllm run --json`` and the inspector show it."""
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "requires_approval": call.requires_approval,
+        "preview": list(call.preview),
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -63,7 +64,9 @@ def argument_error(validator: ArgumentValidator, arguments: Mapping[str, Any]) -
     return f"{error.json_path}: {error.message}"
 
 
+@functools.cache
 def _jsonschema() -> ModuleType:
+    # Cached: a validation that misses the quick check takes no lock.
     with _IMPORT_LOCK:
         import jsonschema
     return jsonschema

@@ -252,8 +252,7 @@ def context_for(run_id: str, actor: Actor, config: HostConfig) -> Callable[[str]
 
 def record_step(recorder: RunRecorder, effect: Record) -> bool:
     """Write the step a loop core yields; whether every audit sink took it."""
-    delivered: bool = recorder.record(effect.step)
-    return delivered
+    return recorder.record(effect.step)
 
 
 def failed(run_id: str, error: str) -> LoopOutcome:

@@ -36,7 +36,7 @@ _LINE: Final = re.compile(f"[^{_BREAKS}]+")
 # A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
 _TRIGGER: Final = (
-    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pwd|pw|secret|credential|contrase|key|tok|auth|sig|salt"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|contrase|key|tok|auth|sig|salt"
     r"|mysql|mariadb|softlayer)|-{4}"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"

@@ -15,15 +15,17 @@ import pytest
 from sqlalchemy import text
 
 from nrllm_core import (
+    ApprovalRefused,
     ConfigError,
     DataClass,
     Effect,
+    RefusalReason,
     Tool,
     ToolContext,
     ToolResult,
     load_config,
 )
-from nrllm_core._host import ApprovalRefused, Host, RefusalReason
+from nrllm_core._host import Host
 from nrllm_core.store import engine_for
 
 # Every test here runs against both drivers: Host as it is, and AsyncHost.

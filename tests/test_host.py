@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from nrllm_core import (
+    ApprovalRefused,
     AuditRecord,
     Effect,
     StepKind,
@@ -26,7 +27,7 @@ from nrllm_core import (
     Usage,
     hookimpl,
 )
-from nrllm_core._host import ApprovalRefused, Host
+from nrllm_core._host import Host
 from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES
 from nrllm_core.store import Store
 

@@ -19,8 +19,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nrllm_core import DataClass, Effect, ToolContext, ToolRegistry, ToolResult, hookimpl, tool
-from nrllm_core._host import ApprovalRefused, Host
+from nrllm_core import (
+    ApprovalRefused,
+    DataClass,
+    Effect,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    hookimpl,
+    tool,
+)
+from nrllm_core._host import Host
 from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
 
 KEY = bytes(range(32))

@@ -8,10 +8,11 @@ from typing import Any, NoReturn
 
 import click
 
-from nrllm_core._host import ApprovalRefused, Host
+from nrllm_core._host import Host
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core._status import RunStatus
+from nrllm_core._suspension import ApprovalRefused
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from nrllm_core import _json
 from nrllm_core._gate import GateReport
-from nrllm_core._host import ApprovalRefused, Host
-from nrllm_core._outcome import RunOutcome
+from nrllm_core._host import Host
+from nrllm_core._outcome import RunOutcome, pending_dict
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
 from nrllm_core._status import RunStatus
+from nrllm_core._suspension import ApprovalRefused
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._live import live_text
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
@@ -284,15 +285,7 @@ def _pending(outcome: RunOutcome) -> dict[str, Any]:
     return {
         "run_id": outcome.run_id,
         "pending": [
-            {
-                "call_id": p.call_id,
-                "name": p.name,
-                "arguments": p.arguments,
-                "requires_approval": p.requires_approval,
-                "preview": list(p.preview),
-                "preview_failed": p.preview_failed,
-            }
-            for p in outcome.pending
+            {**pending_dict(p), "preview_failed": p.preview_failed} for p in outcome.pending
         ],
         "turn_digest": outcome.turn_digest,
     }

@@ -54,8 +54,9 @@ def mcp() -> None:
 @click.pass_context
 def servers(ctx: click.Context, as_json: bool) -> None:
     """Each configured server: its transport, its state and its tools."""
-    from nrllm_mcp._client import survey
+    from nrllm_mcp._client import UNREADABLE, survey
     from nrllm_mcp._definition import nrllm_name
+    from nrllm_mcp._pins import PinState
 
     config, settings = _config(ctx)
     store = _pins(ctx, config)
@@ -70,7 +71,7 @@ def servers(ctx: click.Context, as_json: bool) -> None:
             {
                 "tool": d.name,
                 "name": nrllm_name(server.tool_prefix, d.name),
-                "pin": "pinsUnreadable" if found.states is None else found.states[d.name],
+                "pin": UNREADABLE if found.states is None else found.states[d.name],
             }
             for d in found.definitions
         ]
@@ -85,7 +86,7 @@ def servers(ctx: click.Context, as_json: bool) -> None:
         reason = f": {row['reason']}" if row["reason"] else ""
         echo(f"{row['name']} ({row['transport']}): {row['state']}{reason}")
         for tool in row["tools"]:
-            pin = "new (pinned on first use)" if tool["pin"] == "new" else tool["pin"]
+            pin = "new (pinned on first use)" if tool["pin"] == PinState.NEW else tool["pin"]
             echo(f"  {tool['name'] or '(no usable name)'}  {pin}  (server's {tool['tool']})")
 
 
@@ -136,6 +137,7 @@ _UNTRUSTED = {"tampered": "tampered", "missing": "unauthenticated"}
 def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bool) -> None:
     """Pin the server's changed and new tools (or only TOOL) as it lists them now."""
     from nrllm_mcp._client import survey
+    from nrllm_mcp._pins import PinState
 
     config, settings = _config(ctx)
     server = _server(settings, server_name)
@@ -148,7 +150,7 @@ def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bo
     pending = [
         d
         for d in found.definitions
-        if found.states[d.name] != "pinned" and (tool_name is None or d.name == tool_name)
+        if found.states[d.name] != PinState.PINNED and (tool_name is None or d.name == tool_name)
     ]
     if tool_name is not None and tool_name not in found.states:
         raise BadInput(f'MCP server "{server.name}" lists no tool "{tool_name}"')
