@@ -243,6 +243,13 @@ class HostConfig:
             permissions=self.actor_config.permissions,
         )
 
+    def four_eyes(self, provider: str | None, skill: str | None) -> bool:
+        """Whether an approval in a run on ``provider`` with ``skill`` needs a second person:
+        ``four_eyes`` on either section. A name not configured sets nothing."""
+        on_provider = self.providers.get(provider or "")
+        on_skill = self.skills.get(skill or "")
+        return bool((on_provider and on_provider.four_eyes) or (on_skill and on_skill.four_eyes))
+
     def zone_for(self, provider: str | None) -> TrustZone:
         """The least trusted zone a run on ``provider`` can reach through its fallback chain.
 

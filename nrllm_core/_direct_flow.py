@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, final
+
+import attrs
 
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._gate import decide, gate_step, live_gate
@@ -16,6 +18,7 @@ from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._segment import Drive, Flow, HostParts, context_for, decision_records, start_step
 from nrllm_core._status import RunStatus
+from nrllm_core._suspension import ApprovalRefused, RefusalReason, check_approver
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor, TrustZone
 
@@ -26,7 +29,12 @@ class NoApprover(Exception):
     """Raised by the ``approve`` callback of :meth:`Host.invoke` when nobody can decide the
     call (no way to ask a person, or four-eyes with only the initiator there). The call is
     refused with this exception's message as its answer (it must be safe to show), and the
-    approval step records the denial with no approver and ``reason`` ``no_approver``."""
+    approval step records the denial with no approver and ``reason`` (``no_approver``
+    unless the callback names another :class:`RefusalReason`, as ``four_eyes``)."""
+
+    def __init__(self, message: str, reason: RefusalReason = RefusalReason.NO_APPROVER) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def direct_flow(
@@ -101,8 +109,9 @@ def direct_flow(
                 and registered.requires_approval
                 and (permits is None or permits(registered))
             ):
+                asked = _Asked(approve=approve, initiator=actor, provider=provider, skill=skill)
                 wire = yield from _approved_call(
-                    parts, registered, arguments, context, recorder, approve, permits
+                    parts, registered, arguments, context, recorder, asked, permits
                 )
             else:
                 core = single_call(parts.pm, tool_name, arguments, context, permits)
@@ -124,11 +133,11 @@ def _approved_call(
     arguments: Mapping[str, Any],
     context: ToolContext,
     recorder: RunRecorder,
-    approve: Callable[[PendingCall, str], str | None],
+    asked: _Asked,
     permits: Callable[[RegisteredTool], bool] | None,
 ) -> Flow[WirePayload]:
-    """Ask ``approve`` about one call, record the answer, then run or refuse the call (the
-    live gate decides again: the person may have taken a while)."""
+    """Ask about one call, hold the answer to the one approver rule, record it, then run or
+    refuse the call (the live gate decides again: the person may have taken a while)."""
     call = ToolCall(id=context.call_id, name=registered.name, arguments=dict(arguments))
     lines, failed = preview_lines(registered, call, context)
     pending = PendingCall(
@@ -140,11 +149,23 @@ def _approved_call(
         preview_failed=failed,
     )
     digest = turn_digest(context.run_id, secrets.token_hex(16), [pending])
-    refusal: str | None = None
+    refusal: NoApprover | None = None
     try:
-        approver = approve(pending, digest)
+        approver = asked.approve(pending, digest)
+        if approver is not None:
+            check_approver(
+                parts.config,
+                approver,
+                approve=True,
+                initiator=asked.initiator,
+                provider=asked.provider,
+                skill=asked.skill,
+            )
     except NoApprover as exc:
-        approver, refusal = None, str(exc)
+        approver, refusal = None, exc
+    except ApprovalRefused as exc:
+        message = f'Error: tool "{call.name}" was not run: {exc}.'
+        approver, refusal = None, NoApprover(message, exc.reason)
     fields: dict[str, Any] = {
         "decision": "denied" if approver is None else "approved",
         "approver": approver,
@@ -152,15 +173,28 @@ def _approved_call(
         "decided_at": parts.clock().isoformat(),
     }
     if refusal is not None:
-        fields["reason"] = "no_approver"
+        fields["reason"] = refusal.reason.value
     audited = recorder.record(
         RunStep(kind=StepKind.APPROVAL, round=0, duration_ms=0.0, fields=fields)
     )
     if approver is None or not audited:
-        content = refusal or f'Error: tool "{call.name}" was denied by the operator.'
+        content = f'Error: tool "{call.name}" was denied by the operator.'
+        if refusal is not None:
+            content = str(refusal)
         if approver is not None:
             content = "Error: the approval could not be written to the audit; nothing ran."
         return refuse(parts.pm, call.name, arguments, content, context=context, recorder=recorder)
     core = single_call(parts.pm, call.name, arguments, context, permits)
     wire: WirePayload = yield Drive(core=core, recorder=recorder, limits=parts.config.run)
     return wire
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _Asked:
+    """Who is asked about a direct call, and what the one approver rule holds the answer to."""
+
+    approve: Callable[[PendingCall, str], str | None]
+    initiator: Actor
+    provider: str | None
+    skill: str | None

@@ -20,12 +20,20 @@ from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import RunStep, StepKind
 from nrllm_core._sealing import SealError, load_state_key, open_sealed, seal
 from nrllm_core._status import RunStatus
+from nrllm_core._values import Actor
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from nrllm_core.store import Store
 
-__all__ = ["ApprovalRefused", "Claim", "RefusalReason", "Suspensions", "suspension_step"]
+__all__ = [
+    "ApprovalRefused",
+    "Claim",
+    "RefusalReason",
+    "Suspensions",
+    "check_approver",
+    "suspension_step",
+]
 
 
 class RefusalReason(enum.StrEnum):
@@ -120,11 +128,8 @@ class Suspensions:
         approver: str,
         turn_digest: str | None,
     ) -> Claim:
-        """Decide the turn named by ``turn_digest``, once: the approver must name somebody,
-        the turn must wait, be open, and an approver must differ from the initiator where
-        four-eyes applies."""
-        if names_nobody(approver):
-            raise ApprovalRefused(f"the approver {NAMES_NOBODY}", RefusalReason.NO_APPROVER)
+        """Decide the turn named by ``turn_digest``, once: the turn must wait and be open, and
+        the approver pass :func:`check_approver`."""
         suspension = self.store.suspension(run_id)
         if suspension is None:
             raise ApprovalRefused(
@@ -140,11 +145,14 @@ class Suspensions:
                 RefusalReason.DIGEST_MISMATCH,
             )
         state = self._open_state(run_id, turn_digest, suspension.sealed)
-        if approve and _four_eyes(config, state) and state.actor.same_as(approver):
-            raise ApprovalRefused(
-                "four-eyes: the approver must differ from the run's initiator",
-                RefusalReason.FOUR_EYES,
-            )
+        check_approver(
+            config,
+            approver,
+            approve=approve,
+            initiator=state.actor,
+            provider=state.provider,
+            skill=state.skill,
+        )
         from nrllm_core.store import ClaimRefused
 
         # Claiming is atomic across processes: a second approval of the same turn, or of a
@@ -241,10 +249,25 @@ def suspension_step(state: SuspendedRunState) -> RunStep:
     )
 
 
-def _four_eyes(config: HostConfig, state: SuspendedRunState) -> bool:
-    provider = config.providers.get(state.provider or "")
-    skill = config.skills.get(state.skill or "")
-    return bool((provider and provider.four_eyes) or (skill and skill.four_eyes))
+def check_approver(
+    config: HostConfig,
+    approver: str,
+    *,
+    approve: bool,
+    initiator: Actor,
+    provider: str | None,
+    skill: str | None,
+) -> None:
+    """The one rule for who may decide a call, in a run, a direct call or an MCP call: the
+    approver names somebody, and under four-eyes an approval comes from someone other than
+    the initiator (a denial may come from anyone). :class:`ApprovalRefused` says which."""
+    if names_nobody(approver):
+        raise ApprovalRefused(f"the approver {NAMES_NOBODY}", RefusalReason.NO_APPROVER)
+    if approve and config.four_eyes(provider, skill) and initiator.same_as(approver):
+        raise ApprovalRefused(
+            "four-eyes: the approver must differ from the run's initiator",
+            RefusalReason.FOUR_EYES,
+        )
 
 
 @final

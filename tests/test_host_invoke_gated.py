@@ -148,3 +148,87 @@ def test_a_tool_the_zone_refuses_is_not_even_asked_about(host):
     )
     assert asked == []
     assert calls == []
+
+
+@pytest.fixture
+def four_eyes_host(tmp_path):
+    calls.clear()
+    made = Host.from_config(
+        data={
+            "actor": {"id": "alice"},
+            "skills": {"desk": {"allowed_tools": ["write_note"], "four_eyes": True}},
+        },
+        plugins=[Tools()],
+        load_entry_points=False,
+        data_dir=tmp_path,
+    )
+    yield made
+    made.store.close()
+
+
+def _approval_of_last_run(host):
+    (run,) = host.runs()
+    detail = host.store.get_run(run.run_id)
+    assert detail is not None
+    return next(s.payload for s in detail.steps if s.kind == "approval")
+
+
+@pytest.mark.parametrize("approver", ["", " ", "\u200b", "\u00ad\u2060"])
+def test_a_direct_call_approver_that_names_nobody_is_refused(host, approver):
+    wire = host.invoke(
+        "write_note", {"text": "hi"}, zone=TrustZone.LOCAL, approve=lambda p, d: approver
+    )
+
+    assert wire.is_error
+    assert "the approver names nobody" in wire.content
+    assert calls == []
+    approval = _approval_of_last_run(host)
+    assert (approval["decision"], approval.get("approver"), approval["reason"]) == (
+        "denied",
+        None,
+        "no_approver",
+    )
+
+
+@pytest.mark.parametrize("initiator", ["alice", " ALICE", "alice\u200b", "\u0430lice"])
+def test_a_direct_call_under_four_eyes_refuses_the_initiator_as_approver(four_eyes_host, initiator):
+    wire = four_eyes_host.invoke(
+        "write_note",
+        {"text": "hi"},
+        zone=TrustZone.LOCAL,
+        skill="desk",
+        approve=lambda p, d: initiator,
+    )
+
+    assert wire.is_error
+    assert "four-eyes" in wire.content
+    assert calls == []
+    approval = _approval_of_last_run(four_eyes_host)
+    assert (approval["decision"], approval["reason"]) == ("denied", "four_eyes")
+
+
+def test_a_direct_call_under_four_eyes_runs_when_another_person_approves(four_eyes_host):
+    wire = four_eyes_host.invoke(
+        "write_note",
+        {"text": "hi"},
+        zone=TrustZone.LOCAL,
+        skill="desk",
+        approve=lambda p, d: "bob",
+    )
+
+    assert (wire.content, wire.is_error) == ("wrote hi", False)
+    approval = _approval_of_last_run(four_eyes_host)
+    assert (approval["decision"], approval["approver"]) == ("approved", "bob")
+    assert "reason" not in approval
+
+
+def test_a_callback_names_the_refusal_reason_it_refuses_for(host):
+    from nrllm_core import NoApprover, RefusalReason
+
+    def approve(pending, digest):
+        raise NoApprover("Error: only the initiator is here", RefusalReason.FOUR_EYES)
+
+    wire = host.invoke("write_note", {"text": "hi"}, zone=TrustZone.LOCAL, approve=approve)
+
+    assert wire.content == "Error: only the initiator is here"
+    assert _approval_of_last_run(host)["reason"] == "four_eyes"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from nrllm_core import Host, NoApprover, TrustZone
+from nrllm_core import Host, NoApprover, RefusalReason, TrustZone
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -90,12 +90,14 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         # Without elicitation, or under four-eyes, nobody here can approve: the call is still
         # a run, whose approval step records the denial and whose tool step the refusal.
         def approve(pending: Any, digest: str) -> str | None:
-            if not elicits or _four_eyes(host, served):
+            four_eyes = host.config.four_eyes(served.provider, served.skill)
+            if not elicits or four_eyes:
                 from nrllm_core.log import logger
 
                 reason = "fourEyes" if elicits else "noElicitation"
                 logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason=reason)
-                raise NoApprover(cannot_approve(pending.name))
+                refused = RefusalReason.FOUR_EYES if elicits else RefusalReason.NO_APPROVER
+                raise NoApprover(cannot_approve(pending.name), refused)
             return anyio.from_thread.run(_ask, ctx, pending, digest, host.config.actor().id)
 
         def call() -> Any:
@@ -131,14 +133,6 @@ async def _ask(ctx: Any, pending: Any, digest: str, actor: str) -> str | None:
         logger().warning("nrllm.mcp.elicitation_failed", tool=pending.name, exc_info=True)
         return None
     return f"{actor} {APPROVER_SUFFIX}" if answer.action == "accept" else None
-
-
-def _four_eyes(host: Host, served: Served) -> bool:
-    """Four-eyes needs a second person: a client's one answer cannot be that."""
-    config = host.config
-    provider = config.providers.get(served.provider or "")
-    skill = config.skills.get(served.skill or "")
-    return bool((provider and provider.four_eyes) or (skill and skill.four_eyes))
 
 
 def _text(content: str, *, is_error: bool) -> CallToolResult:
