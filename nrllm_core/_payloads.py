@@ -120,7 +120,12 @@ class TraceEvent:
 @final
 @attrs.frozen(kw_only=True)
 class AuditRecord:
-    """The copy of a run step that may be persisted: ``payload`` is already privacy-filtered."""
+    """The copy of a run step that may be persisted: ``payload`` is already privacy-filtered.
+
+    ``guards`` says whether the step records what is about to happen, so it must be durable
+    before that happens; the recorder decides it from the unfiltered step, never from the keys
+    that survive the filter. Unset, a record guards (the strict side).
+    """
 
     run_id: str
     sequence: int
@@ -128,3 +133,4 @@ class AuditRecord:
     round: int
     duration_ms: float
     payload: Mapping[str, Any]
+    guards: bool = True

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, final
 
-from nrllm_core._payloads import AuditRecord, RunStep, TraceEvent, builder
+from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, builder
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
@@ -22,6 +22,25 @@ Observer = Callable[[TraceEvent], None]
 # Every step of every run builds both: the same frozen objects at about half the cost.
 _new_record: Final = builder(AuditRecord)
 _new_event: Final = builder(TraceEvent)
+
+
+# A segment's start and the gate's decision guard nothing: when they are recorded nothing has
+# left the process and nothing has run, and the segment's next record (the request before the
+# model is asked, the approval, the call, or its finish) follows. Nor does the finish: the
+# run's settling, which ``run()`` waits for, commits it.
+_WAITING: Final = frozenset({StepKind.START, StepKind.GATE, StepKind.FINISH})
+
+
+def _guards(step: RunStep) -> bool:
+    """Whether ``step`` must be durable before what it records happens: the request before
+    the model is asked, the answer naming calls before they run, a call's step before its
+    result goes back, the approval before the approved call, the suspension before the run is
+    reported suspended. A model answer that names no call is followed by the next request or
+    the run's settling, and may wait for it. Read from the step itself, whatever the privacy
+    filter keeps of it."""
+    if step.kind in _WAITING:
+        return False
+    return step.kind is not StepKind.LLM or bool(step.fields.get("requested_tool_calls"))
 
 
 @functools.cache
@@ -78,6 +97,7 @@ class RunRecorder:
                 round=step.round,
                 duration_ms=step.duration_ms,
                 payload=self._audit_view(step),
+                guards=_guards(step),
             )
         )
         event = _new_event(run_id=self.run_id, sequence=sequence, step=step)

@@ -141,8 +141,13 @@ class HostParts:
             except Exception:
                 return self.crashed(recorder)
 
-    def finish(self, recorder: RunRecorder, status: RunStatus, reason: TerminationReason) -> None:
-        """The segment's ``finish`` record, then the run settled: ``status`` and ``reason``."""
+    def finish(
+        self, recorder: RunRecorder, status: RunStatus, reason: TerminationReason
+    ) -> tuple[RunStatus, TerminationReason]:
+        """The segment's ``finish`` record, then the run settled: ``status`` and ``reason``, as
+        returned. The steps that wait for the settling (the final answer, ``finish``) cannot
+        block it: when they cannot be stored the run is settled without them (the store logs
+        which), as failed, ``audit_unavailable`` unless it was failing already."""
         recorder.record(
             RunStep(
                 kind=StepKind.FINISH,
@@ -151,7 +156,16 @@ class HostParts:
                 fields={"status": status.value, "termination_reason": reason.value},
             )
         )
-        self.store.finish_run(recorder.run_id, status, reason.value)
+        try:
+            self.store.finish_run(recorder.run_id, status, reason.value)
+        except Exception:
+            logger().error("nrllm.run.settle_retried", run_id=recorder.run_id, exc_info=True)
+            recorder.audit_failures += 1
+            if status is not RunStatus.FAILED:
+                status, reason = RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE
+            # The failed write took the waiting steps with it: this one carries none.
+            self.store.finish_run(recorder.run_id, status, reason.value)
+        return status, reason
 
     def crashed(self, recorder: RunRecorder) -> RunOutcome:
         """An unexpected failure inside a run: logged in full, settled as failed, and reported
@@ -227,13 +241,16 @@ class HostParts:
         status = RunStatus.FAILED if outcome.error is not None else RunStatus.COMPLETED
         if termination is TerminationReason.CANCELLED:
             status = RunStatus.CANCELLED
-        self.finish(recorder, status, termination)
+        settled, termination = self.finish(recorder, status, termination)
+        error = outcome.error
+        if settled is not status:
+            error = "the run's last steps could not be written to the audit"
         return RunOutcome(
             run_id=run_id,
-            status=status,
+            status=settled,
             termination_reason=termination.value,
             final_content=result.final_content,
-            error=outcome.error,
+            error=error,
             usage=result.usage,
             truncated=result.truncated,
         )

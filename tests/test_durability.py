@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 from structlog.testing import capture_logs
 
 from nrllm_core import (
@@ -167,6 +167,61 @@ def test_the_final_step_is_durable_when_the_run_returns(host: Host, backend: Any
     assert detail.steps[-1].payload["status"] == "completed"
 
 
+def _break_head(host: Host, run_id: str) -> None:
+    with host.store._engine.begin() as connection:
+        connection.execute(
+            text("UPDATE runs SET chain_head = :h WHERE id = :r"), {"h": "0" * 64, "r": run_id}
+        )
+
+
+@pytest.mark.usefixtures("driven")
+def test_a_settle_whose_waiting_steps_cannot_be_stored_still_commits(
+    host: Host, backend: Any
+) -> None:
+    """The final answer waits for the settling; a chain head broken meanwhile fails that
+    write. The settle is tried again alone, and the run ends failed, never left running."""
+
+    def breaking(event: Any) -> None:
+        if event.step.kind is StepKind.LLM and not event.step.fields.get("requested_tool_calls"):
+            _break_head(host, event.run_id)
+
+    with capture_logs() as logs:
+        outcome = host.run("look up pluggy", on_event=breaking)
+
+    assert (outcome.status, outcome.termination_reason) == ("failed", "audit_unavailable")
+    assert outcome.error == "the run's last steps could not be written to the audit"
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == (RunStatus.FAILED, "audit_unavailable")
+    (lost,) = [e for e in logs if e["event"] == "nrllm.store.steps_unstored"]
+    assert (lost["kinds"], lost["count"]) == (["llm", "finish"], 2)
+    # Names and numbers only: nothing of the answer reaches the log.
+    assert "pluggy" not in repr(lost)
+    assert host.store.unstored_steps == 2
+
+
+def test_a_failing_settle_after_a_crash_still_settles(backend: Any) -> None:
+    """A run that was failing already keeps its own reason."""
+    store = backend.open()
+    try:
+        pm = make_plugin_manager(plugins=[StoreAuditSink(store)], load_entry_points=False)
+        store.start_run("r1")
+        RunRecorder(pm, "r1").record(_step(StepKind.START, run_kind="run"))
+        with store._engine.begin() as connection:
+            connection.execute(text("UPDATE runs SET chain_head = 'x' WHERE id = 'r1'"))
+        with pytest.raises(ValueError, match="does not hold"):
+            store.finish_run("r1", RunStatus.FAILED, "internal_error")
+        # The failed write took the waiting step with it: the settle alone commits.
+        assert store.finish_run("r1", RunStatus.FAILED, "internal_error")
+        detail = store.get_run("r1")
+        assert detail is not None
+        assert (detail.run.status, detail.run.termination_reason) == (
+            RunStatus.FAILED,
+            "internal_error",
+        )
+    finally:
+        store.close()
+
+
 def _step(kind: StepKind, **fields: Any) -> RunStep:
     return RunStep(kind=kind, round=1, duration_ms=1.0, fields=fields)
 
@@ -208,6 +263,21 @@ def test_the_audit_sink_commits_a_guarded_step_before_it_returns(
     assert stored is not None
     assert [s.kind for s in stored.steps] == [step.kind.value]
     assert sync_store.verify("r1").broken == ()
+
+
+def test_whether_a_step_waits_is_read_from_the_step_not_from_what_the_filter_kept(
+    sync_store: Store,
+) -> None:
+    pm = make_plugin_manager(plugins=[StoreAuditSink(sync_store)], load_entry_points=False)
+    sync_store.start_run("r1")
+    # A filter that keeps none of the keys that name the calls.
+    recorder = RunRecorder(pm, "r1", audit_view=lambda step: {"kept": "nothing"})
+
+    assert recorder.record(_step(StepKind.LLM, content="", requested_tool_calls=_CALLS))
+
+    stored = sync_store.get_run("r1")
+    assert stored is not None
+    assert [s.kind for s in stored.steps] == ["llm"]
 
 
 def test_closing_the_store_commits_the_steps_waiting_for_their_runs_next_write(

@@ -75,6 +75,7 @@ class Store(ops.StoreCore):
         "_queue_lock",
         "_renewing",
         "_write_lock",
+        "unstored_steps",
     )
 
     def __init__(
@@ -104,6 +105,8 @@ class Store(ops.StoreCore):
         self._leased: set[str] = set()
         self._leased_lock = threading.Lock()
         self._renewing = False
+        # Steps lost with a write that carried them (see ``_write``): the log names each.
+        self.unstored_steps = 0
 
     @classmethod
     def open(
@@ -215,7 +218,27 @@ class Store(ops.StoreCore):
                 with self._queue_lock:
                     batch, self._queue = self._queue, []
                 self._commit(batch)
-        return write.outcome()
+        try:
+            return write.outcome()
+        except Exception as exc:
+            if deferred is not None:
+                self._lost(run_id, deferred, exc)
+            raise
+
+    def _lost(self, run_id: str | None, deferred: _Deferred, error: Exception) -> None:
+        """Say which of a run's waiting steps went down with the write that carried them:
+        their kinds and numbers, never their content."""
+        with self._queue_lock:
+            self.unstored_steps += len(deferred.steps)
+        logger().error(
+            "nrllm.store.steps_unstored",
+            run_id=run_id,
+            kinds=[step.row["kind"] for step in deferred.steps],
+            sequences=[step.row["sequence"] for step in deferred.steps],
+            count=len(deferred.steps),
+            decisions=len(deferred.decisions),
+            error=type(error).__name__,
+        )
 
     def _run_write(self, operation: Callable[..., T], run_id: str, **arguments: Any) -> T:
         """``operation`` on the run ``run_id`` as one of its writes, carrying what of the run
