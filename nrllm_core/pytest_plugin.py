@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import itertools
 import os
 import sys
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -21,7 +22,8 @@ import pytest
 
 from nrllm_core._payloads import AuditRecord, StepKind, TraceEvent, WirePayload
 from nrllm_core._sink_recorder import SinkRecorder
-from nrllm_core._values import Actor, ArtifactType, ToolArtifact, TrustZone
+from nrllm_core._tool import ToolContext
+from nrllm_core._values import Actor, ArtifactType, ToolArtifact, ToolResult, TrustZone
 from nrllm_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -102,6 +104,12 @@ class Harness:
         self.sinks = SinkRecorder()
         #: every request a scripted model received: its messages and the tools offered.
         self.requests: list[Request] = []
+        # What each tool returned, before the seam, by run and call id.
+        self._returned = _Returned()
+        # The run each request and wire payload belongs to, by its index, where a harness
+        # call made it.
+        self._request_runs: dict[int, str] = {}
+        self._wire_runs: dict[int, str] = {}
         # Every answer a scripted model gave: the model's own text, which it may repeat.
         self._answers: list[ProviderAnswer] = []
         self._marker_settings = marker_settings
@@ -120,7 +128,7 @@ class Harness:
             from nrllm_core._manager import make_plugin_manager
 
             self._pm = make_plugin_manager(
-                plugins=[self.sinks, _ScriptedKind(self.requests, self._answers)],
+                plugins=[self.sinks, self._returned, _ScriptedKind(self.requests, self._answers)],
                 load_entry_points=False,
             )
             # Tools are registered with the harness's own configuration, as a host's are.
@@ -198,9 +206,11 @@ class Harness:
 
     def invoke(self, tool: str, /, **arguments: Any) -> Invocation:
         """One direct call through the seam, as the person at the keyboard."""
+        wires = len(self.sinks.wire)
         wire = self.host.invoke(tool, arguments)
         trace = next(e for e in reversed(self.sinks.trace) if e.step.kind is StepKind.TOOL)
         audit = next(r for r in reversed(self.sinks.audit) if r.sequence == trace.sequence)
+        self._wire_runs.update(dict.fromkeys(range(wires, len(self.sinks.wire)), trace.run_id))
         return Invocation(wire=wire, trace=trace, audit=audit)
 
     def run(
@@ -212,7 +222,8 @@ class Harness:
     ) -> RunOutcome:
         """Run ``prompt`` against a model that answers with ``script``'s turns, in order
         (the ``scripted`` provider's format: ``content``, ``tool_calls``, ``usage``)."""
-        return self.host.run(prompt, provider=self.scripted(script, zone=zone))
+        provider = self.scripted(script, zone=zone)
+        return self._of_its_run(lambda: self.host.run(prompt, provider=provider))
 
     def scripted(
         self,
@@ -240,9 +251,20 @@ class Harness:
         return self._decide(outcome, approve=False)
 
     def _decide(self, outcome: RunOutcome, *, approve: bool) -> RunOutcome:
-        return self.host.approve(
-            outcome.run_id, approve=approve, approver=_ACTOR, turn_digest=outcome.turn_digest
+        return self._of_its_run(
+            lambda: self.host.approve(
+                outcome.run_id, approve=approve, approver=_ACTOR, turn_digest=outcome.turn_digest
+            )
         )
+
+    def _of_its_run(self, drive: Callable[[], RunOutcome]) -> RunOutcome:
+        """``drive`` a run, and note that the requests and wire payloads it made are its."""
+        requests, wires = len(self.requests), len(self.sinks.wire)
+        outcome = drive()
+        run = outcome.run_id
+        self._request_runs.update(dict.fromkeys(range(requests, len(self.requests)), run))
+        self._wire_runs.update(dict.fromkeys(range(wires, len(self.sinks.wire)), run))
+        return outcome
 
     def offered(self, zone: TrustZone, skill: str | None = None) -> GateReport:
         """The gate's report for a run on a provider in ``zone`` (and ``skill``)."""
@@ -265,21 +287,19 @@ class Harness:
         """Fail with the first artifact value of this test (a table's cell, a text artifact's
         text) found in a wire payload or a model request where none of its sources has it.
 
-        A call's wire payload, and the tool message that carries it to the model, may hold
-        that call's own content (what its tool returned, bounded); every payload and message
-        may hold the test's prompts (the user and system messages) and the model's own
-        answers (its text and its calls' arguments). What the tool put in its content, the
-        test wrote or the model said is no leak; anything else the wire holds of an artifact
-        is."""
-        artifacts = list(_artifact_values(self.sinks.trace))
-        contents: dict[str, list[str]] = {}
-        for event in self.sinks.trace:
-            if event.step.kind is StepKind.TOOL:
-                fields = event.step.fields
-                contents.setdefault(fields["tool_call_id"], []).append(fields["tool_result"])
+        What each tool returned is recorded around ``nrllm_execute_tool``, before the seam,
+        keyed by run and call id. A call's wire payload, and the tool message that carries it
+        to the model, may hold the content that call's tool returned; every payload and
+        message may hold the test's prompts (the user and system messages) and the model's own
+        answers (its text and its calls' arguments). Anything else the wire holds of an
+        artifact, as the tool returned it or as the trace shows it, is a leak, wherever it was
+        made: in the seam, a hook, the driver or the provider's message building. A payload
+        or request the harness did not make itself (a run started by hand on ``host``) is
+        matched by call id alone, across runs."""
+        artifacts = [*_artifact_values(self.sinks.trace), *self._returned.artifact_values()]
         shared = [*self._prompts(), *_answer_texts(self._answers)]
-        for where, text, call_id in self._wire_texts():
-            own = [*contents.get(call_id, ()), *shared] if call_id is not None else shared
+        for where, text, run_id, call_id in self._wire_texts():
+            own = [*self._returned.contents(run_id, call_id), *shared]
             for origin, value in artifacts:
                 if value in text and not any(value in source for source in own):
                     pytest.fail(f"{origin} is on the wire: {value!r} in {where}", pytrace=False)
@@ -290,39 +310,90 @@ class Harness:
         for messages, _ in self.requests:
             yield from (m.content for m in messages if m.role in (Role.SYSTEM, Role.USER))
 
-    def _wire_texts(self) -> Iterator[tuple[str, str, str | None]]:
-        """Each text of a wire payload or a model request, where it is, and the call whose
-        content it carries (``None``: a model's message)."""
+    def _wire_texts(self) -> Iterator[tuple[str, str, str | None, str | None]]:
+        """Each text of a wire payload or a model request, where it is, and the run and call
+        whose content it carries (call ``None``: a model's message; run ``None``: not known)."""
         from nrllm_core._messages import Role
 
-        for payload in self.sinks.wire:
-            yield f'the wire payload of call "{payload.call_id}"', payload.content, payload.call_id
+        for index, payload in enumerate(self.sinks.wire):
+            where = f'the wire payload of call "{payload.call_id}"'
+            yield where, payload.content, self._wire_runs.get(index), payload.call_id
         for number, (messages, _) in enumerate(self.requests, start=1):
+            run_id = self._request_runs.get(number - 1)
             for index, message in enumerate(messages):
                 where = f"model request {number}, message {index + 1} ({message.role.value})"
                 if message.role is Role.TOOL:
-                    yield where, message.content, message.tool_call_id
+                    yield where, message.content, run_id, message.tool_call_id
                 elif message.role is Role.ASSISTANT:
-                    yield where, message.content, None
+                    yield where, message.content, run_id, None
                     for call in message.tool_calls:
                         for text in _call_texts(call):
-                            yield f"{where}, call arguments", text, None
+                            yield f"{where}, call arguments", text, run_id, None
 
 
 def _artifact_values(events: Sequence[TraceEvent]) -> Iterator[tuple[str, str]]:
     for event in events:
         name = event.step.fields.get("tool_name")
+        origin = f'an artifact of "{name}" (run {event.run_id}, step {event.sequence})'
         for artifact in event.step.tool_artifacts:
-            origin = f'an artifact of "{name}" (run {event.run_id}, step {event.sequence})'
-            if artifact.type is ArtifactType.TABLE:
-                values = [cell for row in artifact.data["rows"] for cell in row]
-            else:
-                values = [artifact.data["text"]]
-            for value in values:
-                # Blank cells are in every text; what is around a value is not the value.
-                value = value.strip()
-                if value:
-                    yield origin, value
+            yield from ((origin, value) for value in _values(artifact))
+
+
+def _values(artifact: ToolArtifact) -> Iterator[str]:
+    """The texts of an artifact as a tool made it (unchecked: anything not text is skipped)."""
+    data = artifact.data
+    if artifact.type is ArtifactType.TABLE:
+        rows = data.get("rows", ()) if isinstance(data, Mapping) else ()
+        values = [cell for row in rows if isinstance(row, list | tuple) for cell in row]
+    else:
+        values = [data.get("text")] if isinstance(data, Mapping) else []
+    for value in values:
+        # Blank cells are in every text; what is around a value is not the value.
+        if isinstance(value, str) and value.strip():
+            yield value.strip()
+
+
+class _Returned:
+    """Records what each tool call's implementation returned, before the seam bounds it."""
+
+    def __init__(self) -> None:
+        self.results: dict[tuple[str, str], list[ToolResult]] = {}
+
+    @hookimpl(wrapper=True)
+    def nrllm_execute_tool(
+        self, tool: Any, arguments: Any, context: ToolContext
+    ) -> Generator[None, Any, Any]:
+        answer = yield
+        key = (context.run_id, context.call_id)
+        if not inspect.isawaitable(answer):
+            self._keep(key, answer)
+            return answer
+
+        async def kept() -> Any:
+            result = await answer
+            self._keep(key, result)
+            return result
+
+        return kept()
+
+    def _keep(self, key: tuple[str, str], result: object) -> None:
+        if isinstance(result, ToolResult):
+            self.results.setdefault(key, []).append(result)
+
+    def contents(self, run_id: str | None, call_id: str | None) -> Iterator[str]:
+        """The contents returned for ``call_id`` in ``run_id`` (in any run: ``None``)."""
+        if call_id is None:
+            return
+        for (run, call), results in self.results.items():
+            if call == call_id and run_id in (None, run):
+                yield from (r.content for r in results if isinstance(r.content, str))
+
+    def artifact_values(self) -> Iterator[tuple[str, str]]:
+        for (run, call), results in self.results.items():
+            origin = f"an artifact returned for call {call} (run {run})"
+            for result in results:
+                for artifact in result.artifacts:
+                    yield from ((origin, value) for value in _values(artifact))
 
 
 def _answer_texts(answers: Sequence[ProviderAnswer]) -> Iterator[str]:

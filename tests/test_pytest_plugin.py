@@ -300,3 +300,49 @@ async def test_scripted_names_a_model_for_a_run_started_by_hand(nrllm, tmp_path)
 
     assert [type(e) for e in events] == [TextDelta, Finished]
     assert events[-1].outcome.final_content == "Hello."
+
+
+def test_no_artifact_on_the_wire_fails_for_a_leak_made_before_both_channels(
+    nrllm, leaky, monkeypatch
+):
+    """A seam double that puts an artifact's cell into the content before the wire payload
+    and the trace step are built: the trace's own copy of the content has the leak too, so
+    only what the tool returned tells it apart."""
+    from nrllm_core import _invoke
+
+    nrllm.load(leaky)
+    bound = _invoke.bound_content
+
+    def leaking(text):
+        return bound(text) + (" ada@example.org" if text == "1 customer found" else "")
+
+    monkeypatch.setattr(_invoke, "bound_content", leaking)
+    call = {"name": "lookup", "arguments": {"name": "ada"}}
+    nrllm.run("Find Ada.", script=[{"tool_calls": [call]}, {"content": "One customer."}])
+
+    (step,) = [e.step for e in nrllm.sinks.trace if e.step.kind == "tool"]
+    assert step.fields["tool_result"] == "1 customer found ada@example.org"
+    with pytest.raises(pytest.fail.Exception, match=r"'ada@example\.org' in the wire payload"):
+        nrllm.assert_no_artifact_on_wire()
+
+
+def test_no_artifact_on_the_wire_keys_a_tools_content_by_its_run(nrllm, leaky, monkeypatch):
+    """Call ids are the model's: a content one run's call returned does not excuse the same
+    value on another run's call of that id."""
+    from nrllm_core import _invoke
+
+    nrllm.load(leaky)
+    show = {"name": "lookup", "arguments": {"name": "show"}}
+    nrllm.run("Show Ada.", script=[{"tool_calls": [{"id": "c1", **show}]}, {"content": "ok"}])
+    nrllm.assert_no_artifact_on_wire()
+    bound = _invoke.bound_content
+
+    def leaking(text):
+        return bound(text) + (" ada@example.org" if text == "1 customer found" else "")
+
+    monkeypatch.setattr(_invoke, "bound_content", leaking)
+    find = {"id": "c1", "name": "lookup", "arguments": {"name": "ada"}}
+    nrllm.run("Find Ada.", script=[{"tool_calls": [find]}, {"content": "One customer."}])
+
+    with pytest.raises(pytest.fail.Exception, match=r"ada@example\.org"):
+        nrllm.assert_no_artifact_on_wire()
