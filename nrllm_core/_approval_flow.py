@@ -77,23 +77,25 @@ def _resume_segment(
         outcome = failed(
             run_id, "the approval could not be written to the audit; nothing was executed"
         )
-        return parts.settle(recorder, outcome, reason=TerminationReason.AUDIT_UNAVAILABLE)
+        return parts.settle(recorder, config, outcome, reason=TerminationReason.AUDIT_UNAVAILABLE)
+    report = parts.gate(config, provider=state.provider, skill=state.skill, actor=actor)
+    catalog = parts.pm.catalog()
+    permits = live_gate(
+        parts.pm, parts.load, provider=state.provider, skill=state.skill, actor=actor
+    )
+    # Built last: nothing between it and the drive that closes it can raise.
     try:
         model = parts.provider(config, state.provider)
     except ProviderError as exc:
-        return parts.settle(recorder, failed(run_id, str(exc)))
-    report = parts.gate(provider=state.provider, skill=state.skill, actor=actor)
-    catalog = parts.pm.catalog()
+        return parts.settle(recorder, config, failed(run_id, str(exc)))
     core = resumed_segment(
         pm=parts.pm,
         state=state,
         approved=approve,
         offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
-        permits=live_gate(
-            parts.pm, parts.load, provider=state.provider, skill=state.skill, actor=actor
-        ),
+        permits=permits,
         context_for=context_for(run_id, actor, config),
         limits=config.run,
     )
     outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
-    return parts.settle(recorder, outcome)
+    return parts.settle(recorder, config, outcome)

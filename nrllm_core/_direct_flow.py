@@ -10,6 +10,7 @@ from typing import Any, final
 import attrs
 
 from nrllm_core._catalog import RegisteredTool
+from nrllm_core._config import HostConfig
 from nrllm_core._gate import decide, gate_step, live_gate
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
 from nrllm_core._loop import PendingCall, TerminationReason, preview_lines, single_call, turn_digest
@@ -62,6 +63,7 @@ def direct_flow(
     if zone is None and provider is not None:
         zone = config.zone_for(provider)
     run_id = new_run_id()
+    recorder = parts.recorder(config, run_id, on_event=on_event)
     parts.store.start_run(
         run_id,
         kind=RunKind(kind),
@@ -70,61 +72,75 @@ def direct_flow(
         skill=skill,
         actor=actor.id,
     )
-    recorder = parts.recorder(config, run_id, on_event=on_event)
-    recorder.record(
-        start_step(
-            config,
-            RunKind(kind).value,
-            None if zone is None else zone.value,
-            provider=provider,
-            skill=skill,
+    asked = None
+    if approve is not None:
+        asked = _Asked(
+            config=config, approve=approve, initiator=actor, provider=provider, skill=skill
         )
-    )
-    permits = None
-    if gated:
-        # The gate's decision for this tool is part of the audit, as it is for a run.
-        report = decide(
-            parts.pm.catalog(),
-            config,
-            provider=provider,
-            skill=skill,
-            actor=actor,
-            requested=[tool_name],
-            zone=zone,
-        )
-        recorder.record(gate_step(report))
-        # Like the gate's step, its decisions guard nothing: the call's first guarded write
-        # (its approval or its step) commits them.
-        parts.store.record_decisions(run_id, decision_records(report), deferred=True)
-        permits = live_gate(
-            parts.pm, parts.load, provider=provider, skill=skill, actor=actor, zone=zone
-        )
-    context = context_for(run_id, actor, config)(new_call_id())
-    registered = parts.pm.catalog().get(tool_name)
     with parts.store.leased(run_id):
         try:
+            recorder.record(
+                start_step(
+                    config,
+                    RunKind(kind).value,
+                    None if zone is None else zone.value,
+                    provider=provider,
+                    skill=skill,
+                )
+            )
+            permits = None
+            if gated:
+                permits = _gate(parts, config, recorder, tool_name, actor, provider, skill, zone)
+            context = context_for(run_id, actor, config)(new_call_id())
+            registered = parts.pm.catalog().get(tool_name)
             if (
-                approve is not None
+                asked is not None
                 and registered is not None
                 and registered.requires_approval
                 and (permits is None or permits(registered))
             ):
-                asked = _Asked(approve=approve, initiator=actor, provider=provider, skill=skill)
                 wire = yield from _approved_call(
                     parts, registered, arguments, context, recorder, asked, permits
                 )
             else:
                 core = single_call(parts.pm, tool_name, arguments, context, permits)
                 wire = yield Drive(core=core, recorder=recorder, limits=config.run)
+            if recorder.audit_failures and registered is not None and registered.effect.is_write:
+                # The write ran but its record did not: the run says so (fail closed).
+                parts.finish(recorder, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE)
+            else:
+                parts.finish(recorder, RunStatus.COMPLETED, TerminationReason.COMPLETED)
         except Exception:
             parts.crashed(recorder)
             raise
-    if recorder.audit_failures and registered is not None and registered.effect.is_write:
-        # The write ran but its record did not: the run says so (fail closed).
-        parts.finish(recorder, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE)
-    else:
-        parts.finish(recorder, RunStatus.COMPLETED, TerminationReason.COMPLETED)
     return wire
+
+
+def _gate(
+    parts: HostParts,
+    config: HostConfig,
+    recorder: RunRecorder,
+    tool_name: str,
+    actor: Actor,
+    provider: str | None,
+    skill: str | None,
+    zone: TrustZone | None,
+) -> Callable[[RegisteredTool], bool]:
+    """The gate's decision for this tool, recorded as a run's is; then the live gate."""
+    report = decide(
+        parts.pm.catalog(),
+        config,
+        provider=provider,
+        skill=skill,
+        actor=actor,
+        requested=[tool_name],
+        zone=zone,
+    )
+    recorder.record(gate_step(report))
+    # Like the gate's step, its decisions guard nothing: the call's first guarded write (its
+    # approval or its step) commits them.
+    parts.store.record_decisions(recorder.run_id, decision_records(report), deferred=True)
+    return live_gate(parts.pm, parts.load, provider=provider, skill=skill, actor=actor, zone=zone)
 
 
 def _approved_call(
@@ -154,7 +170,7 @@ def _approved_call(
         approver = asked.approve(pending, digest)
         if approver is not None:
             check_approver(
-                parts.config,
+                asked.config,
                 approver,
                 approve=True,
                 initiator=asked.initiator,
@@ -185,15 +201,17 @@ def _approved_call(
             content = "Error: the approval could not be written to the audit; nothing ran."
         return refuse(parts.pm, call.name, arguments, content, context=context, recorder=recorder)
     core = single_call(parts.pm, call.name, arguments, context, permits)
-    wire: WirePayload = yield Drive(core=core, recorder=recorder, limits=parts.config.run)
+    wire: WirePayload = yield Drive(core=core, recorder=recorder, limits=asked.config.run)
     return wire
 
 
 @final
 @attrs.frozen(kw_only=True)
 class _Asked:
-    """Who is asked about a direct call, and what the one approver rule holds the answer to."""
+    """Who is asked about a direct call, and what the one approver rule holds the answer to:
+    the flow's configuration, the initiator, the provider and the skill."""
 
+    config: HostConfig
     approve: Callable[[PendingCall, str], str | None]
     initiator: Actor
     provider: str | None

@@ -143,7 +143,7 @@ class Host:
     # -- running -----------------------------------------------------------------------------
 
     def gate(self, *, provider: str | None, skill: str | None, actor: Actor) -> GateReport:
-        return self.flows.parts.gate(provider=provider, skill=skill, actor=actor)
+        return self.flows.parts.gate(self.config, provider=provider, skill=skill, actor=actor)
 
     def run(
         self,

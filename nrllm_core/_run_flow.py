@@ -52,12 +52,14 @@ def run_flow(
             f'no skill named "{skill}" is configured (configured: {names(config.skills)})'
         )
     rounds = clamp_rounds(max_rounds)
-    report = parts.gate(provider=provider_name, skill=skill, actor=actor)
     run_id = new_run_id()
+    # Made before the gate decides: it hands each plugin its settings, which the gate's hooks
+    # may read.
+    recorder = parts.recorder(config, run_id, on_event=on_event)
+    report = parts.gate(config, provider=provider_name, skill=skill, actor=actor)
     parts.store.start_run(
         run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
     )
-    recorder = parts.recorder(config, run_id, on_event=on_event)
     start = functools.partial(
         start_step, config, "run", report.zone.value, provider=provider_name, skill=skill
     )
@@ -83,11 +85,13 @@ def _first_segment(
     parts.store.record_decisions(run_id, decision_records(report), deferred=True)
     messages = [ChatMessage.system(system)] if system else []
     messages.append(ChatMessage.user(prompt))
+    catalog = parts.pm.catalog()
+    permits = live_gate(parts.pm, parts.load, provider=provider_name, skill=skill, actor=actor)
+    # Built last: nothing between it and the drive that closes it can raise.
     try:
         model = parts.provider(config, provider_name)
     except ProviderError as exc:
-        return parts.settle(recorder, failed(run_id, str(exc)))
-    catalog = parts.pm.catalog()
+        return parts.settle(recorder, config, failed(run_id, str(exc)))
     core = first_segment(
         pm=parts.pm,
         run_id=run_id,
@@ -95,11 +99,11 @@ def _first_segment(
         skill=skill,
         messages=messages,
         offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
-        permits=live_gate(parts.pm, parts.load, provider=provider_name, skill=skill, actor=actor),
+        permits=permits,
         context_for=context_for(run_id, actor, config),
         actor=actor,
         max_rounds=rounds,
         limits=config.run,
     )
     outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
-    return parts.settle(recorder, outcome)
+    return parts.settle(recorder, config, outcome)

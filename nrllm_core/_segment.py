@@ -86,8 +86,10 @@ class HostParts:
     def config(self) -> HostConfig:
         return self.load()
 
-    def gate(self, *, provider: str | None, skill: str | None, actor: Actor) -> GateReport:
-        return decide(self.pm.catalog(), self.config, provider=provider, skill=skill, actor=actor)
+    def gate(
+        self, config: HostConfig, *, provider: str | None, skill: str | None, actor: Actor
+    ) -> GateReport:
+        return decide(self.pm.catalog(), config, provider=provider, skill=skill, actor=actor)
 
     def provider_name(self, config: HostConfig, provider: str | None) -> str:
         """The provider a run names, else the configured default; one that is configured."""
@@ -198,6 +200,7 @@ class HostParts:
     def settle(
         self,
         recorder: RunRecorder,
+        config: HostConfig,
         outcome: LoopOutcome,
         *,
         reason: TerminationReason | None = None,
@@ -214,7 +217,7 @@ class HostParts:
                 self.suspensions.suspend(
                     run_id,
                     state,
-                    ttl_seconds=self.config.approvals.ttl_seconds,
+                    ttl_seconds=config.approvals.ttl_seconds,
                     trace_context=self.pm.trace_context(run_id),
                 )
             except Exception:

@@ -108,7 +108,8 @@ class Suspensions:
         suspension = self.store.suspension(run_id)
         if suspension is None:
             return None
-        state = self._open_state(run_id, suspension.turn_digest, suspension.sealed)
+        key = self._state_key(run_id)
+        state = self._open_state(run_id, suspension.turn_digest, suspension.sealed, key)
         return RunOutcome(
             run_id=run_id,
             status=RunStatus.AWAITING_APPROVAL,
@@ -144,7 +145,8 @@ class Suspensions:
                 "the digest does not match the pending turn; it may be stale",
                 RefusalReason.DIGEST_MISMATCH,
             )
-        state = self._open_state(run_id, turn_digest, suspension.sealed)
+        key = self._state_key(run_id)
+        state = self._open_state(run_id, turn_digest, suspension.sealed, key)
         check_approver(
             config,
             approver,
@@ -169,10 +171,12 @@ class Suspensions:
         except ClaimRefused as exc:
             raise ApprovalRefused(str(exc), RefusalReason(exc.reason)) from None
         # The claimed state itself, not checked for its turn again: the claim decided that.
-        claimed = self._open_turn(run_id, turn_digest, sealed).state
+        claimed = self._open_turn(run_id, turn_digest, sealed, key).state
         return Claim(state=claimed, trace_context=suspension.trace_context)
 
-    def _open_state(self, run_id: str, turn_digest: str, sealed: bytes) -> SuspendedRunState:
+    def _open_state(
+        self, run_id: str, turn_digest: str, sealed: bytes, key: bytes
+    ) -> SuspendedRunState:
         """The state sealed for this run and this turn, while its turn is still open.
 
         A state whose expiry has passed does not open, nor one whose run has any step after
@@ -180,7 +184,7 @@ class Suspensions:
         only counted once its audit chain holds: steps deleted to make a decided turn look
         open again break it.
         """
-        turn = self._open_turn(run_id, turn_digest, sealed)
+        turn = self._open_turn(run_id, turn_digest, sealed, key)
         if self.clock() >= turn.expires_at:
             raise ApprovalRefused(
                 f"the suspended turn expired at {turn.expires_at.isoformat()}; "
@@ -208,21 +212,29 @@ class Suspensions:
             )
         return turn.state
 
-    def _open_turn(self, run_id: str, turn_digest: str, sealed: bytes) -> _SealedTurn:
+    def _state_key(self, run_id: str) -> bytes:
+        """The state key, read once per decision (a missing or unreadable one: unopenable)."""
+        try:
+            return load_state_key(self.data_dir, dict(self.environ))
+        except (SealError, OSError, ValueError) as exc:
+            raise _unopenable(run_id, exc) from None
+
+    def _open_turn(self, run_id: str, turn_digest: str, sealed: bytes, key: bytes) -> _SealedTurn:
         """What was sealed for this run and this turn. A state from another run or another
         turn of this run does not open: a refusal that never shows why (the log does)."""
         try:
-            key = load_state_key(self.data_dir, dict(self.environ))
             turn = _turn_from_json(open_sealed(key, _binding(run_id, turn_digest), sealed))
         except (SealError, OSError, ValueError, KeyError, TypeError, BaseExceptionGroup) as exc:
-            logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(exc).__name__)
-            raise ApprovalRefused(
-                "the suspended state cannot be opened", RefusalReason.UNOPENABLE
-            ) from None
+            raise _unopenable(run_id, exc) from None
         if turn.state.run_id != run_id or turn.state.digest != turn_digest:
             logger().warning("nrllm.run.state_mismatch", run_id=run_id)
             raise ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
         return turn
+
+
+def _unopenable(run_id: str, error: BaseException) -> ApprovalRefused:
+    logger().warning("nrllm.run.state_unopenable", run_id=run_id, error=type(error).__name__)
+    return ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
 
 
 def suspension_step(state: SuspendedRunState) -> RunStep:
