@@ -102,7 +102,7 @@ def _redacted(step: RunStep) -> dict[str, Any]:
     _mask_call_ids(data)
     for key in CONTENT_KEYS:
         if key in data:
-            data[key] = _with_masked_keys(redact_tree(data[key]))
+            data[key] = redact_tree(data[key], keys=True)
     _mask_model_names(data)
     reason = data.get("finish_reason")
     if isinstance(reason, str):
@@ -209,27 +209,6 @@ def _with_stored_ids(entries: object, key: str) -> object:
 def _stored_id(value: object) -> object:
     # Masked before it is cut: a key cut short would no longer read as a key.
     return mask_secrets(value)[:CALL_ID_MAX_CHARS] if isinstance(value, str) else value
-
-
-def _with_masked_keys(value: object) -> object:
-    """``value``, a tree ``redact_tree`` built (no cycle, bounded depth), with every string key
-    masked like a value. Keys that mask alike are numbered, so that none is lost."""
-    if isinstance(value, list):
-        return [_with_masked_keys(item) for item in value]
-    if not isinstance(value, dict):
-        return value
-    out: dict[object, object] = {}
-    numbers: dict[str, int] = {}
-    for key, item in value.items():
-        if isinstance(key, str):
-            key = masked = redact(key)
-            number = numbers.get(masked, 1)
-            while key in out:
-                number += 1
-                key = f"{masked} ({number})"
-            numbers[masked] = number
-        out[key] = _with_masked_keys(item)
-    return out
 
 
 _VIEWS: Final[Mapping[PrivacyLevel, Callable[[RunStep], dict[str, Any]]]] = {

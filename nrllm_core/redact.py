@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Final
 
@@ -430,26 +431,93 @@ def redact(text: str) -> str:
     return masked[:LEAF_MAX_CHARS] + TRUNCATION_MARKER
 
 
-def redact_tree(value: object) -> object:
-    """Apply ``redact`` to every string leaf of nested dicts, lists and tuples.
+def redact_tree(value: object, *, keys: bool = False) -> object:
+    """Apply ``redact`` to every string leaf of nested dicts, lists and tuples, each read with
+    its key as context.
 
-    Keys are kept as they are, tuples come back as lists and other scalars are unchanged. A
-    container nested more than 100 levels deep, or one that contains itself, becomes ``***``.
+    A value under a key that names a credential (``password``, ``db_password``,
+    ``client_secret``, ``api_key``, ``token``, ``Authorization``: any key the catalogue reads
+    as the name of a credential assignment) is masked whole, strings and numbers at any depth
+    below it. A string that holds a JSON object or array is read as one, its leaves masked with
+    their keys as context, and written back as JSON. With ``keys``, every string key is masked
+    like a value too (keys that mask alike are numbered, so none is lost); otherwise keys are
+    kept as they are. Tuples come back as lists and other scalars are unchanged. A container
+    nested more than 100 levels deep, or one that contains itself, becomes ``***``.
     """
-    return _redact_node(value, 1, set())
+    return _Walk(keys=keys).node(value, 1, under_credential=False)
 
 
-def _redact_node(value: object, depth: int, ancestors: set[int]) -> object:
-    if isinstance(value, str):
-        return redact(value)
-    if not isinstance(value, dict | list | tuple):
-        return value
-    if depth > _MAX_TREE_DEPTH or id(value) in ancestors:
-        return REDACTION_MASK
-    ancestors.add(id(value))
+# Read as JSON: a string that is one object or array, not longer than a leaf may be kept
+# whole many times over (a longer one is masked as text).
+_JSON_MAX_CHARS: Final = 50 * LEAF_MAX_CHARS
+_PROBE: Final = '"nrllm-probe"'
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_credential(key: str) -> bool:
+    """Whether the catalogue masks a value assigned to ``key`` (in a JSON member, whose quoted
+    value every credential shape takes whole)."""
+    return not mask_secrets(f"{json.dumps(key)}: {_PROBE}").endswith(_PROBE)
+
+
+class _Walk:
+    __slots__ = ("_ancestors", "_keys")
+
+    def __init__(self, *, keys: bool) -> None:
+        self._keys = keys
+        self._ancestors: set[int] = set()
+
+    def node(self, value: object, depth: int, *, under_credential: bool) -> object:
+        if isinstance(value, str):
+            return self._leaf(value, depth, under_credential=under_credential)
+        if under_credential and isinstance(value, int | float) and not isinstance(value, bool):
+            return REDACTION_MASK
+        if not isinstance(value, dict | list | tuple):
+            return value
+        if depth > _MAX_TREE_DEPTH or id(value) in self._ancestors:
+            return REDACTION_MASK
+        self._ancestors.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return self._members(value, depth, under_credential=under_credential)
+            return [self.node(item, depth + 1, under_credential=under_credential) for item in value]
+        finally:
+            self._ancestors.discard(id(value))
+
+    def _members(
+        self, value: dict[object, object], depth: int, *, under_credential: bool
+    ) -> dict[object, object]:
+        out: dict[object, object] = {}
+        numbers: dict[str, int] = {}
+        for key, item in value.items():
+            secret = under_credential or (isinstance(key, str) and _names_credential(key))
+            if self._keys and isinstance(key, str):
+                key = masked = redact(key)
+                number = numbers.get(masked, 1)
+                while key in out:
+                    number += 1
+                    key = f"{masked} ({number})"
+                numbers[masked] = number
+            out[key] = self.node(item, depth + 1, under_credential=secret)
+        return out
+
+    def _leaf(self, text: str, depth: int, *, under_credential: bool) -> object:
+        if under_credential:
+            return REDACTION_MASK if text else text
+        inner = _json_container(text)
+        if inner is None:
+            return redact(text)
+        walked = self.node(inner, depth + 1, under_credential=False)
+        return redact(json.dumps(walked, ensure_ascii=False))
+
+
+def _json_container(text: str) -> object:
+    """The object or array ``text`` holds as JSON, else ``None``."""
+    stripped = text.strip()
+    if len(stripped) > _JSON_MAX_CHARS or stripped[:1] not in ("{", "["):
+        return None
     try:
-        if isinstance(value, dict):
-            return {key: _redact_node(item, depth + 1, ancestors) for key, item in value.items()}
-        return [_redact_node(item, depth + 1, ancestors) for item in value]
-    finally:
-        ancestors.discard(id(value))
+        value = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None

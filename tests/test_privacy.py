@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from nrllm_core._privacy import (
     audit_view_for,
     privacy_view,
 )
+from nrllm_core.redact import redact_tree
 
 from .conftest import Counting, ToolsPlugin
 
@@ -511,3 +513,89 @@ def test_below_full_the_response_id_is_masked_then_cut(level: PrivacyLevel) -> N
     )
 
     assert privacy_view(step, level)["response_id"] == "r" * 125 + "***"
+
+
+# -- values read with their keys as context ---------------------------------------------------
+
+
+class _AnyArguments(Counting):
+    parameters = MappingProxyType({"type": "object"})
+
+
+_CREDENTIAL_ARGUMENTS = [
+    {"user": "ada", "password": "hunter2 horse"},
+    {"user": "ada", "db_password": "hunter2 horse"},
+    {"user": "ada", "client_secret": "hunter2 horse"},
+    {"user": "ada", "api_key": "hunter2 horse"},
+    {"user": "ada", "token": "hunter2 horse"},
+    {"user": "ada", "headers": {"Authorization": "Basic aHVudGVyMiBob3JzZQ"}},
+    {"user": "ada", "login": {"password": ["hunter2 horse", 1234]}},
+    {"user": "ada", "body": json.dumps({"password": "hunter2 horse"})},
+]
+
+
+@pytest.mark.parametrize("arguments", _CREDENTIAL_ARGUMENTS, ids=lambda a: list(a)[-1])
+def test_redacted_masks_a_value_under_a_credential_key_in_every_step(
+    tmp_path: Path, arguments: dict[str, Any]
+) -> None:
+    script = tmp_path / "script.json"
+    turns = [
+        {"content": "", "tool_calls": [{"id": "c1", "name": "login", "arguments": arguments}]},
+        {"content": "done"},
+    ]
+    script.write_text(json.dumps({"turns": turns}), encoding="utf-8")
+    login = _AnyArguments("login")
+    host = Host.from_config(
+        data={
+            "providers": {"m": {"kind": "scripted", "script": str(script), "trust_zone": "local"}},
+            "defaults": {"provider": "m"},
+            "actor": {"id": "alice"},
+            "privacy": {"level": "redacted"},
+        },
+        plugins=[ToolsPlugin(login)],
+        load_entry_points=False,
+        data_dir=tmp_path / "home",
+        environ={},
+    )
+    try:
+        outcome = host.run("Log in")
+        assert outcome.status == "completed", outcome.error
+        assert login.calls == [arguments]
+        detail = host.store.get_run(outcome.run_id)
+        assert detail is not None
+        stored = dumps([dict(s.payload) for s in detail.steps]).decode()
+    finally:
+        host.store.close()
+
+    for secret in ("hunter2", "aHVudGVyMiBob3JzZQ", "1234"):
+        assert secret not in stored
+    # The model's step, the tool's step and the next request each keep the call, readable.
+    assert stored.count('"ada"') + stored.count('\\"ada\\"') >= 3
+
+
+def test_redact_tree_reads_a_value_with_its_key_and_leaves_ordinary_values() -> None:
+    value = {
+        "user": "ada",
+        "password_hint": "the usual",
+        "config": {"sort_key": "name", "cache_key": "abc", "max_tokens": 5},
+        "secret": {"nested": ["a", {"deeper": "b"}], "n": 7, "flag": True, "none": None},
+        "body": '{"client_secret": "s3", "note": "fine"}',
+        "list": '[{"token": "t"}]',
+        "not json": "{this is prose}",
+    }
+
+    assert redact_tree(value) == {
+        "user": "ada",
+        "password_hint": "***",
+        "config": {"sort_key": "name", "cache_key": "abc", "max_tokens": 5},
+        "secret": {"nested": ["***", {"deeper": "***"}], "n": "***", "flag": True, "none": None},
+        "body": '{"client_secret": "***", "note": "fine"}',
+        "list": '[{"token": "***"}]',
+        "not json": "{this is prose}",
+    }
+
+
+def test_redact_tree_with_keys_masks_keys_and_values_in_one_walk() -> None:
+    value = {"ada@example.org": {"password": "x"}, "bob@example.org": 1}
+
+    assert redact_tree(value, keys=True) == {"***": {"password": "***"}, "*** (2)": 1}
