@@ -12,6 +12,7 @@ import attrs
 from nrllm_core._schema import argument_error, compile_schema
 from nrllm_core._tool import NAME_PATTERN, Tool
 from nrllm_core._values import DataClass, Effect
+from nrllm_core.redact import redact
 
 __all__ = ["GROUP_DEFAULTS", "RegisteredTool", "ToolCatalog", "ToolRegistry", "WithheldTool"]
 
@@ -40,6 +41,9 @@ class RegisteredTool:
     plugin: str
     name: str
     description: str
+    # The description as a call's step keeps it: masked and bounded like any audited text (an
+    # MCP server writes it), worked out once here rather than on every call.
+    audited_description: str = attrs.field(eq=False, repr=False)
     group: str
     parameters: Mapping[str, Any] = attrs.field(eq=False)
     validator: Any = attrs.field(eq=False, repr=False)
@@ -145,6 +149,7 @@ def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> Regist
         plugin=plugin,
         name=tool.name,
         description=tool.description,
+        audited_description=redact(tool.description),
         group=tool.group,
         parameters=tool.parameters,
         validator=validator,

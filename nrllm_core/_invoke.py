@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import time
 import types
@@ -196,23 +195,13 @@ def deliver(
             "tool_is_error": result.is_error,
             "tool_outcome": _ERROR if outcome == _OK and result.is_error else outcome,
             # ``_value_``: the plain string, without ``.value``'s descriptor call.
-            "tool_description": None if registered is None else _described(registered.description),
+            "tool_description": None if registered is None else registered.audited_description,
             "tool_data_class": None if registered is None else registered.data_class._value_,
             "tool_effect": None if registered is None else registered.effect._value_,
         },
         tool_artifacts=result.artifacts,
     )
     return wire, step
-
-
-@functools.lru_cache(maxsize=1024)
-def _described(description: str) -> str:
-    """A tool's description as its steps keep it: masked and bounded like any audited text (an
-    MCP server writes it). The same few descriptions recur on every call: each is worked out
-    once."""
-    from nrllm_core.redact import redact
-
-    return redact(description)
 
 
 def admit(

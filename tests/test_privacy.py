@@ -599,3 +599,26 @@ def test_redact_tree_with_keys_masks_keys_and_values_in_one_walk() -> None:
     value = {"ada@example.org": {"password": "x"}, "bob@example.org": 1}
 
     assert redact_tree(value, keys=True) == {"***": {"password": "***"}, "*** (2)": 1}
+
+
+def test_a_calls_step_keeps_the_description_its_registered_tool_audits(tmp_path: Path) -> None:
+    described = Counting("described")
+    described.description = f"Reads with {GITHUB_TOKEN}."
+    host = Host.from_config(
+        data={"actor": {"id": "alice"}, "privacy": {"level": "full"}},
+        plugins=[ToolsPlugin(described)],
+        load_entry_points=False,
+        data_dir=tmp_path,
+        environ={},
+    )
+    events: list[Any] = []
+    try:
+        host.invoke("described", {}, on_event=events.append)
+        registered = host.pm.catalog().get("described")
+    finally:
+        host.store.close()
+
+    assert registered is not None
+    assert registered.audited_description == "Reads with ***."
+    (step,) = [e.step for e in events if e.step.kind is StepKind.TOOL]
+    assert step.fields["tool_description"] is registered.audited_description
