@@ -11,9 +11,17 @@ from nrllm_core._gate import live_gate
 from nrllm_core._loop import SuspendedRunState, TerminationReason, resumed_segment
 from nrllm_core._messages import ProviderError
 from nrllm_core._outcome import RunOutcome
-from nrllm_core._payloads import RunStep, StepKind, TraceEvent
+from nrllm_core._payloads import TraceEvent
 from nrllm_core._recorder import RunRecorder
-from nrllm_core._segment import Drive, Flow, HostParts, context_for, failed, start_step
+from nrllm_core._segment import (
+    Drive,
+    Flow,
+    HostParts,
+    approval_step,
+    context_for,
+    failed,
+    start_step,
+)
 
 __all__ = ["approval_flow"]
 
@@ -60,16 +68,12 @@ def _resume_segment(
 ) -> Flow[RunOutcome]:
     run_id = recorder.run_id
     audited = recorder.record(
-        RunStep(
-            kind=StepKind.APPROVAL,
+        approval_step(
             round=state.iterations,
-            duration_ms=0.0,
-            fields={
-                "decision": "approved" if approve else "denied",
-                "approver": approver,
-                "turn_digest": state.digest,
-                "decided_at": parts.clock().isoformat(),
-            },
+            approved=approve,
+            approver=approver,
+            turn_digest=state.digest,
+            decided_at=parts.clock(),
         )
     )
     actor = state.actor

@@ -15,9 +15,17 @@ from nrllm_core._gate import decide, gate_step, live_gate
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
 from nrllm_core._loop import PendingCall, TerminationReason, preview_lines, single_call, turn_digest
 from nrllm_core._messages import ToolCall
-from nrllm_core._payloads import RunStep, StepKind, TraceEvent, WirePayload
+from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._recorder import RunRecorder
-from nrllm_core._segment import Drive, Flow, HostParts, context_for, decision_records, start_step
+from nrllm_core._segment import (
+    Drive,
+    Flow,
+    HostParts,
+    approval_step,
+    context_for,
+    decision_records,
+    start_step,
+)
 from nrllm_core._status import RunStatus
 from nrllm_core._suspension import ApprovalRefused, RefusalReason, check_approver
 from nrllm_core._tool import ToolContext
@@ -182,16 +190,15 @@ def _approved_call(
     except ApprovalRefused as exc:
         message = f'Error: tool "{call.name}" was not run: {exc}.'
         approver, refusal = None, NoApprover(message, exc.reason)
-    fields: dict[str, Any] = {
-        "decision": "denied" if approver is None else "approved",
-        "approver": approver,
-        "turn_digest": digest,
-        "decided_at": parts.clock().isoformat(),
-    }
-    if refusal is not None:
-        fields["reason"] = refusal.reason.value
     audited = recorder.record(
-        RunStep(kind=StepKind.APPROVAL, round=0, duration_ms=0.0, fields=fields)
+        approval_step(
+            round=0,
+            approved=approver is not None,
+            approver=approver,
+            turn_digest=digest,
+            decided_at=parts.clock(),
+            reason=None if refusal is None else refusal.reason.value,
+        )
     )
     if approver is None or not audited:
         content = f'Error: tool "{call.name}" was denied by the operator.'

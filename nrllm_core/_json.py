@@ -8,7 +8,10 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["EncodeError", "dumps", "dumps_bounded_depth", "loads"]
+__all__ = ["EncodeError", "dumps", "dumps_bounded_depth", "is_json", "loads"]
+
+# Deeper than any configuration value or default needs; a cycle would otherwise never end.
+_IS_JSON_DEPTH: Final = 64
 
 # orjson would silently turn datetimes, dataclasses and str/int/dict/list subclasses into JSON;
 # passing them through with no ``default`` makes every such value an error instead.
@@ -20,6 +23,23 @@ _OPTIONS: Final = (
 # orjson refuses containers nested deeper than this many levels.
 _ORJSON_DEPTH_LIMIT: Final = 254
 _local = threading.local()
+
+
+def is_json(value: object, depth: int = _IS_JSON_DEPTH) -> bool:
+    """Whether ``value`` is JSON data as a parser makes it, at most ``depth`` containers deep:
+    exact types only (``str``, ``int``, ``bool``, ``None``, a finite ``float``, ``list``,
+    ``dict`` with string keys), so no tuple, subclass or NaN passes for JSON."""
+    if value is None or type(value) in (str, int, bool):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if depth <= 0:
+        return False
+    if type(value) is list:
+        return all(is_json(item, depth - 1) for item in value)
+    if type(value) is dict:
+        return all(type(key) is str and is_json(item, depth - 1) for key, item in value.items())
+    return False
 
 
 class EncodeError(ValueError):

@@ -126,10 +126,13 @@ class PluginManager(pluggy.PluginManager):
         self._execute = None
         return super().add_hookcall_monitoring(before, after)
 
-    def _one_by_one(self, hook_name: str) -> tuple[tuple[str, _Caller], ...]:
+    def one_by_one(self, hook_name: str) -> tuple[tuple[str, Callable[..., Any]], ...]:
         """Each plugin implementing ``hook_name``, in pluggy's calling order, with a caller of
-        that plugin's implementation alone: one failing cannot keep the others from being
-        called, and none sees what another is given (its own settings, its own registry)."""
+        that plugin's implementation alone (keyword arguments, as every hook call): one
+        failing cannot keep the others from being called, and none sees what another is
+        given (its own settings, its own registry). A plugin's own hook (added with
+        ``add_hookspecs``) is called the same way, so that what each plugin registers is known
+        to be its own; wrappers and hook-call monitors still apply."""
         callers = self._alone.get(hook_name)
         if callers is None:
             callers = self._alone[hook_name] = tuple(
@@ -229,7 +232,7 @@ class PluginManager(pluggy.PluginManager):
         owners: dict[str, list[tuple[str, Tool | str]]] = {}
         errors: dict[str, str] = {}
         takers = self._config_takers()
-        for plugin_name, alone in reversed(self._one_by_one("nrllm_register_tools")):
+        for plugin_name, alone in reversed(self.one_by_one("nrllm_register_tools")):
             registry = ToolRegistry()
             if inputs is None and plugin_name in takers:
                 errors[plugin_name] = "registration failed: the configuration cannot be read"
@@ -274,7 +277,7 @@ class PluginManager(pluggy.PluginManager):
         """Each plugin registers on its own: a failing plugin adds no kind at all, and a kind
         two plugins claim is withheld from both, as a clashing tool name is."""
         claims: dict[str, list[tuple[str, Any]]] = {}
-        for plugin_name, alone in self._one_by_one("nrllm_register_providers"):
+        for plugin_name, alone in self.one_by_one("nrllm_register_providers"):
             own = ProviderRegistry()
             try:
                 alone(registry=own)
@@ -305,7 +308,7 @@ class PluginManager(pluggy.PluginManager):
     def _build_settings_classes(self) -> dict[str, type[Any]]:
         """Each plugin is asked on its own, with its own name: it answers for its section only."""
         classes: dict[str, type[Any]] = {}
-        for name, alone in reversed(self._one_by_one("nrllm_settings_class")):
+        for name, alone in reversed(self.one_by_one("nrllm_settings_class")):
             try:
                 answers = alone(plugin_name=name)
                 # One plugin's call answers at most once (``None`` is no answer).
@@ -385,7 +388,7 @@ class PluginManager(pluggy.PluginManager):
         }
         sinks = self._sink_calls[hook_name] = tuple(
             (name, _sink_call(direct.get(name), caller, argument))
-            for name, caller in self._one_by_one(hook_name)
+            for name, caller in self.one_by_one(hook_name)
         )
         return sinks
 
@@ -407,7 +410,7 @@ class PluginManager(pluggy.PluginManager):
         changed (a host calls this as each run segment starts)."""
         if self._catalog is not None and self._registration_inputs() != self._catalog_inputs:
             self._catalog = None
-        for plugin_name, alone in self._one_by_one("nrllm_settings"):
+        for plugin_name, alone in self.one_by_one("nrllm_settings"):
             try:
                 alone(settings=_own_section(sections, plugin_name))
             except Exception:

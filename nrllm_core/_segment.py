@@ -41,6 +41,7 @@ __all__ = [
     "Drive",
     "Flow",
     "HostParts",
+    "approval_step",
     "context_for",
     "decision_records",
     "failed",
@@ -172,30 +173,21 @@ class HostParts:
     def crashed(self, recorder: RunRecorder) -> RunOutcome:
         """An unexpected failure inside a run: logged in full, settled as failed, and reported
         without its text (which can quote prompts, arguments or keys)."""
-        run_id = recorder.run_id
         error = sys.exc_info()[1]
         if isinstance(error, RunCancelled):
             # Cancelled before its loop could start: settled so, nothing else happened.
-            self.finish(recorder, RunStatus.CANCELLED, TerminationReason.CANCELLED)
-            return RunOutcome(
-                run_id=run_id,
-                status=RunStatus.CANCELLED,
-                termination_reason=TerminationReason.CANCELLED.value,
-                final_content="",
-            )
-        kind = type(error).__name__
-        logger().error("nrllm.run.crashed", run_id=run_id, exc_info=True)
+            return self._ended(recorder, RunStatus.CANCELLED, TerminationReason.CANCELLED)
+        logger().error("nrllm.run.crashed", run_id=recorder.run_id, exc_info=True)
+        message = f"the run failed unexpectedly ({type(error).__name__}); the log has the details"
         try:
-            self.finish(recorder, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR)
+            return self._ended(
+                recorder, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR, error=message
+            )
         except Exception:
-            logger().error("nrllm.run.settle_failed", run_id=run_id, exc_info=True)
-        return RunOutcome(
-            run_id=run_id,
-            status=RunStatus.FAILED,
-            termination_reason=TerminationReason.INTERNAL_ERROR.value,
-            final_content="",
-            error=f"the run failed unexpectedly ({kind}); the log has the details",
-        )
+            logger().error("nrllm.run.settle_failed", run_id=recorder.run_id, exc_info=True)
+            return _outcome(
+                recorder.run_id, RunStatus.FAILED, TerminationReason.INTERNAL_ERROR, error=message
+            )
 
     def settle(
         self,
@@ -223,14 +215,12 @@ class HostParts:
             except Exception:
                 # No promise of a resume that cannot happen: the run fails instead.
                 logger().error("nrllm.run.suspend_failed", run_id=run_id, exc_info=True)
-                self.finish(recorder, RunStatus.FAILED, TerminationReason.SUSPEND_FAILED)
-                return RunOutcome(
-                    run_id=run_id,
-                    status=RunStatus.FAILED,
-                    termination_reason=TerminationReason.SUSPEND_FAILED.value,
-                    final_content="",
+                return self._ended(
+                    recorder,
+                    RunStatus.FAILED,
+                    TerminationReason.SUSPEND_FAILED,
                     error="the run could not be suspended: its state could not be stored",
-                    usage=result.usage,
+                    result=result,
                 )
             return RunOutcome(
                 run_id=run_id,
@@ -244,19 +234,65 @@ class HostParts:
         status = RunStatus.FAILED if outcome.error is not None else RunStatus.COMPLETED
         if termination is TerminationReason.CANCELLED:
             status = RunStatus.CANCELLED
-        settled, termination = self.finish(recorder, status, termination)
-        error = outcome.error
+        return self._ended(recorder, status, termination, error=outcome.error, result=result)
+
+    def _ended(
+        self,
+        recorder: RunRecorder,
+        status: RunStatus,
+        reason: TerminationReason,
+        *,
+        error: str | None = None,
+        result: ToolLoopResult | None = None,
+    ) -> RunOutcome:
+        """Settle the run as ``status`` for ``reason`` and report it so: as failed when its
+        last steps could not be stored (see :meth:`finish`)."""
+        settled, reason = self.finish(recorder, status, reason)
         if settled is not status:
             error = "the run's last steps could not be written to the audit"
-        return RunOutcome(
-            run_id=run_id,
-            status=settled,
-            termination_reason=termination.value,
-            final_content=result.final_content,
-            error=error,
-            usage=result.usage,
-            truncated=result.truncated,
-        )
+        return _outcome(recorder.run_id, settled, reason, error=error, result=result)
+
+
+def _outcome(
+    run_id: str,
+    status: RunStatus,
+    reason: TerminationReason,
+    *,
+    error: str | None = None,
+    result: ToolLoopResult | None = None,
+) -> RunOutcome:
+    """A run's outcome once it has ended: its loop's answer and usage, when it got that far."""
+    return RunOutcome(
+        run_id=run_id,
+        status=status,
+        termination_reason=reason.value,
+        final_content="" if result is None else result.final_content,
+        error=error,
+        usage=Usage() if result is None else result.usage,
+        truncated=result is not None and result.truncated,
+    )
+
+
+def approval_step(
+    *,
+    round: int,
+    approved: bool,
+    approver: str | None,
+    turn_digest: str,
+    decided_at: datetime,
+    reason: str | None = None,
+) -> RunStep:
+    """A person's decision on a turn or a call, recorded before anything it decides runs
+    (``reason`` says why a call was refused, when it was)."""
+    fields: dict[str, Any] = {
+        "decision": "approved" if approved else "denied",
+        "approver": approver,
+        "turn_digest": turn_digest,
+        "decided_at": decided_at.isoformat(),
+    }
+    if reason is not None:
+        fields["reason"] = reason
+    return RunStep(kind=StepKind.APPROVAL, round=round, duration_ms=0.0, fields=fields)
 
 
 def context_for(run_id: str, actor: Actor, config: HostConfig) -> Callable[[str], ToolContext]:

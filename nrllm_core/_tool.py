@@ -13,6 +13,7 @@ from typing import Any, Final, Literal, final
 
 import attrs
 
+from nrllm_core._json import is_json
 from nrllm_core._values import Actor, DataClass, Effect, ToolResult
 
 __all__ = ["NAME_PATTERN", "NO_SETTINGS", "Tool", "ToolContext", "tool"]
@@ -186,7 +187,7 @@ def _schema_from_signature(function: Callable[..., Any]) -> tuple[dict[str, Any]
         properties[param.name] = _schema_for(hints[param.name], param.name)
         if param.default is param.empty:
             required.append(param.name)
-        elif not _is_json(param.default):
+        elif not is_json(param.default):
             raise TypeError(
                 f"tool parameter {param.name!r}: its default {param.default!r} is not a JSON value"
             )
@@ -201,19 +202,6 @@ def _schema_from_signature(function: Callable[..., Any]) -> tuple[dict[str, Any]
         schema["required"] = required
     _check_defaults(schema)
     return schema, takes_context
-
-
-def _is_json(value: object) -> bool:
-    """Whether ``value`` is JSON data as the model would send it: exact JSON types only."""
-    if value is None or type(value) in (str, int, bool):
-        return True
-    if type(value) is float:
-        return math.isfinite(value)
-    if type(value) is list:
-        return all(_is_json(item) for item in value)
-    if type(value) is dict:
-        return all(type(key) is str and _is_json(item) for key, item in value.items())
-    return False
 
 
 def _check_defaults(schema: dict[str, Any]) -> None:

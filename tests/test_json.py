@@ -187,3 +187,37 @@ def test_property_round_trip_and_agreement_with_stdlib(value):
     assert loads(encoded) == value
     assert json.loads(encoded) == value
     assert dumps_bounded_depth(value, 64) == encoded
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": [1, 2.5, True, None, "x"]}, True),
+        ((1, 2), False),
+        ({1: "a"}, False),
+        (float("nan"), False),
+        ([float("inf")], False),
+        (b"a", False),
+        ({"a"}, False),
+        (type("S", (str,), {})("subclass"), False),
+    ],
+)
+def test_is_json_takes_exact_json_types_only(value: object, expected: bool) -> None:
+    from nrllm_core._json import is_json
+
+    assert is_json(value) is expected
+
+
+def test_is_json_is_bounded_in_depth_and_ends_on_a_cycle() -> None:
+    from nrllm_core._json import is_json
+
+    nested: list[object] = []
+    deep: list[object] = nested
+    for _ in range(10):
+        deep.append([])
+        deep = deep[0]  # type: ignore[assignment]
+    assert is_json(nested, 11)
+    assert not is_json(nested, 10)
+    cycle: list[object] = []
+    cycle.append(cycle)
+    assert not is_json(cycle)

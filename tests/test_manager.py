@@ -508,3 +508,36 @@ def test_a_sink_is_called_with_the_arguments_it_declares(make_pm, context):
     assert calls[0] == "bare"
     assert isinstance(calls[1], AuditRecord)
     assert recorder.audit_failures == 0
+
+
+def test_one_by_one_calls_each_plugins_own_hook_alone_in_pluggys_order():
+    from nrllm_core import hookimpl, make_plugin_manager
+
+    seen: list[tuple[str, list[str]]] = []
+
+    class Plugin:
+        def __init__(self, name: str, *, fails: bool = False) -> None:
+            self.name, self.fails = name, fails
+
+        @hookimpl
+        def nrllm_settings(self, settings: Any) -> None:
+            seen.append((self.name, list(settings)))
+            if self.fails:
+                raise RuntimeError("broken")
+
+    pm = make_plugin_manager(load_entry_points=False)
+    for name, fails in (("a", False), ("b", True), ("c", False)):
+        pm.register(Plugin(name, fails=fails), name=name)
+
+    called = []
+    for plugin_name, alone in pm.one_by_one("nrllm_settings"):
+        try:
+            alone(settings={plugin_name: 1})
+        except RuntimeError:
+            called.append(f"{plugin_name} failed")
+        else:
+            called.append(plugin_name)
+
+    # pluggy calls the last registered first; each saw only what it was given.
+    assert called == ["c", "b failed", "a"]
+    assert seen == [("c", ["c"]), ("b", ["b"]), ("a", ["a"])]

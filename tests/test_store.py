@@ -703,3 +703,8 @@ def test_a_suspended_turn_is_claimed_once_and_its_nonce_never_again(store: Store
     store.start_run("r3")
     store.suspend_run("r3", sealed=b"state-4", turn_digest="d4")
     assert claim("r3", "d4", "n3") == b"state-4"
+
+
+def test_the_store_is_one_class() -> None:
+    # What a second store class once shared lives in Store itself.
+    assert Store.__bases__ == (object,)

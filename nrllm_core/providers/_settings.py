@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, final
 
+from nrllm_core._json import is_json
 from nrllm_core._providers import ProviderConfigError
 
 __all__ = ["Settings", "params_problems"]
@@ -36,7 +36,7 @@ def params_problems(params: object) -> Iterator[tuple[str, str]]:
             yield key, "belongs to streaming, which the adapter owns: cannot be set in params"
         elif key in REQUEST_SETTINGS:
             yield key, f"has its own setting: set it as {key}, not in params"
-        elif not _is_json(value, _PARAMS_MAX_DEPTH):
+        elif not is_json(value, _PARAMS_MAX_DEPTH):
             yield key, "must be a JSON value (string, number, boolean, array or table)"
 
 
@@ -47,20 +47,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
-
-
-def _is_json(value: object, depth: int) -> bool:
-    if depth < 0:
-        return False
-    if value is None or isinstance(value, str | bool | int):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list | tuple):
-        return all(_is_json(item, depth - 1) for item in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _is_json(v, depth - 1) for k, v in value.items())
-    return False
 
 
 @final

@@ -8,8 +8,7 @@ the stored head in the same transaction.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, final
 
@@ -56,7 +55,6 @@ __all__ = [
     "ChainHeads",
     "ClaimRefused",
     "NewStep",
-    "StoreCore",
     "claim_suspension",
     "decision_rows",
     "finish_run",
@@ -166,23 +164,6 @@ class ChainHeads:
 
     def forget(self, run_id: str) -> None:
         self._heads.pop(run_id, None)
-
-
-class StoreCore:
-    """What the store keeps of its database: the environment its chain key comes from, the key
-    once derived, the runs' heads, the lease and the clock."""
-
-    __slots__ = ("_chain_key", "_clock", "_environ", "_heads", "_lease")
-
-    def __init__(
-        self, *, lease: timedelta, clock: Callable[[], datetime], environ: Mapping[str, str] | None
-    ) -> None:
-        self._environ = os.environ if environ is None else environ
-        # Derived on first use, then fixed: a run's chain never changes key halfway.
-        self._chain_key: ChainKey | None = None
-        self._heads = ChainHeads()
-        self._lease = lease
-        self._clock = clock
 
 
 def read_chain_key(connection: Connection, environ: Mapping[str, str]) -> ChainKey:

@@ -56,7 +56,7 @@ _PURGE_CHUNK: Final = 500
 
 
 @final
-class Store(ops.StoreCore):
+class Store:
     """The audit database. Every write is committed before the method returns (a step or gate
     decisions recorded as deferred: with the run's next write, see :meth:`record_step`;
     :meth:`close` commits those still waiting).
@@ -66,9 +66,14 @@ class Store(ops.StoreCore):
     """
 
     __slots__ = (
+        "_chain_key",
+        "_clock",
         "_connection",
         "_deferred",
         "_engine",
+        "_environ",
+        "_heads",
+        "_lease",
         "_leased",
         "_leased_lock",
         "_queue",
@@ -86,7 +91,12 @@ class Store(ops.StoreCore):
         clock: Callable[[], datetime],
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(lease=timedelta(seconds=lease_seconds), clock=clock, environ=environ)
+        self._environ = os.environ if environ is None else environ
+        # Derived on first use, then fixed: a run's chain never changes key halfway.
+        self._chain_key: ChainKey | None = None
+        self._heads = ops.ChainHeads()
+        self._lease = timedelta(seconds=lease_seconds)
+        self._clock = clock
         self._engine = engine
         # One writer at a time in this process: SQLite has only one anyway (queueing here is
         # fairer and much faster than SQLite's busy handler), and the writes that wait while

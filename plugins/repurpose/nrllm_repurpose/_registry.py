@@ -22,26 +22,20 @@ def build_registry(pm: PluginManager) -> GeneratorRegistry:
     hook = getattr(pm.hook, _HOOK, None)
     if hook is None or hook.spec is None:
         pm.add_hookspecs(hookspecs)
-        hook = getattr(pm.hook, _HOOK)
-    implementations = hook.get_hookimpls()
-    plugins = [impl.plugin for impl in implementations]
     claims: dict[tuple[str, str], list[tuple[str, Any]]] = {}
-    for impl in reversed(implementations):
+    for plugin_name, alone in pm.one_by_one(_HOOK):
         own = GeneratorRegistry()
-        # One plugin's hook at a time, through pluggy (its wrappers and monitors included),
-        # so that what each plugin registers is known to be its own.
-        alone = pm.subset_hook_caller(_HOOK, [p for p in plugins if p is not impl.plugin])
         try:
             alone(registry=own)
         except Exception:
             logger().warning(
-                "nrllm.repurpose.registration_failed", plugin=impl.plugin_name, exc_info=True
+                "nrllm.repurpose.registration_failed", plugin=plugin_name, exc_info=True
             )
             continue
         for name, generator in own.generators.items():
-            claims.setdefault(("format", name), []).append((impl.plugin_name, generator))
+            claims.setdefault(("format", name), []).append((plugin_name, generator))
         for name, synthesizer in own.speech.items():
-            claims.setdefault(("speech", name), []).append((impl.plugin_name, synthesizer))
+            claims.setdefault(("speech", name), []).append((plugin_name, synthesizer))
     registry = GeneratorRegistry()
     for (kind, name), owners in claims.items():
         if len(owners) > 1:
