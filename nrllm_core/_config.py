@@ -19,11 +19,15 @@ import attrs
 
 from nrllm_core._identity import identity_refusal
 from nrllm_core._privacy import PrivacyLevel
+from nrllm_core._providers import ProviderCheck, ProviderRegistry
 from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from cattrs import Converter
+
+# The installed provider kinds, each with its section check, or their names alone.
+ProviderKinds = Mapping[str, ProviderCheck | None] | Iterable[str]
 
 __all__ = [
     "ActorConfig",
@@ -279,7 +283,7 @@ def load_config(
     data: Mapping[str, Any] | None = None,
     plugin_sections: Iterable[str] = (),
     settings_classes: Mapping[str, type[Any]] | None = None,
-    provider_kinds: Iterable[str] | None = None,
+    provider_kinds: ProviderKinds | None = None,
 ) -> HostConfig:
     """Read and check the configuration.
 
@@ -289,8 +293,10 @@ def load_config(
     the group ``nrllm``, ``plugin_sections`` or ``settings_classes`` has its name. A section
     with a class in ``settings_classes`` (a plugin's ``nrllm_settings_class``) is structured
     and checked with it, and absent, is the class's defaults; any other section is kept as a
-    read-only mapping. With ``provider_kinds`` (the installed plugins' kinds), a provider of
-    another kind is refused too. A ``scripted`` provider's script is read and checked here.
+    read-only mapping. With ``provider_kinds`` (the installed plugins' kinds, each with the
+    check its sections must pass, as ``ProviderRegistry.checks`` gives them), a provider of
+    another kind is refused too; without, core's own kinds' checks apply. Each section passes
+    its kind's check here (a ``scripted`` provider's script is read).
     Every problem of the load is reported in one :class:`ConfigError`.
     """
     source: Path | None = None
@@ -301,7 +307,7 @@ def load_config(
         raw = data
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
-    kinds = None if provider_kinds is None else frozenset(provider_kinds)
+    kinds = None if provider_kinds is None else _kinds(provider_kinds)
     return _build(raw, source, frozenset(plugin_sections), settings_classes or {}, kinds)
 
 
@@ -311,7 +317,7 @@ def config_loader(
     data: Mapping[str, Any] | None = None,
     plugin_sections: Callable[[], Iterable[str]] = tuple,
     settings_classes: Callable[[], Mapping[str, type[Any]]] = dict,
-    provider_kinds: Callable[[], Iterable[str]] | None = None,
+    provider_kinds: Callable[[], ProviderKinds] | None = None,
 ) -> Callable[[], HostConfig]:
     """A function that returns the live configuration, reading the file again only when it
     changed (its path, size or modification time) or the plugins did (``plugin_sections``,
@@ -322,9 +328,9 @@ def config_loader(
     def load() -> HostConfig:
         sections = frozenset(plugin_sections())
         classes = dict(settings_classes())
-        kinds = None if provider_kinds is None else frozenset(provider_kinds())
+        kinds = None if provider_kinds is None else _kinds(provider_kinds())
         if data is not None:
-            key: object = ("data", sections, classes, kinds)
+            key: object = ("data", sections, classes, _frozen(kinds))
             if not last or last[0][0] != key:
                 config = load_config(
                     data=data,
@@ -350,7 +356,7 @@ def config_loader(
             None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino),
             sections,
             classes,
-            kinds,
+            _frozen(kinds),
         )
         if last and last[0][0] == key:
             return last[0][1]
@@ -393,7 +399,7 @@ def _build(
     source: Path | None,
     extra_sections: frozenset[str],
     settings_classes: Mapping[str, type[Any]],
-    provider_kinds: frozenset[str] | None,
+    provider_kinds: Mapping[str, ProviderCheck | None] | None,
 ) -> HostConfig:
     core: dict[str, Any] = {}
     plugins: dict[str, Any] = {}
@@ -513,7 +519,9 @@ def _structure(value: object, cls: type[T], path: str, errors: list[str]) -> T |
 
 
 def _cross_checks(
-    document: _Document, provider_kinds: frozenset[str] | None, config_dir: Path | None
+    document: _Document,
+    provider_kinds: Mapping[str, ProviderCheck | None] | None,
+    config_dir: Path | None,
 ) -> list[str]:
     errors = []
     for name, provider in document.providers.items():
@@ -556,7 +564,10 @@ def _cross_checks(
 
 
 def _provider_problems(
-    name: str, provider: ProviderConfig, kinds: frozenset[str] | None, config_dir: Path | None
+    name: str,
+    provider: ProviderConfig,
+    kinds: Mapping[str, ProviderCheck | None] | None,
+    config_dir: Path | None,
 ) -> list[str]:
     from nrllm_core.providers._settings import params_problems
 
@@ -575,26 +586,54 @@ def _provider_problems(
         errors.append(
             f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
         )
-    elif provider.kind == "anthropic":
-        from nrllm_core.providers._anthropic import request_problems
-
-        fields = {
-            **provider.params,
-            "max_tokens": provider.max_tokens,
-            "max_completion_tokens": provider.max_completion_tokens,
-        }
-        errors.extend(f"{where}.{key}: {problem}" for key, problem in request_problems(fields))
-    elif provider.kind == "scripted":
-        # The script is part of the configuration: a missing or broken one fails every
-        # command alike.
-        from nrllm_core._providers import ProviderConfigError
-        from nrllm_core.providers._scripted import scripted_factory
-
-        try:
-            scripted_factory(name, attrs.asdict(provider), config_dir=config_dir, environ={})
-        except ProviderConfigError as exc:
-            errors.append(f"{where}.script: {exc}")
+        return errors
+    check = (_core_checks() if kinds is None else kinds).get(provider.kind)
+    if check is not None:
+        errors.extend(_kind_problems(name, provider, check, config_dir))
     return errors
+
+
+def _kind_problems(
+    name: str, provider: ProviderConfig, check: ProviderCheck, config_dir: Path | None
+) -> list[str]:
+    """What the section's kind refuses in it, each as ``providers.NAME.KEY: problem``. A
+    check is a plugin's code: one that raises refuses the section, without its text."""
+    where = f"providers.{name}"
+    try:
+        found = [
+            (str(key), str(problem))
+            for key, problem in check(name, attrs.asdict(provider), config_dir=config_dir)
+        ]
+    except Exception as exc:
+        logger().error(
+            "nrllm.provider.check_failed",
+            provider=name,
+            kind=provider.kind,
+            error=type(exc).__name__,
+        )
+        return [f'{where}: the check of kind "{provider.kind}" failed ({type(exc).__name__})']
+    return [f"{where}.{key}: {problem}" if key else f"{where}: {problem}" for key, problem in found]
+
+
+def _frozen(kinds: Mapping[str, ProviderCheck | None] | None) -> object:
+    return None if kinds is None else frozenset(kinds.items())
+
+
+def _kinds(given: ProviderKinds) -> Mapping[str, ProviderCheck | None]:
+    if isinstance(given, Mapping):
+        return dict(given)
+    # Names alone: core's own kinds among them keep their checks.
+    return {kind: _core_checks().get(kind) for kind in given}
+
+
+@functools.cache
+def _core_checks() -> Mapping[str, ProviderCheck | None]:
+    """Core's own kinds' checks, for a load given no installed kinds."""
+    from nrllm_core.providers._kinds import register_core_kinds
+
+    registry = ProviderRegistry()
+    register_core_kinds(registry)
+    return registry.checks
 
 
 def _listing(names: Iterable[str]) -> str:

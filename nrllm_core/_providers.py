@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
@@ -22,6 +22,7 @@ from nrllm_core.log import logger
 
 __all__ = [
     "Provider",
+    "ProviderCheck",
     "ProviderConfigError",
     "ProviderFactory",
     "ProviderRegistry",
@@ -239,35 +240,63 @@ class ProviderFactory(Protocol):
     ) -> Provider: ...
 
 
+class ProviderCheck(Protocol):
+    """What a kind refuses in a section of its own before any request, at every load of the
+    configuration (so at ``nrllm config check`` too): ``(key, problem)`` pairs, ``key`` the
+    setting's path inside the section (``"params.thinking.budget_tokens"``, ``""`` for the
+    section as a whole). ``settings`` is the section as the factory gets it. It must not read
+    the environment or reach the network; one that raises refuses the section."""
+
+    def __call__(
+        self, name: str, settings: Mapping[str, Any], *, config_dir: Path | None
+    ) -> Iterable[tuple[str, str]]: ...
+
+
 class ProviderConfigError(ProviderError):
     """A provider section cannot be turned into a provider."""
 
 
 @final
 class ProviderRegistry:
-    """Collects provider factories by kind name."""
+    """Collects provider factories, and the checks of their sections, by kind name."""
 
-    __slots__ = ("_factories",)
+    __slots__ = ("_checks", "_factories")
 
     def __init__(self) -> None:
         self._factories: dict[str, ProviderFactory] = {}
+        self._checks: dict[str, ProviderCheck | None] = {}
 
-    def register(self, kind: str, factory: ProviderFactory) -> None:
-        """Register ``factory`` for ``kind = "<kind>"`` in a provider section, once per kind."""
+    def register(
+        self, kind: str, factory: ProviderFactory, *, check: ProviderCheck | None = None
+    ) -> None:
+        """Register ``factory`` for ``kind = "<kind>"`` in a provider section, once per kind,
+        with the :class:`ProviderCheck` its sections must pass."""
         if not isinstance(kind, str) or not kind:
             raise ValueError("a provider kind is a non-empty string")
         if not callable(factory):
             raise TypeError(f"the factory for provider kind {kind!r} is not callable")
+        if check is not None and not callable(check):
+            raise TypeError(f"the check for provider kind {kind!r} is not callable")
         if kind in self._factories:
             raise ValueError(f"provider kind {kind!r} is already registered")
         self._factories[kind] = factory
+        self._checks[kind] = check
 
     def get(self, kind: str) -> ProviderFactory | None:
         return self._factories.get(kind)
 
+    def check(self, kind: str) -> ProviderCheck | None:
+        """The check ``kind`` registered, if any."""
+        return self._checks.get(kind)
+
     @property
     def kinds(self) -> tuple[str, ...]:
         return tuple(sorted(self._factories))
+
+    @property
+    def checks(self) -> Mapping[str, ProviderCheck | None]:
+        """Each kind with its check: what the configuration's load is given."""
+        return {kind: self._checks[kind] for kind in self.kinds}
 
 
 def build_provider(

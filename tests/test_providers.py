@@ -761,3 +761,91 @@ def test_a_token_cut_by_the_read_window_is_dropped_whole(server):
     with pytest.raises(ProviderError) as info:
         _openai(server, max_retries=0).complete(HELLO, [])
     assert str(info.value) == 'provider "gpt": HTTP 502: (empty body) (after 1 attempt)'
+
+
+# -- a kind's own checks -------------------------------------------------------------------------
+
+
+def _mode_check(name, settings, *, config_dir):
+    mode = settings.get("params", {}).get("mode")
+    if mode not in (None, "fast", "slow"):
+        yield "params.mode", f"must be fast or slow, not {mode!r}"
+    if settings.get("max_tokens") == 7:
+        yield "", "seven is refused for the whole section"
+
+
+class _CheckedPlugin:
+    @hookimpl
+    def nrllm_register_providers(self, registry):
+        registry.register(
+            "checked",
+            lambda name, settings, *, config_dir, environ: _EchoProvider(),
+            check=_mode_check,
+        )
+
+
+class _RaisingCheckPlugin:
+    @hookimpl
+    def nrllm_register_providers(self, registry):
+        def check(name, settings, *, config_dir):
+            raise RuntimeError(f"secret {settings['params']}")
+
+        registry.register(
+            "raising", lambda name, settings, *, config_dir, environ: _EchoProvider(), check=check
+        )
+
+
+def _section(kind: str, **more: Any) -> dict[str, Any]:
+    return {"providers": {"p": {"kind": kind, **more}}}
+
+
+def test_a_kind_from_a_plugin_checks_its_sections_at_every_load():
+    from nrllm_core import ConfigError, load_config
+
+    pm = make_plugin_manager(plugins=[_CheckedPlugin()], load_entry_points=False)
+    kinds = pm.provider_registry().checks
+    assert load_config(data=_section("checked", params={"mode": "fast"}), provider_kinds=kinds)
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(
+            data=_section("checked", params={"mode": "warp"}, max_tokens=7), provider_kinds=kinds
+        )
+
+    assert str(refused.value) == (
+        "providers.p.params.mode: must be fast or slow, not 'warp'; "
+        "providers.p: seven is refused for the whole section"
+    )
+
+
+def test_a_kinds_check_that_raises_refuses_the_section_without_its_text():
+    from nrllm_core import ConfigError, load_config
+
+    pm = make_plugin_manager(plugins=[_RaisingCheckPlugin()], load_entry_points=False)
+    with capture_logs() as logs, pytest.raises(ConfigError) as refused:
+        load_config(
+            data=_section("raising", params={"k": "hunter2"}),
+            provider_kinds=pm.provider_registry().checks,
+        )
+
+    assert str(refused.value) == 'providers.p: the check of kind "raising" failed (RuntimeError)'
+    assert "hunter2" not in repr(logs)
+
+
+def test_the_anthropic_check_is_the_kinds_own_and_applies_without_installed_kinds():
+    from nrllm_core import ConfigError, load_config
+
+    registry = make_plugin_manager(load_entry_points=False).provider_registry()
+    assert registry.check("anthropic") is not None
+    assert registry.check("openai") is None
+    section = _section("anthropic", max_completion_tokens=10)
+    for kinds in (None, registry.checks, registry.kinds):
+        with pytest.raises(ConfigError, match="max_completion_tokens: is OpenAI's"):
+            load_config(data=section, provider_kinds=kinds)
+
+
+def test_the_registry_refuses_a_check_that_is_not_callable():
+    registry = ProviderRegistry()
+    with pytest.raises(TypeError, match="check for provider kind 'x' is not callable"):
+        registry.register(
+            "x", lambda name, settings, *, config_dir, environ: _EchoProvider(), check="no"
+        )

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core.hookspecs import hookimpl
-from nrllm_core.providers._anthropic import AnthropicProvider, anthropic_factory
-from nrllm_core.providers._openai import OpenAIProvider, openai_factory
-from nrllm_core.providers._scripted import ScriptedProvider, scripted_factory
+from nrllm_core.providers._anthropic import AnthropicProvider
+from nrllm_core.providers._kinds import register_core_kinds
+from nrllm_core.providers._openai import OpenAIProvider
+from nrllm_core.providers._scripted import ScriptedProvider
 
 __all__ = ["AnthropicProvider", "OpenAIProvider", "ScriptedProvider", "nrllm_register_providers"]
 
 
 @hookimpl
 def nrllm_register_providers(registry: ProviderRegistry) -> None:
-    registry.register("scripted", scripted_factory)
-    registry.register("openai", openai_factory)
-    registry.register("anthropic", anthropic_factory)
+    register_core_kinds(registry)

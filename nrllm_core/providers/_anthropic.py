@@ -36,7 +36,7 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["AnthropicProvider", "anthropic_factory", "request_problems"]
+__all__ = ["AnthropicProvider", "anthropic_check", "anthropic_factory", "request_problems"]
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_KEY_VARIABLE: Final = "ANTHROPIC_API_KEY"
@@ -355,6 +355,19 @@ _TEXT_DELTAS: Final[dict[str, tuple[str, type[TextDelta] | type[ThinkingDelta] |
 _BLOCK_EVENTS: Final = frozenset(
     {"content_block_start", "content_block_delta", "content_block_stop"}
 )
+
+
+def anthropic_check(
+    name: str, settings: Mapping[str, Any], *, config_dir: Path | None
+) -> Iterator[tuple[str, str]]:
+    """The section's request fields (its settings and its params) the Messages API refuses."""
+    params = settings.get("params")
+    fields = {
+        **(params if isinstance(params, Mapping) else {}),
+        "max_tokens": settings.get("max_tokens"),
+        "max_completion_tokens": settings.get("max_completion_tokens"),
+    }
+    return request_problems(fields)
 
 
 def request_problems(fields: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

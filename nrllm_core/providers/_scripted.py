@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
 
@@ -25,7 +25,7 @@ from nrllm_core._messages import (
 )
 from nrllm_core._providers import ProviderConfigError
 
-__all__ = ["ScriptedProvider", "scripted_factory"]
+__all__ = ["ScriptedProvider", "scripted_check", "scripted_factory"]
 
 _TURN_KEYS: Final = frozenset({"content", "tool_calls", "usage"})
 _CALL_KEYS: Final = frozenset({"id", "name", "arguments"})
@@ -195,3 +195,14 @@ def scripted_factory(
     if not path.is_absolute() and config_dir is not None:
         path = config_dir / path
     return ScriptedProvider.load(name, path)
+
+
+def scripted_check(
+    name: str, settings: Mapping[str, Any], *, config_dir: Path | None
+) -> Iterator[tuple[str, str]]:
+    """The script is part of the configuration: a missing or broken one fails every command
+    alike, at the load."""
+    try:
+        scripted_factory(name, settings, config_dir=config_dir, environ={})
+    except ProviderConfigError as exc:
+        yield "script", str(exc)

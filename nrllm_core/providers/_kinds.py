@@ -1,0 +1,18 @@
+"""Core's provider kinds, each with its factory and the check of its sections."""
+
+from __future__ import annotations
+
+from nrllm_core._providers import ProviderRegistry
+from nrllm_core.providers._anthropic import anthropic_check, anthropic_factory
+from nrllm_core.providers._openai import openai_factory
+from nrllm_core.providers._scripted import scripted_check, scripted_factory
+
+__all__ = ["register_core_kinds"]
+
+
+def register_core_kinds(registry: ProviderRegistry) -> None:
+    """``scripted``, ``openai`` and ``anthropic``: what core's plugin registers, and what a
+    configuration loaded without a plugin manager is checked against."""
+    registry.register("scripted", scripted_factory, check=scripted_check)
+    registry.register("openai", openai_factory)
+    registry.register("anthropic", anthropic_factory, check=anthropic_check)
