@@ -289,7 +289,7 @@ async def adrive(
                 # call started.
                 while effect is not None:
                     if driver.awaiting and isinstance(effect, Record):
-                        await _write(driver, record, effect)
+                        await _write(driver, record, effect, watchers)
                     elif driver.awaiting:
                         _interrupted(driver, effect, partial)
                     partial = _Turn()
@@ -342,8 +342,7 @@ async def _aeffect(
     import anyio.lowlevel
 
     if isinstance(effect, Record):
-        await _write(driver, record, effect)
-        _notify(watchers.on_wire, effect.wire)
+        await _write(driver, record, effect, watchers)
         return
     # A cancellation that landed while a step was written stops the run here, as the sync
     # driver's check does: the model is not asked, no call starts.
@@ -359,15 +358,20 @@ async def _aeffect(
 
 
 async def _write(
-    driver: Driver[Effect, Any], record: Callable[[Record], bool], effect: Record
+    driver: Driver[Effect, Any],
+    record: Callable[[Record], bool],
+    effect: Record,
+    watchers: Watchers,
 ) -> None:
     """Write a step in a worker thread, which answers the driver itself: a cancellation while
-    it writes neither cuts the write in half nor loses whether it was delivered."""
+    it writes neither cuts the write in half nor loses whether it was delivered. Then tell
+    the watchers, as the sync driver does for every step, a cancelled run's included."""
 
     def write() -> None:
         driver.answer(record(effect))
 
     await in_thread(write)
+    _notify(watchers.on_wire, effect.wire)
 
 
 async def in_thread(function: Callable[[], T]) -> T:

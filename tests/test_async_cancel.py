@@ -298,3 +298,36 @@ async def test_a_reader_that_leaves_without_closing_the_stream_is_never_cancelle
     assert (info.status, info.termination_reason) == ("cancelled", "cancelled")
     assert nrllm.host.store.verify(info.run_id).broken == ()
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_stream_tells_of_the_steps_written_after_its_run_is_cancelled(
+    nrllm, tools_plugin, stop
+):
+    """The sync driver tells its watchers of every step it writes; so does the async one,
+    for the steps a cancelled run still writes (the answer of the call it interrupted)."""
+    from nrllm_core import Finished, ToolAnswered, ToolCallStarted
+
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+    def slow(text: str) -> ToolResult:
+        """Waits until it is let go."""
+        stop.hold()
+        return ToolResult.text("late")
+
+    nrllm.load(tools_plugin(slow))
+    script = nrllm.scripted([calls("slow", "a"), {"content": "never"}])
+    host = AsyncHost(nrllm.host)
+    events: list[Any] = []
+
+    async for event in host.stream("go", provider=script):
+        events.append(event)
+        if isinstance(event, ToolCallStarted):
+            await anyio.to_thread.run_sync(stop.inside.wait)
+            (info,) = nrllm.host.runs()
+            assert host.cancel(info.run_id)
+            stop.release()
+
+    answered = [e.payload.call_id for e in events if isinstance(e, ToolAnswered)]
+    assert answered == ["a"]
+    assert isinstance(events[-1], Finished)
+    assert events[-1].outcome.status == "cancelled"
