@@ -148,7 +148,11 @@ def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> 
             continue
         try:
             tool = McpTool(name=name, definition=definition, connection=connection)
-        except ValueError:
+        except ValueError as exc:
+            # The withholding reason is one word; what in the schema is wrong goes to the log.
+            logger().warning(
+                "nrllm.mcp.schema_refused", server=server.name, tool=name, problem=str(exc)
+            )
             registry.withhold(name, BAD_SCHEMA)
             continue
         if tool.offered_bytes() > server.max_tool_bytes:

@@ -35,12 +35,12 @@ _INVISIBLE: Final = frozenset("\u200b\u200c\u200d\u2060\ufeff\u202a\u202b\u202c\
 _ONE_SCHEMA: Final = frozenset({"items", "additionalProperties", "not"})
 _SCHEMA_LISTS: Final = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _NAMED_SCHEMAS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-# Keywords whose value is plain JSON, its strings cleaned.
+# Keywords a person or a model reads as prose: cleaned as a description is.
+_PROSE: Final = frozenset({"title", "description"})
+# Keywords whose value is plain JSON the server matches or acts on exactly: offered as it is.
 _PLAIN: Final = frozenset(
     {
         "type",
-        "title",
-        "description",
         "enum",
         "const",
         "default",
@@ -61,9 +61,14 @@ _PLAIN: Final = frozenset(
         "maxProperties",
     }
 )
-SCHEMA_KEYWORDS: Final = _ONE_SCHEMA | _SCHEMA_LISTS | _NAMED_SCHEMAS | _PLAIN | {"required"}
-# Deeper than any schema a tool needs; a hostile one could otherwise exhaust the stack.
-_MAX_DEPTH: Final = 64
+SCHEMA_KEYWORDS: Final = (
+    _ONE_SCHEMA | _SCHEMA_LISTS | _NAMED_SCHEMAS | _PROSE | _PLAIN | {"required"}
+)
+# Steps of a path into the schema (a keyword, a name, an index), about 64 schemas deep: deeper
+# than any schema a tool needs; a hostile one could otherwise exhaust the stack.
+_MAX_DEPTH: Final = 128
+# A step of a path shown as it is; any other name is shown as an escaped JSON string.
+_WORD: Final = re.compile(r"\$?[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 @final
@@ -136,9 +141,7 @@ def clean_description(text: str) -> str:
     for char in text:
         if char in "\n\r\t":
             kept.append(" ")
-        elif char in _INVISIBLE or unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co"):
-            continue
-        else:
+        elif not _removed(char):
             kept.append(char)
     cleaned = " ".join("".join(kept).split())
     encoded = cleaned.encode("utf-8")
@@ -147,64 +150,96 @@ def clean_description(text: str) -> str:
     return encoded[:DESCRIPTION_MAX_BYTES].decode("utf-8", errors="ignore")
 
 
+def _removed(char: str) -> bool:
+    """Whether cleaning takes ``char`` out of a text (line breaks and tabs included)."""
+    return char in _INVISIBLE or unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co")
+
+
 def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The input schema offered to a model: only :data:`SCHEMA_KEYWORDS` (``$comment``,
-    ``examples``, ``x-...`` and every other keyword dropped, at every depth) and every string
-    cleaned as :func:`clean_description` cleans. ``ValueError`` when that would rename a
-    property or definition the server knows by its own name, or when a keyword's value is not
-    of the kind it must be."""
-    return _schema_object(schema, 0)
+    ``examples``, ``x-...`` and every other keyword dropped, at every depth), each ``title``
+    and ``description`` cleaned as :func:`clean_description` cleans, and every other string
+    as the server wrote it. ``ValueError``, naming the keyword and its path, when cleaning
+    would change such a string (an ``enum`` member, a ``pattern``, a property's name: the
+    server matches them exactly, so a cleaned one would be refused), or when a keyword's
+    value is not of the kind it must be."""
+    return _schema_object(schema, ())
 
 
-def _schema(value: object, depth: int) -> dict[str, Any] | bool:
+# Where a value is in the schema: keywords, names and list indexes from its root.
+_Path = tuple[str | int, ...]
+
+
+def _at(path: _Path) -> str:
+    """``$.properties.mode.enum[0]``: a name that is not a plain word shown as a JSON string,
+    escaped and cut, so no text of the server's reads as the message's own."""
+    shown = ["$"]
+    for step in path:
+        if isinstance(step, int):
+            shown.append(f"[{step}]")
+        elif _WORD.fullmatch(step):
+            shown.append(f".{step}")
+        else:
+            shown.append(f"[{json.dumps(step[:64])}]")
+    return "".join(shown)
+
+
+def _refuse(path: _Path, problem: str) -> ValueError:
+    return ValueError(f"input schema: {_at(path)}: {problem}")
+
+
+def _schema(value: object, path: _Path) -> dict[str, Any] | bool:
     if isinstance(value, bool):
         return value
     if not isinstance(value, Mapping):
-        raise ValueError("input schema: a schema must be an object or a boolean")
-    return _schema_object(value, depth)
+        raise _refuse(path, "a schema must be an object or a boolean")
+    return _schema_object(value, path)
 
 
-def _schema_object(schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
-    if depth > _MAX_DEPTH:
-        raise ValueError("input schema: nested too deep")
+def _schema_object(schema: Mapping[str, Any], path: _Path) -> dict[str, Any]:
+    if len(path) > _MAX_DEPTH:
+        raise _refuse(path[:8], "nested too deep")
     cleaned: dict[str, Any] = {}
     for keyword, value in schema.items():
+        at = (*path, keyword)
         if keyword in _ONE_SCHEMA:
-            cleaned[keyword] = _schema(value, depth + 1)
+            cleaned[keyword] = _schema(value, at)
         elif keyword in _SCHEMA_LISTS:
             if not isinstance(value, list):
-                raise ValueError(f"input schema: {keyword} must be an array of schemas")
-            cleaned[keyword] = [_schema(item, depth + 1) for item in value]
+                raise _refuse(at, "must be an array of schemas")
+            cleaned[keyword] = [_schema(item, (*at, i)) for i, item in enumerate(value)]
         elif keyword in _NAMED_SCHEMAS:
             if not isinstance(value, Mapping):
-                raise ValueError(f"input schema: {keyword} must be an object of schemas")
-            cleaned[keyword] = {_name(n): _schema(s, depth + 1) for n, s in value.items()}
+                raise _refuse(at, "must be an object of schemas")
+            cleaned[keyword] = {_exact(n, (*at, n)): _schema(s, (*at, n)) for n, s in value.items()}
         elif keyword == "required":
             if not isinstance(value, list):
-                raise ValueError("input schema: required must be an array of names")
-            cleaned[keyword] = [_name(n) for n in value]
+                raise _refuse(at, "must be an array of names")
+            cleaned[keyword] = [_exact(n, (*at, i)) for i, n in enumerate(value)]
+        elif keyword in _PROSE:
+            if not isinstance(value, str):
+                raise _refuse(at, "must be a string")
+            cleaned[keyword] = clean_description(value)
         elif keyword in _PLAIN:
-            cleaned[keyword] = _plain(value, depth + 1)
+            cleaned[keyword] = _exact(value, at)
     return cleaned
 
 
-def _name(name: object) -> str:
-    """A property's (or definition's) name as the server spells it, which must stay as it is:
-    a model calling with a cleaned name would call the server with a name it does not know."""
-    if not isinstance(name, str) or clean_description(name) != name:
-        raise ValueError("input schema: a name changes when cleaned")
-    return name
-
-
-def _plain(value: object, depth: int) -> Any:
-    if depth > _MAX_DEPTH:
-        raise ValueError("input schema: nested too deep")
+def _exact(value: object, path: _Path) -> Any:
+    """A value the server matches exactly (a name, an ``enum`` member, a ``pattern``), every
+    string in it, keys and all, as it is: cleaning would offer the model a value the server
+    refuses, or mean something else by it."""
+    if len(path) > _MAX_DEPTH:
+        raise _refuse(path[:8], "nested too deep")
     if isinstance(value, str):
-        return clean_description(value)
+        for char in value:
+            if _removed(char):
+                raise _refuse(path, f"holds U+{ord(char):04X}, which cleaning removes")
+        return value
     if isinstance(value, list):
-        return [_plain(item, depth + 1) for item in value]
+        return [_exact(item, (*path, i)) for i, item in enumerate(value)]
     if isinstance(value, Mapping):
-        return {clean_description(str(k)): _plain(v, depth + 1) for k, v in value.items()}
+        return {_exact(k, (*path, k)): _exact(v, (*path, k)) for k, v in value.items()}
     if value is None or isinstance(value, bool | int | float):
         return value
-    raise ValueError("input schema: a value that is not JSON")
+    raise _refuse(path, "a value that is not JSON")

@@ -149,7 +149,7 @@ def test_properties_named_like_keywords_are_properties() -> None:
     assert clean_schema(schema) == schema
 
 
-def test_every_string_is_cleaned_like_a_description() -> None:
+def test_titles_and_descriptions_are_cleaned_like_a_description() -> None:
     schema = {
         "type": "object",
         "title": "Look\u202eup",
@@ -158,11 +158,6 @@ def test_every_string_is_cleaned_like_a_description() -> None:
                 "type": "string",
                 "title": "Mode\u200b\x1b[2J",
                 "description": "Pick one.\n\x1b]0;owned\x07 " + INJECTED + "x" * 2000,
-                "enum": ["fast\u200b", "slow\u202e"],
-                "default": "fast\u2060",
-                "const": "fa\x1bst",
-                "format": "da\u200bte",
-                "pattern": "^a\u202e$",
             },
         },
     }
@@ -172,26 +167,45 @@ def test_every_string_is_cleaned_like_a_description() -> None:
     assert mode["title"] == "Mode[2J"
     assert mode["description"].startswith("Pick one. ]0;owned " + INJECTED)
     assert len(mode["description"].encode()) == DESCRIPTION_MAX_BYTES
-    assert mode["enum"] == ["fast", "slow"]
-    assert (mode["default"], mode["const"], mode["format"], mode["pattern"]) == (
-        "fast",
-        "fast",
-        "date",
-        "^a$",
-    )
 
 
-def test_values_inside_enum_const_and_default_are_cleaned_keys_and_all() -> None:
+def test_every_other_string_is_offered_exactly_as_the_server_wrote_it() -> None:
+    # Spaces, runs of them and long values are the server's to match: only prose is reflowed.
     schema = {
         "type": "object",
-        "default": {"k\u200bey": ["v\u202e", 1, True, None, {"x": "y\x07"}]},
-        "properties": {"p": {"enum": [{"a\u200b": "b\x1b"}]}},
+        "properties": {
+            "sep": {"enum": [" ", "a  b", "x" * 2000], "default": " "},
+            "re": {"type": "string", "pattern": "^ [a-z]+ $", "const": "  "},
+            "obj": {"default": {"  key ": [" v ", 1, None]}},
+        },
     }
-    assert clean_schema(schema) == {
-        "type": "object",
-        "default": {"key": ["v", 1, True, None, {"x": "y"}]},
-        "properties": {"p": {"enum": [{"a": "b"}]}},
-    }
+    assert clean_schema(schema) == schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"properties": {"m": {"enum": ["fast", "slow\u202e"]}}}, "$.properties.m.enum[1]: U+202E"),
+        ({"properties": {"m": {"const": "fa\x1bst"}}}, "$.properties.m.const: U+001B"),
+        ({"properties": {"m": {"default": "fast\u2060"}}}, "$.properties.m.default: U+2060"),
+        ({"properties": {"m": {"pattern": "^a\u200b$"}}}, "$.properties.m.pattern: U+200B"),
+        ({"properties": {"m": {"type": "string\u200b"}}}, "$.properties.m.type: U+200B"),
+        ({"properties": {"m": {"enum": ["a\tb"]}}}, "$.properties.m.enum[0]: U+0009"),
+        ({"patternProperties": {"^a\u200b": {}}}, '$.patternProperties["^a\\u200b"]: U+200B'),
+        ({"properties": {"a": {}}, "required": ["a\u202e"]}, "$.required[0]: U+202E"),
+        # Inside an object value, keys as well as strings.
+        ({"default": {"k\u200bey": 1}}, '$.default["k\\u200bey"]: U+200B'),
+        ({"default": {"key": ["v", {"x": "y\x07"}]}}, "$.default.key[1].x: U+0007"),
+        ({"properties": {"p": {"enum": [{"a": "b\x1b"}]}}}, "$.properties.p.enum[0].a: U+001B"),
+    ],
+)
+def test_a_value_the_server_matches_that_cleaning_would_change_is_refused_with_its_path(
+    schema: dict[str, Any], problem: str
+) -> None:
+    at, char = problem.split(": ")
+    with pytest.raises(ValueError, match=r"^input schema: ") as refused:
+        clean_schema({"type": "object", **schema})
+    assert str(refused.value) == f"input schema: {at}: holds {char}, which cleaning removes"
 
 
 @pytest.mark.parametrize(
@@ -235,15 +249,26 @@ def strings_of(value: Any) -> list[str]:
 
 @given(
     st.dictionaries(
-        st.sampled_from(["title", "description", "default", "enum", "const", "format"]),
+        st.sampled_from(["title", "description", "default", "enum", "const", "pattern"]),
         st.text() | st.lists(st.text(), max_size=3),
     )
 )
-def test_no_string_of_a_cleaned_schema_has_an_invisible_character(extra: dict[str, Any]) -> None:
+def test_a_cleaned_schema_has_no_invisible_character_and_no_value_changed(
+    extra: dict[str, Any],
+) -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string", **extra}}, **extra}
-    for text in strings_of(clean_schema(schema)):
+    try:
+        cleaned = clean_schema(schema)
+    except ValueError:
+        return
+    for text in strings_of(cleaned):
         assert not any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co") for c in text)
-        assert len(text.encode()) <= DESCRIPTION_MAX_BYTES
+    for offered in (cleaned, cleaned["properties"]["a"]):
+        for key, value in extra.items():
+            if key in ("title", "description"):
+                assert len(offered[key].encode()) <= DESCRIPTION_MAX_BYTES
+            else:
+                assert offered[key] == value
 
 
 # -- through a real server ------------------------------------------------------------------
@@ -265,7 +290,7 @@ HOSTILE_SCHEMA: dict[str, Any] = {
             "type": "string",
             "title": "Mode\u202e",
             "description": "Pick\u200b one.\x1b[2J",
-            "enum": ["fast\u200b", "slow"],
+            "enum": ["fast", "slow"],
             "$comment": INJECTED,
             "examples": [INJECTED],
         },
@@ -308,6 +333,21 @@ def test_the_schema_a_model_is_offered_is_cleaned_and_the_pin_keeps_the_original
         "annotations": {},
     }
     assert pin.digest == Definition.from_json(json.dumps(original)).digest
+
+
+def test_a_tool_whose_schema_cleaning_would_change_is_withheld_and_the_log_says_where(shaped, home):
+    schema = {"type": "object", "properties": {"mode": {"enum": ["fast\u200b", "slow"]}}}
+    shaped(schema)
+    with capture_logs() as logs:
+        catalog = make_plugin_manager().catalog()
+    assert "demo__shaped" not in catalog.tools
+    assert catalog.withheld["demo__shaped"].reason == "invalidSchema"
+    assert "demo__echo" in catalog.tools
+    (refused,) = [e for e in logs if e["event"] == "nrllm.mcp.schema_refused"]
+    assert refused["tool"] == "demo__shaped"
+    assert refused["problem"] == (
+        "input schema: $.properties.mode.enum[0]: holds U+200B, which cleaning removes"
+    )
 
 
 def big_schema(properties: int) -> dict[str, Any]:
