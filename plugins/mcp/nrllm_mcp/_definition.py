@@ -22,13 +22,40 @@ __all__ = [
     "clean_description",
     "clean_schema",
     "nrllm_name",
+    "visible",
 ]
 
 DESCRIPTION_MAX_BYTES: Final = 1024
 _NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
-# Zero-width and bidirectional-override characters that are not "Cc"/"Cf" by accident of
-# category are listed too; every format (Cf) and control (Cc) character goes anyway.
-_INVISIBLE: Final = frozenset("\u200b\u200c\u200d\u2060\ufeff\u202a\u202b\u202c\u202d\u202e")
+# Control, format (zero-width, bidirectional override, tag), surrogate, private-use and
+# unassigned code points.
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+# Unicode's Default_Ignorable_Code_Point ranges: what a text shows as nothing. The categories
+# above miss those that are marks or letters: the variation selectors (U+FE00 to U+FE0F,
+# U+E0100 to U+E01EF), which carry any text through a model's tokenizer, the Hangul fillers,
+# the combining grapheme joiner, the Mongolian selectors.
+_IGNORABLE_RANGES: Final = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+_IGNORABLE: Final = frozenset(
+    chr(code) for first, last in _IGNORABLE_RANGES for code in range(first, last + 1)
+)
 
 # The JSON Schema keywords a model is offered: what the seam's validator and the providers use.
 # Keywords whose value is a schema, a list of schemas, or schemas by name.
@@ -44,9 +71,7 @@ _PLAIN: Final = frozenset(
         "enum",
         "const",
         "default",
-        "format",
         "pattern",
-        "$ref",
         "minimum",
         "maximum",
         "exclusiveMinimum",
@@ -62,11 +87,39 @@ _PLAIN: Final = frozenset(
     }
 )
 SCHEMA_KEYWORDS: Final = (
-    _ONE_SCHEMA | _SCHEMA_LISTS | _NAMED_SCHEMAS | _PROSE | _PLAIN | {"required"}
+    _ONE_SCHEMA | _SCHEMA_LISTS | _NAMED_SCHEMAS | _PROSE | _PLAIN | {"required", "format", "$ref"}
 )
-# Steps of a path into the schema (a keyword, a name, an index), about 64 schemas deep: deeper
-# than any schema a tool needs; a hostile one could otherwise exhaust the stack.
-_MAX_DEPTH: Final = 128
+# JSON Schema's own formats (draft 2020-12): any other ``format`` is free text to the model,
+# and dropped. A format only annotates (nothing checks it), so the offer loses no check.
+_FORMATS: Final = frozenset(
+    {
+        "date-time",
+        "date",
+        "time",
+        "duration",
+        "email",
+        "idn-email",
+        "hostname",
+        "idn-hostname",
+        "ipv4",
+        "ipv6",
+        "uri",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uuid",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    }
+)
+# A property's or a definition's name: an identifier, too short and too plain for prose.
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+# Levels of JSON nesting, about 32 schemas deep: deeper than any schema a tool needs. A
+# hostile one could otherwise exhaust the stack here or in jsonschema, which checks arguments
+# against the schema as the server gave it.
+_MAX_DEPTH: Final = 64
 # A step of a path shown as it is; any other name is shown as an escaped JSON string.
 _WORD: Final = re.compile(r"\$?[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
@@ -121,8 +174,12 @@ class Definition:
         return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
 
     def pretty(self) -> list[str]:
-        """Indented JSON lines, for a person comparing two definitions."""
-        return json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False).splitlines()
+        """Indented JSON lines, for a person comparing two definitions, through
+        :func:`visible`. JSON writes a backslash of the definition's own as ``\\\\``, so no
+        text of the server's reads as ``\\u{...}``. Split at the JSON's own line breaks only:
+        those inside a string (U+2028, say) are written out, not lines of their own."""
+        text = json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False)
+        return [visible(line) for line in text.split("\n")]
 
 
 def nrllm_name(prefix: str, tool: str) -> str | None:
@@ -135,13 +192,14 @@ def nrllm_name(prefix: str, tool: str) -> str | None:
 
 
 def clean_description(text: str) -> str:
-    """The description offered to a model: no control, zero-width or bidirectional-override
-    characters (line breaks become spaces), at most 1,024 bytes of UTF-8."""
+    """The description offered to a model: no code point that shows as nothing (control,
+    format, zero-width, bidirectional-override, variation selector, tag, private-use,
+    unassigned; line breaks become spaces), at most 1,024 bytes of UTF-8."""
     kept = []
     for char in text:
         if char in "\n\r\t":
             kept.append(" ")
-        elif not _removed(char):
+        elif not _hidden(char):
             kept.append(char)
     cleaned = " ".join("".join(kept).split())
     encoded = cleaned.encode("utf-8")
@@ -150,24 +208,61 @@ def clean_description(text: str) -> str:
     return encoded[:DESCRIPTION_MAX_BYTES].decode("utf-8", errors="ignore")
 
 
-def _removed(char: str) -> bool:
-    """Whether cleaning takes ``char`` out of a text (line breaks and tabs included)."""
-    return char in _INVISIBLE or unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co")
+def _hidden(char: str) -> bool:
+    """Whether ``char`` shows as nothing, so cleaning takes it out (line breaks and tabs too,
+    which are controls)."""
+    return char in _IGNORABLE or unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
+def visible(text: str) -> str:
+    """``text`` for a person to read, every code point that shows as nothing, or as a space
+    that is not U+0020, written out as ``\\u{FE0F}``: a definition's diff hides nothing."""
+    return "".join(
+        f"\\u{{{ord(char):04X}}}" if _hidden(char) or (char.isspace() and char != " ") else char
+        for char in text
+    )
 
 
 def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The input schema offered to a model: only :data:`SCHEMA_KEYWORDS` (``$comment``,
     ``examples``, ``x-...`` and every other keyword dropped, at every depth), each ``title``
-    and ``description`` cleaned as :func:`clean_description` cleans, and every other string
-    as the server wrote it. ``ValueError``, naming the keyword and its path, when cleaning
-    would change such a string (an ``enum`` member, a ``pattern``, a property's name: the
-    server matches them exactly, so a cleaned one would be refused), or when a keyword's
-    value is not of the kind it must be."""
-    return _schema_object(schema, ())
+    and ``description`` cleaned as :func:`clean_description` cleans, a ``format`` only when
+    it is one of JSON Schema's own, and every other string as the server wrote it.
+
+    ``ValueError``, naming the keyword and its path, when cleaning would change such a string
+    (an ``enum`` member, a ``pattern``: the server matches them exactly, so a cleaned one would
+    be refused), when a property's or a definition's name is not an identifier, when a
+    ``$ref`` is not a reference that resolves within the offered schema, when a keyword's
+    value is not of the kind it must be, or when the schema nests too deep."""
+    if _too_deep(schema):
+        raise _refuse((), f"nested more than {_MAX_DEPTH} levels deep")
+    refs: list[tuple[str, _Path]] = []
+    cleaned = _schema_object(schema, (), refs)
+    for ref, path in refs:
+        if not _resolves(ref, cleaned):
+            raise _refuse(path, "not a reference that resolves within the schema offered")
+    return cleaned
 
 
 # Where a value is in the schema: keywords, names and list indexes from its root.
 _Path = tuple[str | int, ...]
+
+
+def _too_deep(value: object) -> bool:
+    """Whether ``value`` nests deeper than :data:`_MAX_DEPTH`, level by level: a check that
+    cannot itself exhaust the stack."""
+    level = [value]
+    for _ in range(_MAX_DEPTH):
+        inner: list[object] = []
+        for item in level:
+            if isinstance(item, Mapping):
+                inner.extend(item.values())
+            elif isinstance(item, list):
+                inner.extend(item)
+        if not inner:
+            return False
+        level = inner
+    return True
 
 
 def _at(path: _Path) -> str:
@@ -188,52 +283,87 @@ def _refuse(path: _Path, problem: str) -> ValueError:
     return ValueError(f"input schema: {_at(path)}: {problem}")
 
 
-def _schema(value: object, path: _Path) -> dict[str, Any] | bool:
+def _schema(value: object, path: _Path, refs: list[tuple[str, _Path]]) -> dict[str, Any] | bool:
     if isinstance(value, bool):
         return value
     if not isinstance(value, Mapping):
         raise _refuse(path, "a schema must be an object or a boolean")
-    return _schema_object(value, path)
+    return _schema_object(value, path, refs)
 
 
-def _schema_object(schema: Mapping[str, Any], path: _Path) -> dict[str, Any]:
-    if len(path) > _MAX_DEPTH:
-        raise _refuse(path[:8], "nested too deep")
+def _schema_object(
+    schema: Mapping[str, Any], path: _Path, refs: list[tuple[str, _Path]]
+) -> dict[str, Any]:
     cleaned: dict[str, Any] = {}
     for keyword, value in schema.items():
         at = (*path, keyword)
         if keyword in _ONE_SCHEMA:
-            cleaned[keyword] = _schema(value, at)
+            cleaned[keyword] = _schema(value, at, refs)
         elif keyword in _SCHEMA_LISTS:
             if not isinstance(value, list):
                 raise _refuse(at, "must be an array of schemas")
-            cleaned[keyword] = [_schema(item, (*at, i)) for i, item in enumerate(value)]
+            cleaned[keyword] = [_schema(item, (*at, i), refs) for i, item in enumerate(value)]
         elif keyword in _NAMED_SCHEMAS:
             if not isinstance(value, Mapping):
                 raise _refuse(at, "must be an object of schemas")
-            cleaned[keyword] = {_exact(n, (*at, n)): _schema(s, (*at, n)) for n, s in value.items()}
+            # Pattern properties are named by a regular expression, matched as it is.
+            named = _exact if keyword == "patternProperties" else _name
+            cleaned[keyword] = {
+                named(n, (*at, n)): _schema(s, (*at, n), refs) for n, s in value.items()
+            }
         elif keyword == "required":
             if not isinstance(value, list):
                 raise _refuse(at, "must be an array of names")
-            cleaned[keyword] = [_exact(n, (*at, i)) for i, n in enumerate(value)]
+            cleaned[keyword] = [_name(n, (*at, i)) for i, n in enumerate(value)]
         elif keyword in _PROSE:
             if not isinstance(value, str):
                 raise _refuse(at, "must be a string")
             cleaned[keyword] = clean_description(value)
+        elif keyword == "format":
+            if isinstance(value, str) and value in _FORMATS:
+                cleaned[keyword] = value
+        elif keyword == "$ref":
+            if not isinstance(value, str) or not value.startswith("#"):
+                raise _refuse(at, "not a reference within the schema (#/...)")
+            refs.append((value, at))
+            cleaned[keyword] = value
         elif keyword in _PLAIN:
             cleaned[keyword] = _exact(value, at)
     return cleaned
 
 
+def _name(name: object, path: _Path) -> str:
+    """A property's or a definition's name: the server knows it by its spelling, so it cannot
+    be cleaned, and a model reads it, so it must carry no prose."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise _refuse(path, "a name must match ^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    return name
+
+
+def _resolves(ref: str, schema: dict[str, Any]) -> bool:
+    """Whether the JSON pointer in ``ref`` (``#/$defs/place``) reaches a schema in
+    ``schema``; names are identifiers, so no step needs ``~`` or percent escapes."""
+    target: object = schema
+    pointer = ref[1:]
+    if pointer and not pointer.startswith("/"):
+        return False
+    for step in pointer.split("/")[1:]:
+        if isinstance(target, Mapping) and step in target:
+            target = target[step]
+        elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
+            target = target[int(step)]
+        else:
+            return False
+    return isinstance(target, Mapping | bool)
+
+
 def _exact(value: object, path: _Path) -> Any:
-    """A value the server matches exactly (a name, an ``enum`` member, a ``pattern``), every
-    string in it, keys and all, as it is: cleaning would offer the model a value the server
-    refuses, or mean something else by it."""
-    if len(path) > _MAX_DEPTH:
-        raise _refuse(path[:8], "nested too deep")
+    """A value the server matches exactly (an ``enum`` member, a ``pattern``), every string in
+    it, keys and all, as it is: cleaning would offer the model a value the server refuses, or
+    mean something else by it."""
     if isinstance(value, str):
         for char in value:
-            if _removed(char):
+            if _hidden(char):
                 raise _refuse(path, f"holds U+{ord(char):04X}, which cleaning removes")
         return value
     if isinstance(value, list):
