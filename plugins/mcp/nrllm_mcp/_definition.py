@@ -114,6 +114,16 @@ _FORMATS: Final = frozenset(
         "regex",
     }
 )
+# The drafts a schema may declare in ``$schema`` (with or without an empty fragment): its
+# arguments are checked as that draft says; the offer is written as 2020-12, which models and
+# providers read.
+_DRAFTS: Final = {
+    "http://json-schema.org/draft-04/schema": 4,
+    "http://json-schema.org/draft-06/schema": 6,
+    "http://json-schema.org/draft-07/schema": 7,
+    "https://json-schema.org/draft/2019-09/schema": 2019,
+    "https://json-schema.org/draft/2020-12/schema": 2020,
+}
 # A property's or a definition's name: an identifier, too short and too plain for prose.
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 # Levels of JSON nesting, about 32 schemas deep: deeper than any schema a tool needs. A
@@ -227,18 +237,22 @@ def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The input schema offered to a model: only :data:`SCHEMA_KEYWORDS` (``$comment``,
     ``examples``, ``x-...`` and every other keyword dropped, at every depth), each ``title``
     and ``description`` cleaned as :func:`clean_description` cleans, a ``format`` only when
-    it is one of JSON Schema's own, and every other string as the server wrote it.
+    it is one of JSON Schema's own, and every other string as the server wrote it. Written as
+    2020-12 writes it whatever draft ``$schema`` declares: a tuple of ``items`` and
+    ``additionalItems`` (before 2020-12) as ``prefixItems`` and ``items``, a draft 04
+    exclusive bound as the bound itself.
 
     ``ValueError``, naming the keyword and its path, when cleaning would change such a string
     (an ``enum`` member, a ``pattern``: the server matches them exactly, so a cleaned one would
     be refused), when a property's or a definition's name is not an identifier, when a
-    ``$ref`` is not a reference that resolves within the offered schema, when a keyword's
-    value is not of the kind it must be, or when the schema nests too deep."""
+    ``$ref`` is not a reference that resolves within the offered schema, when ``$schema``
+    names no draft from 04 to 2020-12, when a keyword's value is not of the kind it must be,
+    or when the schema nests too deep."""
     if _too_deep(schema):
         raise _refuse((), f"nested more than {_MAX_DEPTH} levels deep")
-    refs: list[tuple[str, _Path]] = []
-    cleaned = _schema_object(schema, (), refs)
-    for ref, path in refs:
+    walk = _Walk(draft=_draft(schema))
+    cleaned = _schema_object(schema, (), walk)
+    for ref, path in walk.refs:
         if not _resolves(ref, cleaned):
             raise _refuse(path, "not a reference that resolves within the schema offered")
     return cleaned
@@ -246,6 +260,25 @@ def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 # Where a value is in the schema: keywords, names and list indexes from its root.
 _Path = tuple[str | int, ...]
+
+
+@attrs.define
+class _Walk:
+    """What cleaning carries down one schema: the draft its root declares (2020 for
+    2020-12), and each ``$ref`` met, resolved once the whole offer is built."""
+
+    draft: int
+    refs: list[tuple[str, _Path]] = attrs.Factory(list)
+
+
+def _draft(schema: Mapping[str, Any]) -> int:
+    """The draft the schema declares in ``$schema``; MCP's default, 2020-12, when none."""
+    declared = schema.get("$schema")
+    if declared is None:
+        return 2020
+    if isinstance(declared, str) and declared.removesuffix("#") in _DRAFTS:
+        return _DRAFTS[declared.removesuffix("#")]
+    raise _refuse(("$schema",), "not a draft nrllm checks against (04, 06, 07, 2019-09, 2020-12)")
 
 
 def _too_deep(value: object) -> bool:
@@ -283,33 +316,35 @@ def _refuse(path: _Path, problem: str) -> ValueError:
     return ValueError(f"input schema: {_at(path)}: {problem}")
 
 
-def _schema(value: object, path: _Path, refs: list[tuple[str, _Path]]) -> dict[str, Any] | bool:
+def _schema(value: object, path: _Path, walk: _Walk) -> dict[str, Any] | bool:
     if isinstance(value, bool):
         return value
     if not isinstance(value, Mapping):
         raise _refuse(path, "a schema must be an object or a boolean")
-    return _schema_object(value, path, refs)
+    return _schema_object(value, path, walk)
 
 
-def _schema_object(
-    schema: Mapping[str, Any], path: _Path, refs: list[tuple[str, _Path]]
-) -> dict[str, Any]:
+def _schema_object(schema: Mapping[str, Any], path: _Path, walk: _Walk) -> dict[str, Any]:
     cleaned: dict[str, Any] = {}
+    tuple_items = walk.draft < 2020 and isinstance(schema.get("items"), list)
     for keyword, value in schema.items():
         at = (*path, keyword)
+        if walk.draft < 2020 and (keyword == "prefixItems" or (keyword == "items" and tuple_items)):
+            # Not a keyword of the draft, or a tuple it writes its own way (below).
+            continue
         if keyword in _ONE_SCHEMA:
-            cleaned[keyword] = _schema(value, at, refs)
+            cleaned[keyword] = _schema(value, at, walk)
         elif keyword in _SCHEMA_LISTS:
             if not isinstance(value, list):
                 raise _refuse(at, "must be an array of schemas")
-            cleaned[keyword] = [_schema(item, (*at, i), refs) for i, item in enumerate(value)]
+            cleaned[keyword] = [_schema(item, (*at, i), walk) for i, item in enumerate(value)]
         elif keyword in _NAMED_SCHEMAS:
             if not isinstance(value, Mapping):
                 raise _refuse(at, "must be an object of schemas")
             # Pattern properties are named by a regular expression, matched as it is.
             named = _exact if keyword == "patternProperties" else _name
             cleaned[keyword] = {
-                named(n, (*at, n)): _schema(s, (*at, n), refs) for n, s in value.items()
+                named(n, (*at, n)): _schema(s, (*at, n), walk) for n, s in value.items()
             }
         elif keyword == "required":
             if not isinstance(value, list):
@@ -325,11 +360,39 @@ def _schema_object(
         elif keyword == "$ref":
             if not isinstance(value, str) or not value.startswith("#"):
                 raise _refuse(at, "not a reference within the schema (#/...)")
-            refs.append((value, at))
+            walk.refs.append((value, at))
             cleaned[keyword] = value
         elif keyword in _PLAIN:
             cleaned[keyword] = _exact(value, at)
+    if tuple_items:
+        _offer_tuple(schema, path, walk, cleaned)
+    if walk.draft == 4:
+        _offer_exclusive_bounds(cleaned)
     return cleaned
+
+
+def _offer_tuple(
+    schema: Mapping[str, Any], path: _Path, walk: _Walk, cleaned: dict[str, Any]
+) -> None:
+    """A tuple as drafts before 2020-12 write it (``items`` an array, ``additionalItems``
+    for the rest) offered as 2020-12 writes it (``prefixItems``, ``items``)."""
+    at = (*path, "items")
+    cleaned["prefixItems"] = [
+        _schema(item, (*at, i), walk) for i, item in enumerate(schema["items"])
+    ]
+    if "additionalItems" in schema:
+        cleaned["items"] = _schema(schema["additionalItems"], (*path, "additionalItems"), walk)
+
+
+def _offer_exclusive_bounds(cleaned: dict[str, Any]) -> None:
+    """Draft 04 makes ``minimum`` or ``maximum`` exclusive with a flag beside it; 2020-12
+    writes the exclusive bound itself."""
+    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        flag = cleaned.get(exclusive)
+        if isinstance(flag, bool):
+            del cleaned[exclusive]
+            if flag and bound in cleaned:
+                cleaned[exclusive] = cleaned.pop(bound)
 
 
 def _name(name: object, path: _Path) -> str:

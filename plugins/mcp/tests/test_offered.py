@@ -105,7 +105,6 @@ def test_every_kept_keyword_is_kept_as_the_server_wrote_it() -> None:
     "keyword",
     [
         "$comment",
-        "$schema",
         "$id",
         "$anchor",
         "examples",
@@ -140,6 +139,110 @@ def test_a_keyword_nrllm_does_not_know_is_dropped_at_every_depth(keyword: str) -
         },
         "$defs": {"d": {"type": "string"}},
     }
+
+
+DRAFT_04 = "http://json-schema.org/draft-04/schema#"
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+DRAFT_2019 = "https://json-schema.org/draft/2019-09/schema"
+
+
+def test_a_draft_04_exclusive_bound_is_offered_as_2020_12_writes_it() -> None:
+    schema = {
+        "$schema": DRAFT_04,
+        "type": "object",
+        "properties": {
+            "above": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+            "below": {"type": "number", "maximum": 9, "exclusiveMaximum": True},
+            "within": {
+                "type": "integer",
+                "minimum": 1,
+                "exclusiveMinimum": False,
+                "maximum": 5,
+                "exclusiveMaximum": False,
+            },
+        },
+    }
+    assert clean_schema(schema) == {
+        "type": "object",
+        "properties": {
+            "above": {"type": "number", "exclusiveMinimum": 0},
+            "below": {"type": "number", "exclusiveMaximum": 9},
+            "within": {"type": "integer", "minimum": 1, "maximum": 5},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "draft", [DRAFT_04, "http://json-schema.org/draft-06/schema", DRAFT_07, DRAFT_2019]
+)
+def test_a_tuple_of_a_draft_before_2020_12_is_offered_as_2020_12_writes_it(draft: str) -> None:
+    schema = {
+        "$schema": draft,
+        "type": "object",
+        "properties": {
+            "pair": {
+                "type": "array",
+                "items": [{"type": "string"}, {"type": "integer"}],
+                "additionalItems": False,
+            },
+            "rest": {
+                "type": "array",
+                "items": [{"type": "string"}],
+                "additionalItems": {"type": "number"},
+            },
+            "open": {"type": "array", "items": [{"type": "string"}]},
+            # Beside a single schema, additionalItems means nothing; prefixItems is no
+            # keyword of these drafts.
+            "list": {
+                "type": "array",
+                "items": {"type": "string"},
+                "additionalItems": False,
+                "prefixItems": [{"type": "null"}],
+            },
+        },
+    }
+    assert clean_schema(schema) == {
+        "type": "object",
+        "properties": {
+            "pair": {
+                "type": "array",
+                "prefixItems": [{"type": "string"}, {"type": "integer"}],
+                "items": False,
+            },
+            "rest": {
+                "type": "array",
+                "prefixItems": [{"type": "string"}],
+                "items": {"type": "number"},
+            },
+            "open": {"type": "array", "prefixItems": [{"type": "string"}]},
+            "list": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    # In 2020-12, declared or not, an array is no schema: such a tool is not offered.
+    undeclared = {k: v for k, v in schema.items() if k != "$schema"}
+    for declared in ({}, {"$schema": "https://json-schema.org/draft/2020-12/schema#"}):
+        with pytest.raises(ValueError, match=r"^input schema: ") as refused:
+            clean_schema({**undeclared, **declared})
+        assert str(refused.value) == (
+            "input schema: $.properties.pair.items: a schema must be an object or a boolean"
+        )
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        "http://json-schema.org/draft-03/schema#",
+        "https://json-schema.org/draft-07/schema#",
+        INJECTED,
+        7,
+    ],
+)
+def test_a_draft_nrllm_does_not_check_against_is_refused(draft: Any) -> None:
+    with pytest.raises(ValueError, match=r"^input schema: ") as refused:
+        clean_schema({"$schema": draft, "type": "object"})
+    assert str(refused.value) == (
+        "input schema: $.$schema: not a draft nrllm checks against (04, 06, 07, 2019-09, 2020-12)"
+    )
 
 
 def test_properties_named_like_keywords_are_properties() -> None:
@@ -568,6 +671,50 @@ def test_arguments_are_checked_against_the_schema_the_server_gave_not_the_offere
     assert refused.content == f'Error: invalid arguments for tool "demo__shaped": {problem}'
     assert not (state / "calls").exists()
     invoke(pm, "demo__shaped", {"kind": "file", "path": "p", "copies": 2}, context=context)
+    assert (state / "calls").read_text().splitlines() == ["shaped"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused", "accepted"),
+    [
+        (
+            {
+                "$schema": DRAFT_04,
+                "type": "object",
+                "properties": {"n": {"type": "number", "minimum": 0, "exclusiveMinimum": True}},
+            },
+            ({"n": 0}, "$.n: 0 is less than or equal to the minimum of 0"),
+            {"n": 0.5},
+        ),
+        (
+            {
+                "$schema": DRAFT_07,
+                "type": "object",
+                "properties": {
+                    "pair": {
+                        "type": "array",
+                        "items": [{"type": "string"}],
+                        "additionalItems": False,
+                    }
+                },
+            },
+            ({"pair": ["a", "b"]}, "$.pair: Additional items are not allowed ('b' was unexpected)"),
+            {"pair": ["a"]},
+        ),
+    ],
+)
+def test_arguments_are_checked_as_the_draft_the_schema_declares_says(
+    shaped, state, schema: dict[str, Any], refused: tuple[dict[str, Any], str], accepted: Any
+) -> None:
+    shaped(schema)
+    pm = make_plugin_manager()
+    assert "demo__shaped" in pm.catalog().tools
+    context = ToolContext(run_id="r", call_id="c", actor=Actor(id="tester"))
+    arguments, problem = refused
+    wire = invoke(pm, "demo__shaped", arguments, context=context)
+    assert wire.content == f'Error: invalid arguments for tool "demo__shaped": {problem}'
+    assert not (state / "calls").exists()
+    invoke(pm, "demo__shaped", accepted, context=context)
     assert (state / "calls").read_text().splitlines() == ["shaped"]
 
 
