@@ -57,7 +57,8 @@ _IGNORABLE: Final = frozenset(
     chr(code) for first, last in _IGNORABLE_RANGES for code in range(first, last + 1)
 )
 
-# The JSON Schema keywords a model is offered: what the seam's validator and the providers use.
+# The JSON Schema keywords a model is offered: what providers use. (The seam checks arguments
+# against the server's whole schema, every keyword in it.)
 # Keywords whose value is a schema, a list of schemas, or schemas by name.
 _ONE_SCHEMA: Final = frozenset({"items", "additionalProperties", "not"})
 _SCHEMA_LISTS: Final = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
