@@ -125,6 +125,10 @@ def _validate(tool: object) -> None:
     if tool.parameters.get("type") != "object":
         raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type object")
     compile_schema(tool.parameters)
+    if tool.argument_schema is not None:
+        if not isinstance(tool.argument_schema, Mapping):
+            raise TypeError(f"tool {name!r}: argument_schema has the wrong type")
+        compile_schema(tool.argument_schema, "argument_schema")
 
 
 def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> RegisteredTool:
@@ -139,7 +143,8 @@ def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> Regist
         base, source = GROUP_DEFAULTS[tool.group], "group_default"
     else:
         base, source = DataClass.SECRET_ADJACENT, "unknown_group"
-    validator = compile_schema(tool.parameters)
+    checked = tool.argument_schema
+    validator = compile_schema(tool.parameters if checked is None else checked)
     effective = base
     for answer in answers:
         if isinstance(answer, DataClass) and answer > effective:

@@ -42,15 +42,16 @@ class ArgumentValidator:
     quick: Callable[[Mapping[str, Any]], bool] | None
 
 
-def compile_schema(schema: Mapping[str, Any]) -> ArgumentValidator:
-    """A validator for ``schema``; ``ValueError`` unless it is a valid JSON Schema."""
+def compile_schema(schema: Mapping[str, Any], what: str = "parameters") -> ArgumentValidator:
+    """A validator for ``schema``; ``ValueError`` unless it is a valid JSON Schema (the
+    message names the tool's attribute, ``what``)."""
     jsonschema = _jsonschema()
     plain = dict(schema)
     cls = jsonschema.validators.validator_for(plain)
     try:
         cls.check_schema(plain)
     except jsonschema.exceptions.SchemaError as exc:
-        raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from None
+        raise ValueError(f"{what} is not a valid JSON Schema: {exc.message}") from None
     return ArgumentValidator(full=cls(plain), quick=_quick_check(plain))
 
 

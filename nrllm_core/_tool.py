@@ -54,6 +54,9 @@ class Tool:
     description: str
     group: str
     parameters: Mapping[str, Any] = _EMPTY_OBJECT
+    # The JSON Schema the seam checks arguments against, when it is not the one a model is
+    # offered: an MCP server's schema as the server gave it, offered cleaned and cut down.
+    argument_schema: Mapping[str, Any] | None = None
     data_class: DataClass | None = None
     effect: Effect = Effect.READ_ONLY
     requires_approval: bool = False

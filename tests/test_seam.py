@@ -263,6 +263,39 @@ def test_a_tool_that_checks_its_own_arguments_skips_the_schema(make_pm, context)
     assert own.calls == [{"n": "x", "extra": True}]
 
 
+def test_arguments_are_checked_against_the_argument_schema_when_a_tool_has_one(make_pm, context):
+    offered = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    checked = {**offered, "required": ["n"], "dependentRequired": {"n": ["m"]}}
+    narrow = CountingTool(name="narrow", parameters=offered, argument_schema=checked)
+    pm = make_pm(narrow)
+    assert pm.catalog().tools["narrow"].parameters == offered
+    wire = invoke(pm, "narrow", {}, context=context)
+    assert (
+        wire.content
+        == "Error: invalid arguments for tool \"narrow\": $: 'n' is a required property"
+    )
+    wire = invoke(pm, "narrow", {"n": 1}, context=context)
+    assert wire.content == (
+        "Error: invalid arguments for tool \"narrow\": $: 'm' is a dependency of 'n'"
+    )
+    assert narrow.calls == []
+    assert invoke(pm, "narrow", {"n": 1, "m": 2}, context=context).content == "counted"
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": 7}, "argument_schema is not a valid JSON Schema: "),
+        (["type"], "argument_schema has the wrong type"),
+    ],
+)
+def test_an_argument_schema_that_is_no_schema_refuses_the_tool(schema, problem) -> None:
+    from nrllm_core import ToolRegistry
+
+    with pytest.raises((TypeError, ValueError), match=problem):
+        ToolRegistry().register(CountingTool(argument_schema=schema))
+
+
 def test_error_results_keep_their_content_and_lose_nothing_else(make_pm, context):
     failing = CountingTool(returns=ToolResult.error("Error: not found"))
     wire = invoke(make_pm(failing), "counter", {}, context=context)

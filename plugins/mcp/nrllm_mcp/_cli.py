@@ -97,6 +97,8 @@ def pins(ctx: click.Context, as_json: bool) -> None:
     """The pinned tool definitions, with the original descriptions."""
     if ctx.invoked_subcommand is not None:
         return
+    from nrllm_mcp._definition import visible
+
     config, _ = _config(ctx)
     rows = [
         {
@@ -120,7 +122,7 @@ def pins(ctx: click.Context, as_json: bool) -> None:
             f"{row['server']} {row['tool']}  sha256:{row['digest'][:16]}  {row['pinned_at']}"
             f"  by {row['pinned_by']}{_MAC_SHOWN[row['mac']]}"
         )
-        echo(f"  {row['description']}")
+        echo(f"  {visible(row['description'])}")
 
 
 # What ``nrllm mcp pins`` adds to a pin's line, by its mac check.

@@ -148,16 +148,27 @@ def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> 
             continue
         try:
             tool = McpTool(name=name, definition=definition, connection=connection)
-        except ValueError:
-            registry.withhold(name, BAD_SCHEMA)
+        except ValueError as exc:
+            _refuse_schema(registry, server, name, exc)
             continue
         if tool.offered_bytes() > server.max_tool_bytes:
             registry.withhold(name, TOO_LARGE)
             continue
         try:
             registry.register(tool)
-        except (TypeError, ValueError):
-            registry.withhold(name, BAD_SCHEMA)
+        except (TypeError, ValueError) as exc:
+            # Either schema is not one jsonschema can compile.
+            _refuse_schema(registry, server, name, exc)
+
+
+def _refuse_schema(
+    registry: ToolRegistry, server: ServerSettings, name: str, problem: Exception
+) -> None:
+    # The withholding reason is one word; what in the schema is wrong goes to the log.
+    logger().warning(
+        "nrllm.mcp.schema_refused", server=server.name, tool=name, problem=str(problem)
+    )
+    registry.withhold(name, BAD_SCHEMA)
 
 
 def effect_for(server: ServerSettings, definition: Definition) -> Effect:
@@ -181,6 +192,9 @@ class McpTool(Tool):
         )
         self.group = server.group
         self.parameters = clean_schema(definition.input_schema)
+        # Checked against the server's own schema: what cleaning drops (``if``/``then``,
+        # ``dependentRequired``, a format) must not let a call through that it refuses.
+        self.argument_schema = definition.input_schema
         self.data_class: DataClass | None = server.data_class
         self.effect = effect_for(server, definition)
         self.definition = definition

@@ -17,9 +17,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from nrllm_core import make_plugin_manager
-from nrllm_core.cli import cli, printable
+from nrllm_core.cli import cli
 from nrllm_core.cli._logging import configure_for_cli
 from nrllm_core.log import use_logger
+from nrllm_mcp._definition import visible
 
 from .conftest import READ_ONLY, stdio_server
 
@@ -103,8 +104,9 @@ def test_no_mcp_command_prints_a_raw_control_character(hostile):
         assert result.exit_code == 2, (name, result.output)
         assert SHOWN in result.stderr, (name, result.stderr)
     # The catalog offers the cleaned description under nrllm's name for the tool; every other
-    # command shows the server's own text, escaped (the diff shows the definition's JSON).
-    diff = printable(json.dumps(f"Echo {HOSTILE} back.", ensure_ascii=False))
+    # command shows the server's own text, escaped (the diff shows the definition's JSON, every
+    # code point that shows as nothing written out).
+    diff = visible(json.dumps(f"Echo {HOSTILE} back.", ensure_ascii=False))
     assert f'+  "description": {diff},' in text.pop("mcp pins approve").stdout
     for name, result in text.items():
         assert (SHOWN in result.stdout) is (name != "tools"), (name, result.stdout)
