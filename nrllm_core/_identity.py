@@ -3,17 +3,26 @@
 Four-eyes, the approver named by ``--as`` and a plugin's owner check (a repurpose job's)
 compare people through :func:`same_identity`, by way of ``Actor.same_as``, never code points.
 
-ICU does the Unicode work (loaded by the first ``Actor`` or comparison, never at import): it
-implements NFKC_Casefold, which is NFKC and case folding with every Default_Ignorable_Code_Point
-removed, and the UTS #39 confusable skeleton, each from the Unicode data itself, so nothing
-here copies a table that would age.
+The Unicode work is plain Python over tables read out of ICU (``_identity_tables.json``,
+written by ``scripts/gen_identity_tables.py``, loaded by the first ``Actor`` or comparison,
+never at import): NFKC_Casefold, which is NFKC and case folding with every
+Default_Ignorable_Code_Point removed; the UTS #39 confusable skeleton; and the UTS #39 checks
+that a name keeps to one script and one digit system. The comparison is therefore ICU 72's
+(Unicode 15.0) on every platform and every Python, whatever Unicode version the running
+``unicodedata`` knows, and installing nrllm needs no compiler. ``unicodedata`` only names code
+points in refusals and says which are control characters (a set Unicode never changes), and
+``str.strip`` trims Python's whitespace, as it did when ICU did the rest.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import json
 import unicodedata
-from typing import Any, Final, final
+from collections.abc import Mapping
+from importlib import resources
+from typing import Final, final
 
 import attrs
 
@@ -29,40 +38,213 @@ _NO_SCRIPT: Final = frozenset({"Common", "Inherited", "Unknown"})
 NAMES_NOBODY: Final = (
     "names nobody: nothing is left of it once invisible code points, spaces and case are set aside"
 )
+_TABLES: Final = "_identity_tables.json"
+# Hangul syllables decompose and compose by arithmetic (The Unicode Standard, 3.12).
+_S_BASE: Final = 0xAC00
+_L_BASE: Final = 0x1100
+_V_BASE: Final = 0x1161
+_T_BASE: Final = 0x11A7
+_L_COUNT: Final = 19
+_V_COUNT: Final = 21
+_T_COUNT: Final = 28
+_S_COUNT: Final = _L_COUNT * _V_COUNT * _T_COUNT
+# UTS #39 5.1: Han is written with Bopomofo, with Hiragana and Katakana, and with Hangul.
+_HAN_WRITTEN_WITH: Final = frozenset({"Hanb", "Jpan", "Kore"})
+_AUGMENTED: Final = {
+    "Hani": _HAN_WRITTEN_WITH,
+    "Hira": frozenset({"Jpan"}),
+    "Kana": frozenset({"Jpan"}),
+    "Hang": frozenset({"Kore"}),
+    "Bopo": frozenset({"Hanb"}),
+}
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False)
 class _Unicode:
-    """ICU's services; each is safe to share between threads once built."""
+    """The tables, built once and only read after, so safe to share between threads."""
 
-    casefold: Any
-    nfc: Any
-    nfkc: Any
-    ignorable: Any
-    skeleton: Any
-    spoof: Any
+    # Canonical combining classes other than 0.
+    ccc: Mapping[str, int]
+    # Full decompositions, Hangul syllables aside: canonical, compatibility, NFKC_Casefold's.
+    nfd: Mapping[str, str]
+    nfkd: Mapping[str, str]
+    casefold: Mapping[str, str]
+    # The two code points each composite is composed from, Hangul aside.
+    compose: Mapping[str, str]
+    ignorable: frozenset[str]
+    # Characters NFD leaves alone, to their UTS #39 prototype (decomposed).
+    skeleton: Mapping[str, str]
+    # Script runs: ``scripts[i]`` from ``script_starts[i]`` on; Unknown between runs.
+    script_starts: tuple[int, ...]
+    scripts: tuple[str, ...]
+    script_extensions: Mapping[str, frozenset[str]]
+    script_names: Mapping[str, str]
+    # Each decimal digit to the zero of its digit system.
+    digit_zero: Mapping[str, str]
+
+    def nfc_of(self, text: str) -> str:
+        if text.isascii():
+            return text
+        return self._composed(self._decomposed(_as_icu_reads(text), self.nfd))
+
+    def nfkc_of(self, text: str) -> str:
+        if text.isascii():
+            return text
+        return self._composed(self._decomposed(_as_icu_reads(text), self.nfkd))
+
+    def nfkc_casefold_of(self, text: str) -> str:
+        if text.isascii():
+            return text.lower()
+        return self._composed(self._decomposed(_as_icu_reads(text), self.casefold))
+
+    def skeleton_of(self, text: str) -> str:
+        decomposed = self._decomposed(_as_icu_reads(text), self.nfd)
+        mapped = "".join(self.skeleton.get(char, char) for char in decomposed)
+        return "".join(self._decomposed(mapped, self.nfd))
+
+    def script(self, char: str) -> str:
+        """The short name of ``char``'s script (``Latn``, ``Zyyy`` for Common)."""
+        return self.scripts[bisect.bisect_right(self.script_starts, ord(char)) - 1]
+
+    def mixes_scripts(self, name: str) -> bool:
+        """UTS #39 as ICU's SpoofChecker checks it: more than Highly Restrictive (5.2), or
+        digits from more than one decimal system (5.3)."""
+        if name.isascii():
+            return False
+        name = _as_icu_reads(name)
+        if not self._restricted(name):
+            return True
+        return len({self.digit_zero[char] for char in name if char in self.digit_zero}) > 1
+
+    def _restricted(self, name: str) -> bool:
+        """Highly Restrictive or better: one script, Common and Inherited aside."""
+        resolved = self._resolved(name, without=None)
+        if resolved is None or resolved:
+            return True
+        # Latin with Han and Japanese, Korean or Bopomofo.
+        without_latin = self._resolved(name, without="Latn")
+        return without_latin is None or bool(without_latin & _HAN_WRITTEN_WITH)
+
+    def _resolved(self, name: str, *, without: str | None) -> frozenset[str] | None:
+        """The resolved script set (UTS #39 5.1) of ``name``'s characters not in script
+        ``without``; ``None`` stands for every script."""
+        resolved: frozenset[str] | None = None
+        for char in name:
+            augmented = self._augmented(char)
+            if augmented is None or without in augmented:
+                continue
+            resolved = augmented if resolved is None else resolved & augmented
+        return resolved
+
+    def _augmented(self, char: str) -> frozenset[str] | None:
+        scripts = self.script_extensions.get(char) or frozenset({self.script(char)})
+        if "Zyyy" in scripts or "Zinh" in scripts:
+            return None
+        for script in scripts & _AUGMENTED.keys():
+            scripts |= _AUGMENTED[script]
+        return scripts
+
+    def _decomposed(self, text: str, mapping: Mapping[str, str]) -> list[str]:
+        """``text`` fully decomposed by ``mapping``, in canonical order."""
+        chars: list[str] = []
+        for char in text:
+            syllable = ord(char) - _S_BASE
+            if 0 <= syllable < _S_COUNT:
+                chars.append(chr(_L_BASE + syllable // (_V_COUNT * _T_COUNT)))
+                chars.append(chr(_V_BASE + syllable // _T_COUNT % _V_COUNT))
+                if syllable % _T_COUNT:
+                    chars.append(chr(_T_BASE + syllable % _T_COUNT))
+            else:
+                chars.extend(mapping.get(char, char))
+        ccc = self.ccc
+        start = 0
+        while start < len(chars):
+            if chars[start] not in ccc:
+                start += 1
+                continue
+            end = start + 1
+            while end < len(chars) and chars[end] in ccc:
+                end += 1
+            # A stable sort: marks of one class keep their order.
+            chars[start:end] = sorted(chars[start:end], key=ccc.__getitem__)
+            start = end
+        return chars
+
+    def _composed(self, chars: list[str]) -> str:
+        """Canonical composition of decomposed, canonically ordered ``chars``."""
+        out: list[str] = []
+        starter = -1
+        # The class of the last mark kept after the starter; -1 while none came between.
+        between = -1
+        for char in chars:
+            klass = self.ccc.get(char, 0)
+            if starter >= 0 and (between == -1 or between < klass):
+                composite = self._pair(out[starter], char)
+                if composite is not None:
+                    out[starter] = composite
+                    continue
+            if klass:
+                between = klass
+            else:
+                starter, between = len(out), -1
+            out.append(char)
+        return "".join(out)
+
+    def _pair(self, first: str, second: str) -> str | None:
+        if (composite := self.compose.get(first + second)) is not None:
+            return composite
+        leading, vowel = ord(first) - _L_BASE, ord(second) - _V_BASE
+        if 0 <= leading < _L_COUNT and 0 <= vowel < _V_COUNT:
+            return chr(_S_BASE + (leading * _V_COUNT + vowel) * _T_COUNT)
+        syllable, trailing = ord(first) - _S_BASE, ord(second) - _T_BASE
+        if 0 <= syllable < _S_COUNT and not syllable % _T_COUNT and 0 < trailing < _T_COUNT:
+            return chr(ord(first) + trailing)
+        return None
 
 
 @functools.cache
 def _unicode() -> _Unicode:
-    import icu
-
-    spoof = icu.SpoofChecker()
-    # A name in one script, or Latin with Han and Japanese or Korean: the mixes people
-    # write. Digits from two decimal systems are a mix too.
-    spoof.setChecks(icu.USpoofChecks.RESTRICTION_LEVEL | icu.USpoofChecks.MIXED_NUMBERS)
-    spoof.setRestrictionLevel(icu.URestrictionLevel.HIGHLY_RESTRICTIVE)
-    ignorable = icu.UnicodeSet("[:Default_Ignorable_Code_Point:]")
-    ignorable.freeze()
+    """The tables, read on the first comparison."""
+    tables = json.loads(resources.files("nrllm_core").joinpath(_TABLES).read_text(encoding="utf-8"))
+    ignorable = frozenset(_expanded(tables["ignorable"]))
+    nfd: dict[str, str] = tables["nfd"]
+    nfkd = nfd | tables["nfkd"]
+    starts, scripts = [0], ["Zzzz"]
+    for first, last, script in tables["script"]:
+        if starts[-1] != first:
+            starts.append(first)
+            scripts.append(script)
+        else:
+            scripts[-1] = script
+        starts.append(last + 1)
+        scripts.append("Zzzz")
     return _Unicode(
-        casefold=icu.Normalizer2.getNFKCCasefoldInstance(),
-        nfc=icu.Normalizer2.getNFCInstance(),
-        nfkc=icu.Normalizer2.getNFKCInstance(),
+        ccc={
+            chr(cp): klass for first, last, klass in tables["ccc"] for cp in range(first, last + 1)
+        },
+        nfd=nfd,
+        nfkd=nfkd,
+        casefold=nfkd | dict.fromkeys(ignorable, "") | tables["nfkc_cf"],
+        compose=tables["compose"],
         ignorable=ignorable,
-        skeleton=icu.SpoofChecker(),
-        spoof=spoof,
+        skeleton=tables["skeleton"],
+        script_starts=tuple(starts),
+        scripts=tuple(scripts),
+        script_extensions={
+            chr(cp): frozenset(extensions.split())
+            for first, last, extensions in tables["script_extensions"]
+            for cp in range(first, last + 1)
+        },
+        script_names=tables["script_names"],
+        digit_zero={
+            chr(zero + value): chr(zero) for zero in tables["digit_zeros"] for value in range(10)
+        },
     )
+
+
+def _expanded(runs: list[list[int]]) -> list[str]:
+    return [chr(cp) for first, last in runs for cp in range(first, last + 1)]
 
 
 def same_identity(first: str, second: str) -> bool:
@@ -81,7 +263,7 @@ def identity_key(name: str) -> str:
     unicode = _unicode()
     key = _folded(name)
     for _ in range(_ROUNDS):
-        again = _folded(str(unicode.skeleton.getSkeleton(0, key)))
+        again = _folded(unicode.skeleton_of(key))
         if again == key:
             break
         key = again
@@ -106,39 +288,52 @@ def identity_refusal(name: str) -> str | None:
         return f"it {NAMES_NOBODY}"
     unicode = _unicode()
     for char in name.strip():
-        if unicode.ignorable.contains(char):
+        if char in unicode.ignorable:
             return f"{_described(char)} is invisible"
         if unicodedata.category(char) == "Cc":
             return f"{_described(char)} is a control character"
-        compatible = str(unicode.nfkc.normalize(char))
-        if compatible != str(unicode.nfc.normalize(char)):
+        compatible = unicode.nfkc_of(char)
+        if compatible != unicode.nfc_of(char):
             return f"{_described(char)} is a compatibility form of {compatible!a}"
     folded = _folded(name)
     if key.isascii() and not folded.isascii():
         other = next(char for char in folded if not char.isascii())
         return f"it reads as {key!a} but is spelled with {_described(other)}"
-    if unicode.spoof.check(name):
-        scripts = sorted({_script(char) for char in name} - _NO_SCRIPT)
-        return f"it mixes scripts or digit systems ({', '.join(scripts)})"
+    if unicode.mixes_scripts(name):
+        scripts = {unicode.script_names[unicode.script(char)] for char in name}
+        return f"it mixes scripts or digit systems ({', '.join(sorted(scripts - _NO_SCRIPT))})"
     return None
 
 
 def _folded(name: str) -> str:
-    return str(_unicode().casefold.normalize(name)).strip()
+    return _unicode().nfkc_casefold_of(name).strip()
 
 
 def _written_skeleton(name: str) -> str:
     """The UTS #39 skeleton of ``name`` as written: compatibility forms and invisible code
     points gone, case kept."""
     unicode = _unicode()
-    visible = "".join(char for char in name if not unicode.ignorable.contains(char))
-    return str(unicode.skeleton.getSkeleton(0, str(unicode.nfkc.normalize(visible)).strip()))
+    visible = "".join(char for char in name if char not in unicode.ignorable)
+    return unicode.skeleton_of(unicode.nfkc_of(visible).strip())
 
 
-def _script(char: str) -> str:
-    import icu
+def _as_icu_reads(text: str) -> str:
+    """``text`` as PyICU handed it to ICU, which this comparison replaced and still follows.
 
-    return str(icu.Script.getScript(char).getName())
+    Valid text is unchanged. Surrogate code points (undecodable bytes read with
+    ``surrogateescape``, say) went in as UTF-16 code units, so a high and a low one made the
+    character they encode; from a string holding a character beyond the BMP, each became
+    U+FFFD.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        if max(text) > "\uffff":
+            return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text)
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
 
 
 def _described(char: str) -> str:

@@ -19,8 +19,6 @@ HEAVY = (
     "sqlalchemy",
     "httpx",
     "opentelemetry",
-    # ICU, for comparing identities: loaded by the first comparison.
-    "icu",
     # An async tool or host loads them; importing the library does not.
     "asyncio",
     "anyio",
@@ -48,6 +46,16 @@ def test_import_loads_no_heavy_library_and_no_plugin():
     assert "nrllm_core" in modules
     loaded = [m for m in modules if m.split(".")[0] in HEAVY + PLUGINS]
     assert loaded == []
+
+
+def test_import_reads_no_unicode_tables():
+    # The tables identities are compared with load on the first comparison.
+    code = """
+import sys, nrllm_core
+identity = sys.modules.get("nrllm_core._identity")
+print(0 if identity is None else identity._unicode.cache_info().currsize)
+"""
+    assert run_python(code).strip() == "0"
 
 
 def test_import_reads_no_entry_points_and_no_environment():
