@@ -1,49 +1,15 @@
 """nrllm: governed LLM tool calling on pluggy. Two channels, one seam.
 
 Importing this package loads no plugin, reads no environment variable and configures nothing.
+What a tool author's module needs (``tool``, ``ToolResult`` and the other value types,
+``hookimpl``) loads with it; every other public name loads from its module on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
-from nrllm_core._async_host import AsyncHost
-from nrllm_core._bounds import (
-    ARTIFACTS_MAX_BYTES,
-    ARTIFACTS_MAX_DEPTH,
-    CONTENT_MAX_BYTES,
-    bound_artifacts,
-    bound_content,
-)
-from nrllm_core._catalog import RegisteredTool, ToolCatalog, ToolRegistry, WithheldTool
-from nrllm_core._config import ConfigError, HostConfig, StoreConfig, load_config
-from nrllm_core._direct_flow import NoApprover
-from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
-from nrllm_core._gate import DenialReason, GateDecision, GateReport, decide, gate_step, live_gate
-from nrllm_core._host import Host
-from nrllm_core._invoke import ainvoke, invoke
-from nrllm_core._manager import PluginManager, make_plugin_manager
-from nrllm_core._messages import (
-    ChatMessage,
-    Delta,
-    ProviderAnswer,
-    ProviderError,
-    Replay,
-    Stop,
-    StreamRestarted,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-from nrllm_core._outcome import RunOutcome
-from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
-from nrllm_core._providers import Provider, ProviderConfigError, ProviderRegistry, build_provider
-from nrllm_core._recorder import RunRecorder
-from nrllm_core._serde import to_json
-from nrllm_core._status import RunStatus
-from nrllm_core._suspension import ApprovalRefused, RefusalReason
 from nrllm_core._tool import Tool, ToolContext, tool
 from nrllm_core._values import (
     Actor,
@@ -55,6 +21,57 @@ from nrllm_core._values import (
     TrustZone,
 )
 from nrllm_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from nrllm_core._async_host import AsyncHost
+    from nrllm_core._bounds import (
+        ARTIFACTS_MAX_BYTES,
+        ARTIFACTS_MAX_DEPTH,
+        CONTENT_MAX_BYTES,
+        bound_artifacts,
+        bound_content,
+    )
+    from nrllm_core._catalog import RegisteredTool, ToolCatalog, ToolRegistry, WithheldTool
+    from nrllm_core._config import ConfigError, HostConfig, StoreConfig, load_config
+    from nrllm_core._direct_flow import NoApprover
+    from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
+    from nrllm_core._gate import (
+        DenialReason,
+        GateDecision,
+        GateReport,
+        decide,
+        gate_step,
+        live_gate,
+    )
+    from nrllm_core._host import Host
+    from nrllm_core._invoke import ainvoke, invoke
+    from nrllm_core._manager import PluginManager, make_plugin_manager
+    from nrllm_core._messages import (
+        ChatMessage,
+        Delta,
+        ProviderAnswer,
+        ProviderError,
+        Replay,
+        Stop,
+        StreamRestarted,
+        TextDelta,
+        ThinkingDelta,
+        ToolCall,
+        ToolSpec,
+        Usage,
+    )
+    from nrllm_core._outcome import RunOutcome
+    from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
+    from nrllm_core._providers import (
+        Provider,
+        ProviderConfigError,
+        ProviderRegistry,
+        build_provider,
+    )
+    from nrllm_core._recorder import RunRecorder
+    from nrllm_core._serde import to_json
+    from nrllm_core._status import RunStatus
+    from nrllm_core._suspension import ApprovalRefused, RefusalReason
 
 __all__ = [
     "ARTIFACTS_MAX_BYTES",
@@ -129,9 +146,106 @@ __all__ = [
 ]
 
 
+# The names that load on first use, by the module each comes from: the imports above, under
+# TYPE_CHECKING, are what mypy sees of them (a test checks that the two agree).
+_LAZY_MODULES: Final = {
+    "nrllm_core._async_host": ("AsyncHost",),
+    "nrllm_core._bounds": (
+        "ARTIFACTS_MAX_BYTES",
+        "ARTIFACTS_MAX_DEPTH",
+        "CONTENT_MAX_BYTES",
+        "bound_artifacts",
+        "bound_content",
+    ),
+    "nrllm_core._catalog": (
+        "RegisteredTool",
+        "ToolCatalog",
+        "ToolRegistry",
+        "WithheldTool",
+    ),
+    "nrllm_core._config": (
+        "ConfigError",
+        "HostConfig",
+        "StoreConfig",
+        "load_config",
+    ),
+    "nrllm_core._direct_flow": ("NoApprover",),
+    "nrllm_core._events": (
+        "Finished",
+        "StreamEvent",
+        "Suspended",
+        "ToolAnswered",
+        "ToolCallStarted",
+    ),
+    "nrllm_core._gate": (
+        "DenialReason",
+        "GateDecision",
+        "GateReport",
+        "decide",
+        "gate_step",
+        "live_gate",
+    ),
+    "nrllm_core._host": ("Host",),
+    "nrllm_core._invoke": (
+        "ainvoke",
+        "invoke",
+    ),
+    "nrllm_core._manager": (
+        "PluginManager",
+        "make_plugin_manager",
+    ),
+    "nrllm_core._messages": (
+        "ChatMessage",
+        "Delta",
+        "ProviderAnswer",
+        "ProviderError",
+        "Replay",
+        "Stop",
+        "StreamRestarted",
+        "TextDelta",
+        "ThinkingDelta",
+        "ToolCall",
+        "ToolSpec",
+        "Usage",
+    ),
+    "nrllm_core._outcome": ("RunOutcome",),
+    "nrllm_core._payloads": (
+        "AuditRecord",
+        "RunStep",
+        "StepKind",
+        "TraceEvent",
+        "WirePayload",
+    ),
+    "nrllm_core._providers": (
+        "Provider",
+        "ProviderConfigError",
+        "ProviderRegistry",
+        "build_provider",
+    ),
+    "nrllm_core._recorder": ("RunRecorder",),
+    "nrllm_core._serde": ("to_json",),
+    "nrllm_core._status": ("RunStatus",),
+    "nrllm_core._suspension": (
+        "ApprovalRefused",
+        "RefusalReason",
+    ),
+}
+_LAZY: Final = {name: module for module, names in _LAZY_MODULES.items() for name in names}
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         from importlib.metadata import version
 
         return version("nrllm-core")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    # Found once: later lookups are ordinary attribute reads.
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -19,15 +19,18 @@ import attrs
 
 from nrllm_core._identity import identity_refusal
 from nrllm_core._privacy import PrivacyLevel
-from nrllm_core._providers import ProviderCheck, ProviderRegistry
+from nrllm_core._provider_sections import (
+    ProviderKinds,
+    frozen_kinds,
+    kinds_with_checks,
+    provider_problems,
+)
+from nrllm_core._providers import ProviderCheck
 from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
     from cattrs import Converter
-
-# The installed provider kinds, each with its section check, or their names alone.
-ProviderKinds = Mapping[str, ProviderCheck | None] | Iterable[str]
 
 __all__ = [
     "ActorConfig",
@@ -307,7 +310,7 @@ def load_config(
         raw = data
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
-    kinds = None if provider_kinds is None else _kinds(provider_kinds)
+    kinds = None if provider_kinds is None else kinds_with_checks(provider_kinds)
     return _build(raw, source, frozenset(plugin_sections), settings_classes or {}, kinds)
 
 
@@ -328,9 +331,9 @@ def config_loader(
     def load() -> HostConfig:
         sections = frozenset(plugin_sections())
         classes = dict(settings_classes())
-        kinds = None if provider_kinds is None else _kinds(provider_kinds())
+        kinds = None if provider_kinds is None else kinds_with_checks(provider_kinds())
         if data is not None:
-            key: object = ("data", sections, classes, _frozen(kinds))
+            key: object = ("data", sections, classes, frozen_kinds(kinds))
             if not last or last[0][0] != key:
                 config = load_config(
                     data=data,
@@ -356,7 +359,7 @@ def config_loader(
             None if stat is None else (stat.st_mtime_ns, stat.st_size, stat.st_ino),
             sections,
             classes,
-            _frozen(kinds),
+            frozen_kinds(kinds),
         )
         if last and last[0][0] == key:
             return last[0][1]
@@ -525,7 +528,7 @@ def _cross_checks(
 ) -> list[str]:
     errors = []
     for name, provider in document.providers.items():
-        errors.extend(_provider_problems(name, provider, provider_kinds, config_dir))
+        errors.extend(provider_problems(name, attrs.asdict(provider), provider_kinds, config_dir))
         for index, target in enumerate(provider.fallback):
             if target not in document.providers:
                 errors.append(
@@ -561,79 +564,6 @@ def _cross_checks(
     if refusal is not None:
         errors.append(f"actor.id: refused: {refusal}; identities are compared as they read")
     return errors
-
-
-def _provider_problems(
-    name: str,
-    provider: ProviderConfig,
-    kinds: Mapping[str, ProviderCheck | None] | None,
-    config_dir: Path | None,
-) -> list[str]:
-    from nrllm_core.providers._settings import params_problems
-
-    where = f"providers.{name}"
-    errors = [
-        f"{where}.params{'.' + key if key else ''}: {problem}"
-        for key, problem in params_problems(provider.params)
-    ]
-    for key in ("max_tokens", "max_completion_tokens"):
-        count = getattr(provider, key)
-        if count is not None and count < 1:
-            errors.append(f"{where}.{key}: must be 1 or more")
-    if provider.max_tokens is not None and provider.max_completion_tokens is not None:
-        errors.append(f"{where}: set max_tokens or max_completion_tokens, not both")
-    if kinds is not None and provider.kind not in kinds:
-        errors.append(
-            f'{where}.kind: unknown kind "{provider.kind}"; installed kinds: {_listing(kinds)}'
-        )
-        return errors
-    check = (_core_checks() if kinds is None else kinds).get(provider.kind)
-    if check is not None:
-        errors.extend(_kind_problems(name, provider, check, config_dir))
-    return errors
-
-
-def _kind_problems(
-    name: str, provider: ProviderConfig, check: ProviderCheck, config_dir: Path | None
-) -> list[str]:
-    """What the section's kind refuses in it, each as ``providers.NAME.KEY: problem``. A
-    check is a plugin's code: one that raises refuses the section, without its text."""
-    where = f"providers.{name}"
-    try:
-        found = [
-            (str(key), str(problem))
-            for key, problem in check(name, attrs.asdict(provider), config_dir=config_dir)
-        ]
-    except Exception as exc:
-        logger().error(
-            "nrllm.provider.check_failed",
-            provider=name,
-            kind=provider.kind,
-            error=type(exc).__name__,
-        )
-        return [f'{where}: the check of kind "{provider.kind}" failed ({type(exc).__name__})']
-    return [f"{where}.{key}: {problem}" if key else f"{where}: {problem}" for key, problem in found]
-
-
-def _frozen(kinds: Mapping[str, ProviderCheck | None] | None) -> object:
-    return None if kinds is None else frozenset(kinds.items())
-
-
-def _kinds(given: ProviderKinds) -> Mapping[str, ProviderCheck | None]:
-    if isinstance(given, Mapping):
-        return dict(given)
-    # Names alone: core's own kinds among them keep their checks.
-    return {kind: _core_checks().get(kind) for kind in given}
-
-
-@functools.cache
-def _core_checks() -> Mapping[str, ProviderCheck | None]:
-    """Core's own kinds' checks, for a load given no installed kinds."""
-    from nrllm_core.providers._kinds import register_core_kinds
-
-    registry = ProviderRegistry()
-    register_core_kinds(registry)
-    return registry.checks
 
 
 def _listing(names: Iterable[str]) -> str:

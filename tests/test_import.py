@@ -155,3 +155,47 @@ def test_the_cli_routes_nrllm_events_to_stderr_without_configuring_structlog(cap
     assert "nrllm.test.routed" in captured.err
     assert "below_the_level" not in captured.err
     assert structlog.get_config() == before
+
+
+def test_a_tool_authors_names_load_with_the_package_and_the_rest_on_first_use():
+    code = """
+import json, sys
+from nrllm_core import ToolResult, tool, hookimpl
+before = sorted(m for m in sys.modules if m.startswith("nrllm_core"))
+import nrllm_core
+host = nrllm_core.Host
+print(json.dumps([before, "nrllm_core._host" in sys.modules, host.__module__]))
+"""
+    before, host_loaded, module = json.loads(run_python(code))
+    assert before == [
+        "nrllm_core",
+        "nrllm_core._json",
+        "nrllm_core._tool",
+        "nrllm_core._values",
+        "nrllm_core.hookspecs",
+    ]
+    assert (host_loaded, module) == (True, "nrllm_core._host")
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """The names ``nrllm_core/__init__.py`` imports for mypy alone, by their module."""
+    tree = ast.parse((ROOT / "nrllm_core" / "__init__.py").read_text(encoding="utf-8"))
+    (block,) = [n for n in tree.body if isinstance(n, ast.If)]
+    found = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            found[alias.name] = node.module or ""
+    return found
+
+
+def test_every_public_name_resolves_to_its_module_and_mypy_sees_the_same():
+    import nrllm_core
+
+    assert _type_checking_imports() == nrllm_core._LAZY
+    for name in nrllm_core.__all__:
+        value = getattr(nrllm_core, name)
+        assert value is not None
+    assert set(nrllm_core.__all__) <= set(dir(nrllm_core))
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        nrllm_core.Nothing  # noqa: B018

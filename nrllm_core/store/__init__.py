@@ -10,6 +10,7 @@ from nrllm_core.store._database import SchemaOutdatedError, default_data_dir, en
 from nrllm_core.store._operations import ClaimRefused
 from nrllm_core.store._plugin_migrations import (
     open_plugin_engine,
+    plugin_key,
     run_plugin_migrations,
     upgrade_plugin_schema,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "default_data_dir",
     "engine_for",
     "open_plugin_engine",
+    "plugin_key",
     "run_plugin_migrations",
     "upgrade_plugin_schema",
 ]

@@ -7,12 +7,26 @@ so the two histories never meet.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-__all__ = ["open_plugin_engine", "run_plugin_migrations", "upgrade_plugin_schema"]
+from nrllm_core.store._chain import derived_key
+from nrllm_core.store._operations import read_chain_key
+
+__all__ = ["open_plugin_engine", "plugin_key", "run_plugin_migrations", "upgrade_plugin_schema"]
+
+
+def plugin_key(engine: Engine, purpose: str, *, environ: Mapping[str, str] | None = None) -> bytes:
+    """The key ``Store.derived_key(purpose)`` gives, read over a plugin's own engine on the
+    audit's database (see :func:`open_plugin_engine`), without opening the audit store.
+    ``LookupError`` when the database holds no audit key (no audit store has made one, or it
+    was lost) and ``environ`` (default: the process environment) names none."""
+    with engine.connect() as connection:
+        key = read_chain_key(connection, os.environ if environ is None else environ)
+    return derived_key(key, purpose)
 
 
 def upgrade_plugin_schema(

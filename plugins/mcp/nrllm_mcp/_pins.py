@@ -76,15 +76,11 @@ class PinStore:
     @classmethod
     def open(cls, url: str | None, *, data_dir: Path | None) -> PinStore:
         """Connect as the audit store does (``None``: the embedded ``nrllm.db`` in
-        ``data_dir``), with the pins' key from the audit store (which makes a new database's
-        tables and key), and bring the pin tables to the shipped head on first use."""
-        from nrllm_core.store import Store, open_plugin_engine
+        ``data_dir``), bring the pin tables to the shipped head on first use, and derive the
+        pins' key from the audit key over that connection. Only a database no audit store
+        has opened yet has the audit store open once, to make its tables and key."""
+        from nrllm_core.store import Store, open_plugin_engine, plugin_key
 
-        audit = Store.open(url, data_dir=data_dir)
-        try:
-            key = audit.derived_key(_KEY_PURPOSE)
-        finally:
-            audit.close()
         engine = open_plugin_engine(
             url,
             data_dir,
@@ -92,6 +88,15 @@ class PinStore:
             version_table=VERSION_TABLE,
             lock_key=_MIGRATION_LOCK,
         )
+        try:
+            try:
+                key = plugin_key(engine, _KEY_PURPOSE)
+            except LookupError:
+                Store.open(url, data_dir=data_dir).close()
+                key = plugin_key(engine, _KEY_PURPOSE)
+        except BaseException:
+            engine.dispose()
+            raise
         return cls(engine, key)
 
     def close(self) -> None:

@@ -397,3 +397,37 @@ def test_the_audit_store_derives_a_key_per_purpose_from_the_audit_key(tmp_path, 
     assert keys(tmp_path / "two")[0] != pins
     monkeypatch.setenv("NRLLM_AUDIT_KEY", base64.urlsafe_b64encode(b"k" * 32).decode())
     assert keys(tmp_path / "one")[0] == keys(tmp_path / "two")[0] != pins
+
+
+def test_the_pin_store_derives_its_key_without_opening_the_audit_store(
+    store_url, home, monkeypatch
+):
+    from nrllm_core.store import Store
+
+    audit = Store.open(store_url, data_dir=home)
+    expected = audit.derived_key("nrllm-mcp pins")
+    audit.close()
+    opened: list[object] = []
+    real_open = Store.open
+
+    def counting(*args, **kwargs):
+        opened.append(args)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(Store, "open", counting)
+
+    with PinStore.open(store_url, data_dir=home) as store:
+        assert store._key == expected
+    assert opened == []
+
+
+def test_the_pin_store_on_a_new_database_has_the_audit_store_make_its_key(store_url, home):
+    from nrllm_core.store import Store
+
+    with PinStore.open(store_url, data_dir=home) as store:
+        key = store._key
+    audit = Store.open(store_url, data_dir=home)
+    try:
+        assert key == audit.derived_key("nrllm-mcp pins")
+    finally:
+        audit.close()
