@@ -171,10 +171,23 @@ class StoreConfig:
     unfinished_retention_days: int = 7
 
 
+# Rounds of one run: the default, the cap a run's request is clamped to, and the hard limit
+# no configured cap may pass (a model reading one record a turn needs tens of rounds; past a
+# few hundred a run is a loop, not a task).
+MAX_ROUNDS_DEFAULT: Final = 5
+MAX_ROUNDS_CAP: Final = 20
+MAX_ROUNDS_LIMIT: Final = 200
+
+
 @final
 @attrs.frozen(kw_only=True)
 class RunConfig:
-    """``[run]``: the bounds of one model turn, applied before the approval scan."""
+    """``[run]``: a run's rounds, and the bounds of one model turn, applied before the
+    approval scan."""
+
+    # The rounds of a run that names none, and the most a run may ask for (it is clamped).
+    max_rounds: int = MAX_ROUNDS_DEFAULT
+    max_rounds_cap: int = MAX_ROUNDS_CAP
 
     max_tool_calls_per_turn: int = 32
     # Of each call's arguments, as canonical JSON.
@@ -558,6 +571,11 @@ def _cross_checks(
         # Written so that NaN fails too; no bound is infinite.
         if not 0 < number < math.inf:
             errors.append(f"{key}: must be greater than 0")
+    rounds, cap = document.run.max_rounds, document.run.max_rounds_cap
+    if not 1 <= cap <= MAX_ROUNDS_LIMIT:
+        errors.append(f"run.max_rounds_cap: must be from 1 to {MAX_ROUNDS_LIMIT}")
+    elif not 1 <= rounds <= cap:
+        errors.append(f"run.max_rounds: must be from 1 to run.max_rounds_cap ({cap})")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
     refusal = None if document.actor is None else identity_refusal(document.actor.id)

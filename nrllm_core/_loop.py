@@ -20,7 +20,7 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
-from nrllm_core._config import RunConfig
+from nrllm_core._config import MAX_ROUNDS_CAP, MAX_ROUNDS_DEFAULT, RunConfig
 from nrllm_core._invoke import REFUSED, Admitted, Executed, admit, deliver, own_context
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import (
@@ -60,8 +60,6 @@ __all__ = [
     "turn_digest",
 ]
 
-MAX_ROUNDS_DEFAULT: Final = 5
-MAX_ROUNDS_CAP: Final = 20
 PREVIEW_MAX_LINES: Final = 20
 PREVIEW_MAX_LINE_CHARS: Final = 500
 _WHITESPACE: Final = re.compile(r"\s+")
@@ -211,15 +209,20 @@ class RunCancelled(Exception):
     """Raised into the loop by a driver whose run was cancelled."""
 
 
-def clamp_rounds(requested: int | None) -> int:
-    """The round limit: default 5, at most 20 (a warning when clamped); below 1 is refused."""
+def clamp_rounds(
+    requested: int | None, *, default: int = MAX_ROUNDS_DEFAULT, cap: int = MAX_ROUNDS_CAP
+) -> int:
+    """The round limit: ``default`` when none is asked for, at most ``cap`` (a warning when
+    clamped; a host's ``[run] max_rounds`` and ``max_rounds_cap``); below 1 is refused."""
     if requested is None:
-        return MAX_ROUNDS_DEFAULT
+        return default
+    if isinstance(requested, bool) or not isinstance(requested, int):
+        raise TypeError(f"max rounds must be an integer, not {type(requested).__name__}")
     if requested < 1:
         raise ValueError(f"max rounds must be at least 1, not {requested}")
-    if requested > MAX_ROUNDS_CAP:
-        logger().warning("nrllm.loop.rounds_clamped", requested=requested, cap=MAX_ROUNDS_CAP)
-        return MAX_ROUNDS_CAP
+    if requested > cap:
+        logger().warning("nrllm.loop.rounds_clamped", requested=requested, cap=cap)
+        return cap
     return requested
 
 

@@ -51,7 +51,7 @@ def run_flow(
         raise ValueError(
             f'no skill named "{skill}" is configured (configured: {names(config.skills)})'
         )
-    rounds = clamp_rounds(max_rounds)
+    rounds = clamp_rounds(max_rounds, default=config.run.max_rounds, cap=config.run.max_rounds_cap)
     run_id = new_run_id()
     # Made before the gate decides: it hands each plugin its settings, which the gate's hooks
     # may read.

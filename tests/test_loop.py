@@ -7,6 +7,7 @@ the tests of the loop alone drive it on the fixture's plugin manager.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -148,6 +149,40 @@ def test_the_default_run_has_five_rounds_then_one_tool_less_synthesis(nrllm):
     assert outcome.final_content == "answer 5"
     assert len(lookup.calls) == 5
     assert offered_per_request(nrllm) == [["lookup"]] * 5 + [[]]
+
+
+def test_a_host_raises_its_round_cap_for_long_runs(nrllm):
+    lookup = Counting("lookup")
+    nrllm.load(ToolsPlugin(lookup))
+    nrllm.config["run"] = {"max_rounds": 30, "max_rounds_cap": 120}
+    model = nrllm.scripted([{**calls("lookup"), "content": f"t{i}"} for i in range(130)])
+
+    default = nrllm.host.run("go", provider=model)
+    with capture_logs() as logs:
+        asked = nrllm.host.run("go", provider=model, max_rounds=150)
+
+    assert len(lookup.calls) == 30 + 120
+    assert (default.final_content, asked.final_content) == ("t30", "t120")
+    assert {"event": "nrllm.loop.rounds_clamped", "requested": 150, "cap": 120} in [
+        {k: v for k, v in entry.items() if k != "log_level"} for entry in logs
+    ]
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ({"max_rounds_cap": 201}, "run.max_rounds_cap: must be from 1 to 200"),
+        ({"max_rounds_cap": 0}, "run.max_rounds_cap: must be from 1 to 200"),
+        ({"max_rounds": 0}, "run.max_rounds: must be from 1 to run.max_rounds_cap (20)"),
+        ({"max_rounds": 30}, "run.max_rounds: must be from 1 to run.max_rounds_cap (20)"),
+    ],
+)
+def test_the_round_settings_stay_within_the_hard_limit(run, message):
+    from nrllm_core import ConfigError, load_config
+
+    assert load_config(data={"run": {"max_rounds_cap": 200, "max_rounds": 200}})
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(data={"run": run})
 
 
 def test_max_rounds_fifty_runs_twenty_rounds_and_warns(nrllm):

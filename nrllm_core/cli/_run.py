@@ -27,7 +27,8 @@ from nrllm_core.cli._terminal import echo, echo_json
     "--max-rounds",
     type=int,
     default=None,
-    help="Rounds before a text-only last request (5; 20 at most).",
+    help="Rounds before a text-only last request ([run] max_rounds, 5; at most "
+    "[run] max_rounds_cap, 20).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @otel_console_option

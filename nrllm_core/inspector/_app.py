@@ -27,7 +27,6 @@ __all__ = ["create_app"]
 
 STATIC: Final = Path(__file__).parent / "static"
 _MAX_BODY: Final = 1_000_000
-_MAX_ROUNDS: Final = 20
 
 
 class _BadRequest(Exception):
@@ -91,7 +90,7 @@ class _Api:
             body = await _body(request)
             prompt = _required(body, "prompt")
             provider, skill = self._names(body)
-            max_rounds = _rounds(body)
+            max_rounds = _rounds(body, self._host.config.run.max_rounds_cap)
         except _BadRequest as exc:
             return _refuse(str(exc))
         host = self._host
@@ -348,12 +347,13 @@ def _required(body: dict[str, Any], key: str) -> str:
     return value
 
 
-def _rounds(body: dict[str, Any]) -> int | None:
+def _rounds(body: dict[str, Any], cap: int) -> int | None:
+    """The rounds a run asks for, up to the host's ``[run] max_rounds_cap``."""
     value = body.get("max_rounds")
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _MAX_ROUNDS:
-        raise _BadRequest(f'"max_rounds" must be a whole number from 1 to {_MAX_ROUNDS}.')
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= cap:
+        raise _BadRequest(f'"max_rounds" must be a whole number from 1 to {cap}.')
     return value
 
 
