@@ -32,9 +32,23 @@ if TYPE_CHECKING:
         bound_content,
     )
     from nrllm_core._catalog import RegisteredTool, ToolCatalog, ToolRegistry, WithheldTool
-    from nrllm_core._config import ConfigError, HostConfig, StoreConfig, load_config
+    from nrllm_core._config import (
+        ActorConfig,
+        ApprovalsConfig,
+        ConfigError,
+        DefaultsConfig,
+        HostConfig,
+        PrivacyConfig,
+        ProviderConfig,
+        RunConfig,
+        SkillConfig,
+        StoreConfig,
+        ToolsConfig,
+        load_config,
+    )
     from nrllm_core._direct_flow import NoApprover
     from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
+    from nrllm_core._flows import InvokeOptions, RunOptions
     from nrllm_core._gate import (
         DenialReason,
         GateDecision,
@@ -45,13 +59,15 @@ if TYPE_CHECKING:
     )
     from nrllm_core._host import Host
     from nrllm_core._invoke import ainvoke, invoke
-    from nrllm_core._manager import PluginManager, make_plugin_manager
+    from nrllm_core._loop import PendingCall
+    from nrllm_core._manager import PluginManager, PluginRecord, make_plugin_manager
     from nrllm_core._messages import (
         ChatMessage,
         Delta,
         ProviderAnswer,
         ProviderError,
         Replay,
+        Role,
         Stop,
         StreamRestarted,
         TextDelta,
@@ -62,9 +78,13 @@ if TYPE_CHECKING:
     )
     from nrllm_core._outcome import RunOutcome
     from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
+    from nrllm_core._privacy import PrivacyLevel
+    from nrllm_core._provider_sections import ProviderKinds
     from nrllm_core._providers import (
         Provider,
+        ProviderCheck,
         ProviderConfigError,
+        ProviderFactory,
         ProviderRegistry,
         build_provider,
     )
@@ -78,13 +98,16 @@ __all__ = [
     "ARTIFACTS_MAX_DEPTH",
     "CONTENT_MAX_BYTES",
     "Actor",
+    "ActorConfig",
     "ApprovalRefused",
+    "ApprovalsConfig",
     "ArtifactType",
     "AsyncHost",
     "AuditRecord",
     "ChatMessage",
     "ConfigError",
     "DataClass",
+    "DefaultsConfig",
     "Delta",
     "DenialReason",
     "Effect",
@@ -93,20 +116,33 @@ __all__ = [
     "GateReport",
     "Host",
     "HostConfig",
+    "InvokeOptions",
     "NoApprover",
+    "PendingCall",
     "PluginManager",
+    "PluginRecord",
+    "PrivacyConfig",
+    "PrivacyLevel",
     "Provider",
     "ProviderAnswer",
+    "ProviderCheck",
+    "ProviderConfig",
     "ProviderConfigError",
     "ProviderError",
+    "ProviderFactory",
+    "ProviderKinds",
     "ProviderRegistry",
     "RefusalReason",
     "RegisteredTool",
     "Replay",
+    "Role",
+    "RunConfig",
+    "RunOptions",
     "RunOutcome",
     "RunRecorder",
     "RunStatus",
     "RunStep",
+    "SkillConfig",
     "StepKind",
     "Stop",
     "StoreConfig",
@@ -125,6 +161,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "ToolsConfig",
     "TraceEvent",
     "TrustZone",
     "Usage",
@@ -164,9 +201,17 @@ _LAZY_MODULES: Final = {
         "WithheldTool",
     ),
     "nrllm_core._config": (
+        "ActorConfig",
+        "ApprovalsConfig",
         "ConfigError",
+        "DefaultsConfig",
         "HostConfig",
+        "PrivacyConfig",
+        "ProviderConfig",
+        "RunConfig",
+        "SkillConfig",
         "StoreConfig",
+        "ToolsConfig",
         "load_config",
     ),
     "nrllm_core._direct_flow": ("NoApprover",),
@@ -192,6 +237,7 @@ _LAZY_MODULES: Final = {
     ),
     "nrllm_core._manager": (
         "PluginManager",
+        "PluginRecord",
         "make_plugin_manager",
     ),
     "nrllm_core._messages": (
@@ -200,6 +246,7 @@ _LAZY_MODULES: Final = {
         "ProviderAnswer",
         "ProviderError",
         "Replay",
+        "Role",
         "Stop",
         "StreamRestarted",
         "TextDelta",
@@ -209,6 +256,7 @@ _LAZY_MODULES: Final = {
         "Usage",
     ),
     "nrllm_core._outcome": ("RunOutcome",),
+    "nrllm_core._privacy": ("PrivacyLevel",),
     "nrllm_core._payloads": (
         "AuditRecord",
         "RunStep",
@@ -218,7 +266,9 @@ _LAZY_MODULES: Final = {
     ),
     "nrllm_core._providers": (
         "Provider",
+        "ProviderCheck",
         "ProviderConfigError",
+        "ProviderFactory",
         "ProviderRegistry",
         "build_provider",
     ),
@@ -229,6 +279,12 @@ _LAZY_MODULES: Final = {
         "ApprovalRefused",
         "RefusalReason",
     ),
+    "nrllm_core._flows": (
+        "InvokeOptions",
+        "RunOptions",
+    ),
+    "nrllm_core._loop": ("PendingCall",),
+    "nrllm_core._provider_sections": ("ProviderKinds",),
 }
 _LAZY: Final = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 

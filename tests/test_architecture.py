@@ -179,3 +179,57 @@ def test_no_module_reaches_for_another_modules_private_names() -> None:
         for finding in check(module)
     ]
     assert found == []
+
+
+def _nrllm_types(hint: object, found: set[type]) -> None:
+    import typing
+
+    if isinstance(hint, type) and hint.__module__.startswith("nrllm_core"):
+        found.add(hint)
+    for argument in typing.get_args(hint):
+        _nrllm_types(argument, found)
+
+
+def test_every_type_a_public_signature_names_is_public() -> None:
+    """What a host or a plugin meets in a public signature, it can import from nrllm_core."""
+    import inspect
+    import typing
+
+    import anyio
+    import click
+
+    import nrllm_core
+    import nrllm_core.store
+
+    # What the signatures name: the public names, the store's, and two libraries' own types.
+    public_names = {
+        **{name: getattr(nrllm_core.store, name) for name in nrllm_core.store.__all__},
+        **{name: getattr(nrllm_core, name) for name in nrllm_core.__all__},
+        "click": click,
+        "CapacityLimiter": anyio.CapacityLimiter,
+    }
+    found: set[type] = set()
+    unresolved: list[str] = []
+    for name in nrllm_core.__all__:
+        public = getattr(nrllm_core, name)
+        members = [public]
+        if inspect.isclass(public):
+            members += [
+                m.fget if isinstance(m, property) else m
+                for n, m in vars(public).items()
+                if (not n.startswith("_") or n == "__init__")
+                and (callable(m) or isinstance(m, property))
+            ]
+        for member in members:
+            try:
+                hints = typing.get_type_hints(member, localns=public_names)
+            except TypeError:
+                continue
+            except NameError as exc:
+                # A name its module imports for mypy alone, and nrllm_core does not export.
+                unresolved.append(f"{name}: {exc.name}")
+                continue
+            for hint in hints.values():
+                _nrllm_types(hint, found)
+    missing = sorted(t.__name__ for t in found if t.__name__ not in public_names)
+    assert (missing, unresolved) == ([], []), (missing, unresolved)
