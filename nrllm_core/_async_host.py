@@ -90,9 +90,10 @@ class AsyncHost:
         """:meth:`Host.invoke`, awaited (``approve`` is called in a worker thread)."""
         return await self._walk(self.host.flows.invoke(tool_name, arguments, **options), NOBODY)
 
-    def cancel(self, run_id: str) -> bool:
-        """:meth:`Host.cancel`: callable from any thread or task."""
-        return self.host.cancel(run_id)
+    def cancel(self, run_id: str, *, by: str | None = None) -> bool:
+        """:meth:`Host.cancel`: callable from any thread or task (a suspended run is ended
+        with one write to the store, made in the caller's thread)."""
+        return self.host.cancel(run_id, by=by)
 
     async def pending(self, run_id: str) -> RunOutcome | None:
         """:meth:`Host.pending`, awaited."""

@@ -11,11 +11,13 @@ from typing import Any, TypedDict, Unpack, final
 from nrllm_core._approval_flow import approval_flow
 from nrllm_core._direct_flow import direct_flow
 from nrllm_core._drive import Cancellation
-from nrllm_core._loop import PendingCall
+from nrllm_core._loop import PendingCall, TerminationReason
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._run_flow import run_flow
-from nrllm_core._segment import Flow, HostParts
+from nrllm_core._segment import Flow, HostParts, approval_step
+from nrllm_core._status import RunStatus
+from nrllm_core._suspension import RefusalReason
 from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
 
@@ -97,12 +99,34 @@ class Flows:
             with self._running_lock:
                 self._running.pop(run_id, None)
 
-    def cancel(self, run_id: str) -> bool:
-        """Cancel the run of that id being driven now; ``False`` when none is."""
+    def cancel(self, run_id: str, *, by: str | None = None) -> bool:
+        """Cancel the run of that id being driven now, else end it if it is suspended (``by``,
+        default the configured actor, is recorded as who did); ``False`` when neither."""
         with self._running_lock:
             cancellation = self._running.get(run_id)
-        if cancellation is None:
+        if cancellation is not None:
+            logger().info("nrllm.run.cancel_requested", run_id=run_id)
+            cancellation.cancel()
+            return True
+        parts = self.parts
+        config = parts.config
+        by = config.actor().id if by is None else by
+        digest = parts.suspensions.cancel(run_id, by=by)
+        if digest is None:
             return False
-        logger().info("nrllm.run.cancel_requested", run_id=run_id)
-        cancellation.cancel()
+        recorder = parts.recorder(
+            config, run_id, first_sequence=parts.store.last_sequence(run_id) + 1
+        )
+        recorder.record(
+            approval_step(
+                round=0,
+                approved=False,
+                approver=by,
+                turn_digest=digest,
+                decided_at=parts.clock(),
+                reason=RefusalReason.CANCELLED.value,
+            )
+        )
+        # The run settled with the cancellation; this settles nothing and commits the step.
+        parts.finish(recorder, RunStatus.CANCELLED, TerminationReason.CANCELLED)
         return True

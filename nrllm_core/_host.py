@@ -230,11 +230,14 @@ class Host:
 
         return self.store.list_runs(None if status is None else RunStatus(status))
 
-    def cancel(self, run_id: str) -> bool:
+    def cancel(self, run_id: str, *, by: str | None = None) -> bool:
         """Cancel a run this host is driving now, from any thread: its pending calls never
-        start, the model is not asked again, and the run settles ``cancelled``. ``False``
-        when this host is driving no run of that id."""
-        return self.flows.cancel(run_id)
+        start, the model is not asked again, and the run settles ``cancelled``. A run that
+        waits for an approval (of any host or process) is ended too: its sealed state
+        destroyed, its turn decided ``cancelled`` by ``by`` (default: the configured actor),
+        recorded in the audit, and a later approval refused (``RefusalReason.CANCELLED``).
+        ``False`` when the run is neither driven here nor suspended."""
+        return self.flows.cancel(run_id, by=by)
 
     # -- driving -----------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ class RefusalReason(enum.StrEnum):
     NO_APPROVER = "no_approver"
     ALREADY_DECIDED = "already_decided"
     REPLAYED = "replayed"
+    CANCELLED = "cancelled"
 
 
 class ApprovalRefused(Exception):
@@ -133,9 +134,7 @@ class Suspensions:
         the approver pass :func:`check_approver`."""
         suspension = self.store.suspension(run_id)
         if suspension is None:
-            raise ApprovalRefused(
-                f'run "{run_id}" is not awaiting approval', RefusalReason.NOT_AWAITING
-            )
+            raise self._not_awaiting(run_id)
         if not turn_digest:
             raise ApprovalRefused(
                 "an approval must name the turn digest it approves", RefusalReason.NO_DIGEST
@@ -173,6 +172,29 @@ class Suspensions:
         # The claimed state itself, not checked for its turn again: the claim decided that.
         claimed = self._open_turn(run_id, turn_digest, sealed, key).state
         return Claim(state=claimed, trace_context=suspension.trace_context)
+
+    def cancel(self, run_id: str, *, by: str) -> str | None:
+        """End the suspended run ``run_id``, cancelled by ``by`` (who must name somebody):
+        the digest of the turn it waited on, or ``None`` when it waits on none. Its state is
+        never opened, so an expired or unopenable turn can be ended too."""
+        if names_nobody(by):
+            raise ApprovalRefused(f"the canceller {NAMES_NOBODY}", RefusalReason.NO_APPROVER)
+        suspension = self.store.suspension(run_id)
+        if suspension is None or not self.store.cancel_suspension(run_id, by=by):
+            return None
+        logger().info("nrllm.run.cancelled_suspended", run_id=run_id)
+        return suspension.turn_digest
+
+    def _not_awaiting(self, run_id: str) -> ApprovalRefused:
+        detail = self.store.get_run(run_id)
+        if detail is not None and detail.run.status is RunStatus.CANCELLED:
+            return ApprovalRefused(
+                f'run "{run_id}" was cancelled; it can no longer be decided',
+                RefusalReason.CANCELLED,
+            )
+        return ApprovalRefused(
+            f'run "{run_id}" is not awaiting approval', RefusalReason.NOT_AWAITING
+        )
 
     def _open_state(
         self, run_id: str, turn_digest: str, sealed: bytes, key: bytes

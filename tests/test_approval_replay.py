@@ -392,3 +392,58 @@ def test_a_ttl_below_a_minute_is_a_config_error(value: Any, expected: str) -> No
 def test_approvals_has_no_other_key() -> None:
     with pytest.raises(ConfigError, match=re.escape("approvals.ttl: unknown key")):
         load_config(data={"approvals": {"ttl": 60}})
+
+
+# -- ending a suspended run ---------------------------------------------------------------------
+
+
+def test_cancel_ends_a_suspended_run_and_records_who_did(make_host, backend):
+    host, write = make_host([WRITE_TURN, {"content": "done"}])
+    run_id, digest = suspended(host)
+
+    assert host.cancel(run_id, by="carol")
+
+    (info,) = host.runs()
+    assert (info.status, info.termination_reason) == ("cancelled", "cancelled")
+    assert host.store.suspension(run_id) is None
+    assert host.pending(run_id) is None
+    detail = host.store.get_run(run_id)
+    approval, finish = detail.steps[-2].payload, detail.steps[-1].payload
+    assert (approval["decision"], approval["approver"], approval["reason"]) == (
+        "denied",
+        "carol",
+        "cancelled",
+    )
+    assert finish["status"] == "cancelled"
+    assert host.store.verify(run_id).broken == ()
+    with host.store._engine.connect() as connection:
+        (sealed,) = connection.execute(
+            text("SELECT sealed FROM suspensions WHERE run_id = :r"), {"r": run_id}
+        ).one()
+    assert bytes(sealed) == b""
+    with pytest.raises(ApprovalRefused, match="was cancelled") as refused:
+        host.approve(run_id, approver="bob", turn_digest=digest)
+    assert refused.value.reason is RefusalReason.CANCELLED
+    assert write.calls == []
+    assert not host.cancel(run_id)
+
+
+def test_cancel_ends_an_expired_turn_and_refuses_a_canceller_naming_nobody(make_host, clock):
+    host, _ = make_host([WRITE_TURN, {"content": "done"}])
+    run_id, _ = suspended(host)
+    clock.now += timedelta(days=8)
+
+    with pytest.raises(ApprovalRefused) as refused:
+        host.cancel(run_id, by="\u200b")
+    assert refused.value.reason is RefusalReason.NO_APPROVER
+    assert host.cancel(run_id)
+    assert host.runs()[0].status == "cancelled"
+
+
+def test_cancel_of_a_run_that_waits_for_nothing_is_false(make_host):
+    host, _ = make_host([{"content": "done"}])
+    done = host.run("hello")
+
+    assert not host.cancel(done.run_id)
+    assert not host.cancel("no-such-run")
+    assert host.runs()[0].status == "completed"

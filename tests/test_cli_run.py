@@ -540,3 +540,21 @@ def test_approving_an_unknown_run_without_a_digest_names_the_real_reason(env, mo
 
     assert result.exit_code == 1
     assert json.loads(result.stdout)["error"] == f'run "{"f" * 32}" is not awaiting approval'
+
+
+# -- nrllm runs cancel ---------------------------------------------------------------------------
+
+
+def test_runs_cancel_ends_a_suspended_run_and_a_later_approval_is_refused(env):
+    pending = suspend(env)
+
+    cancelled = nrllm(env, "runs", "cancel", pending["run_id"], "--as", "carol")
+    again = nrllm(env, "runs", "cancel", pending["run_id"])
+    approved = nrllm(env, "approve", pending["run_id"], "--digest", pending["turn_digest"])
+
+    assert (cancelled.exit_code, cancelled.stdout) == (0, f'run "{pending["run_id"]}" cancelled\n')
+    assert again.exit_code == 1
+    assert "is not awaiting approval" in again.stderr
+    assert approved.exit_code == 1
+    assert "was cancelled; it can no longer be decided" in approved.stderr
+    assert env.calls == ([], [])

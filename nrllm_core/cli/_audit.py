@@ -207,3 +207,27 @@ def upgrade(ctx: click.Context) -> None:
     finally:
         store.close()
     echo("the audit database is up to date")
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@click.option("--as", "by", default=None, help="Who cancels (default: the configured actor).")
+@click.pass_context
+def cancel(ctx: click.Context, run_id: str, by: str | None) -> None:
+    """End a run that waits for an approval: its sealed state is destroyed, the audit records
+    who cancelled it, and a later approval is refused. Exits 1 when it waits for none."""
+    from nrllm_core._suspension import ApprovalRefused
+    from nrllm_core.cli._common import open_host
+
+    host = open_host(ctx)
+    try:
+        cancelled = host.cancel(run_id, by=by)
+    except ApprovalRefused as exc:
+        echo(f"not cancelled: {exc}", err=True)
+        ctx.exit(1)
+    finally:
+        host.store.close()
+    if not cancelled:
+        echo(f'not cancelled: run "{run_id}" is not awaiting approval', err=True)
+        ctx.exit(1)
+    echo(f'run "{run_id}" cancelled')

@@ -55,6 +55,7 @@ __all__ = [
     "ChainHeads",
     "ClaimRefused",
     "NewStep",
+    "cancel_suspension",
     "claim_suspension",
     "decision_rows",
     "finish_run",
@@ -467,6 +468,22 @@ def claim_suspension(
         select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
     ).scalar_one()
     return sealed
+
+
+def cancel_suspension(connection: Connection, run_id: str, *, by: str, now: datetime) -> bool:
+    """Decide the run's open turn as cancelled by ``by`` and settle the run ``cancelled`` (its
+    sealed state blanked); ``False`` when it has no undecided turn."""
+    decided = connection.execute(
+        update(SuspensionRow)
+        .where(SuspensionRow.run_id == run_id, SuspensionRow.decided_at.is_(None))
+        .values(decided_at=now, decision="cancelled", approver=by)
+    )
+    if decided.rowcount != 1:
+        return False
+    if not finish_run(connection, run_id, RunStatus.CANCELLED, "cancelled", now):
+        # An undecided turn of a run that is not open: nothing of this is kept.
+        raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
+    return True
 
 
 def _move(

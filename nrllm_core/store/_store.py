@@ -491,6 +491,14 @@ class Store:
             now=self._clock(),
         )
 
+    def cancel_suspension(self, run_id: str, *, by: str) -> bool:
+        """End a suspended run: its open turn decided ``cancelled`` by ``by``, the run settled
+        ``cancelled`` and its sealed state blanked, in one transaction; ``False`` when the run
+        has no undecided turn (unknown, running, decided or finished)."""
+        return self._write(
+            None, functools.partial(ops.cancel_suspension, run_id=run_id, by=by, now=self._clock())
+        )
+
     def last_sequence(self, run_id: str) -> int:
         """The highest stored step number of the run (0 when none)."""
         with self._engine.connect() as connection:
