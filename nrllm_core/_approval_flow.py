@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import live_gate
@@ -34,6 +35,7 @@ def approval_flow(
     approver: str,
     turn_digest: str | None,
     on_event: Callable[[TraceEvent], None] | None = None,
+    deps: Any = None,
 ) -> Flow[RunOutcome]:
     """Claim the turn (an approval that cannot be applied raises ``ApprovalRefused`` before
     anything is recorded), then resume the run with the decision."""
@@ -54,7 +56,7 @@ def approval_flow(
         skill=state.skill,
         trace_context=claim.trace_context,
     )
-    body = _resume_segment(parts, recorder, config, state, approve, approver)
+    body = _resume_segment(parts, recorder, config, state, approve, approver, deps)
     return (yield from parts.segment(recorder, start, body))
 
 
@@ -65,6 +67,7 @@ def _resume_segment(
     state: SuspendedRunState,
     approve: bool,
     approver: str,
+    deps: Any,
 ) -> Flow[RunOutcome]:
     run_id = recorder.run_id
     audited = recorder.record(
@@ -98,7 +101,7 @@ def _resume_segment(
         approved=approve,
         offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
         permits=permits,
-        context_for=context_for(run_id, actor, config),
+        context_for=context_for(run_id, actor, config, deps),
         limits=config.run,
     )
     outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)

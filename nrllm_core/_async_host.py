@@ -77,10 +77,16 @@ class AsyncHost:
         approver: str,
         turn_digest: str | None,
         on_event: Callable[[TraceEvent], None] | None = None,
+        deps: Any = None,
     ) -> RunOutcome:
         """:meth:`Host.approve`, awaited."""
         flow = self.host.flows.approve(
-            run_id, approve=approve, approver=approver, turn_digest=turn_digest, on_event=on_event
+            run_id,
+            approve=approve,
+            approver=approver,
+            turn_digest=turn_digest,
+            on_event=on_event,
+            deps=deps,
         )
         return await self._walk(flow, NOBODY)
 

@@ -58,6 +58,7 @@ def direct_flow(
     approve: Callable[[PendingCall, str], str | None] | None = None,
     actor: Actor | None = None,
     on_event: Callable[[TraceEvent], None] | None = None,
+    deps: Any = None,
 ) -> Flow[WirePayload]:
     """The call as a run: started, gated when a provider or zone is named, approved when
     ``approve`` is given and the tool needs it, driven, then settled."""
@@ -99,7 +100,7 @@ def direct_flow(
             permits = None
             if gated:
                 permits = _gate(parts, config, recorder, tool_name, actor, provider, skill, zone)
-            context = context_for(run_id, actor, config)(new_call_id())
+            context = context_for(run_id, actor, config, deps)(new_call_id())
             registered = parts.pm.catalog().get(tool_name)
             if (
                 asked is not None

@@ -26,7 +26,7 @@ __all__ = ["Flows", "InvokeOptions", "RunOptions"]
 
 class RunOptions(TypedDict, total=False):
     """The keyword arguments of ``run`` and ``stream``, each optional: ``provider``,
-    ``skill``, ``max_rounds``, ``actor``, ``system`` and ``on_event``."""
+    ``skill``, ``max_rounds``, ``actor``, ``system``, ``on_event`` and ``deps``."""
 
     provider: str | None
     skill: str | None
@@ -34,11 +34,12 @@ class RunOptions(TypedDict, total=False):
     actor: Actor | None
     system: str | None
     on_event: Callable[[TraceEvent], None] | None
+    deps: Any
 
 
 class InvokeOptions(TypedDict, total=False):
     """The keyword arguments of ``invoke``, each optional: ``provider``, ``zone``, ``skill``,
-    ``kind``, ``approve``, ``actor`` and ``on_event``."""
+    ``kind``, ``approve``, ``actor``, ``on_event`` and ``deps``."""
 
     provider: str | None
     zone: TrustZone | None
@@ -47,6 +48,7 @@ class InvokeOptions(TypedDict, total=False):
     approve: Callable[[PendingCall, str], str | None] | None
     actor: Actor | None
     on_event: Callable[[TraceEvent], None] | None
+    deps: Any
 
 
 @final
@@ -72,6 +74,7 @@ class Flows:
         approver: str,
         turn_digest: str | None,
         on_event: Callable[[TraceEvent], None] | None,
+        deps: Any,
     ) -> Flow[RunOutcome]:
         return approval_flow(
             self.parts,
@@ -80,6 +83,7 @@ class Flows:
             approver=approver,
             turn_digest=turn_digest,
             on_event=on_event,
+            deps=deps,
         )
 
     def invoke(

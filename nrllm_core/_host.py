@@ -204,15 +204,23 @@ class Host:
         approver: str,
         turn_digest: str | None,
         on_event: Callable[[TraceEvent], None] | None = None,
+        deps: Any = None,
     ) -> RunOutcome:
         """Apply a person's decision to a suspended turn, then continue the run.
 
         The decision is bound to the turn by its digest, applied at most once (the sealed
         state's nonce is consumed in the claim), never after the run moved on or the turn
-        expired, and written to the audit before anything executes.
+        expired, and written to the audit before anything executes. ``deps`` is what the
+        resumed run's tools get (``ToolContext.deps``): never sealed with the turn, so a run
+        resumed here gets what this call passes.
         """
         flow = self.flows.approve(
-            run_id, approve=approve, approver=approver, turn_digest=turn_digest, on_event=on_event
+            run_id,
+            approve=approve,
+            approver=approver,
+            turn_digest=turn_digest,
+            on_event=on_event,
+            deps=deps,
         )
         return self._walk(flow, NOBODY)
 

@@ -360,7 +360,11 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
         section = types.MappingProxyType(copy.deepcopy(dict(section)))
     # Built directly: attrs.evolve introspects the class on every call, on the seam's hot path.
     return _new_context(
-        run_id=context.run_id, call_id=context.call_id, actor=context.actor, settings=section
+        run_id=context.run_id,
+        call_id=context.call_id,
+        actor=context.actor,
+        settings=section,
+        deps=context.deps,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateReport, gate_step, live_gate
@@ -39,6 +40,7 @@ def run_flow(
     actor: Actor | None = None,
     system: str | None = None,
     on_event: Callable[[TraceEvent], None] | None = None,
+    deps: Any = None,
 ) -> Flow[RunOutcome]:
     """Start the run (a bad prompt, provider or skill raises before anything is recorded),
     then its first segment."""
@@ -63,7 +65,7 @@ def run_flow(
     start = functools.partial(
         start_step, config, "run", report.zone.value, provider=provider_name, skill=skill
     )
-    body = _first_segment(parts, recorder, config, report, prompt, system, rounds, actor)
+    body = _first_segment(parts, recorder, config, report, prompt, system, rounds, actor, deps)
     return (yield from parts.segment(recorder, start, body))
 
 
@@ -76,6 +78,7 @@ def _first_segment(
     system: str | None,
     rounds: int,
     actor: Actor,
+    deps: Any,
 ) -> Flow[RunOutcome]:
     provider_name, skill = report.provider, report.skill
     run_id = recorder.run_id
@@ -100,7 +103,7 @@ def _first_segment(
         messages=messages,
         offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
         permits=permits,
-        context_for=context_for(run_id, actor, config),
+        context_for=context_for(run_id, actor, config, deps),
         actor=actor,
         max_rounds=rounds,
         limits=config.run,

@@ -295,12 +295,19 @@ def approval_step(
     return RunStep(kind=StepKind.APPROVAL, round=round, duration_ms=0.0, fields=fields)
 
 
-def context_for(run_id: str, actor: Actor, config: HostConfig) -> Callable[[str], ToolContext]:
-    """The context each call of a segment runs in, by its call id."""
+def context_for(
+    run_id: str, actor: Actor, config: HostConfig, deps: Any
+) -> Callable[[str], ToolContext]:
+    """The context each call of a segment runs in, by its call id, with the host's ``deps``
+    for this segment."""
 
     def made(call_id: str) -> ToolContext:
         return ToolContext(
-            run_id=run_id, call_id=call_id, actor=actor, settings=config.plugin_settings
+            run_id=run_id,
+            call_id=call_id,
+            actor=actor,
+            settings=config.plugin_settings,
+            deps=deps,
         )
 
     return made

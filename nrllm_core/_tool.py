@@ -35,12 +35,18 @@ class ToolContext:
     (``HostConfig.plugin_settings``). The seam hands the tool a copy that holds its own
     plugin's section only: an instance of the plugin's settings class
     (``nrllm_settings_class``), else a read-only mapping, ``{}`` when there is none.
+
+    ``deps`` is what the host passed for this run (``Host.run(..., deps=...)``): its own
+    process objects (a database session, a tenant, a client), never sealed, recorded or sent
+    anywhere; ``None`` when the host passed none. A tool types it where it reads it
+    (``env: Env = context.deps``).
     """
 
     run_id: str
     call_id: str
     actor: Actor
     settings: Any = NO_SETTINGS
+    deps: Any = None
 
 
 class Tool:

@@ -204,10 +204,11 @@ class Harness:
             settings_classes=self.pm.settings_classes(),
         )
 
-    def invoke(self, tool: str, /, **arguments: Any) -> Invocation:
-        """One direct call through the seam, as the person at the keyboard."""
+    def invoke(self, tool: str, /, *, deps: Any = None, **arguments: Any) -> Invocation:
+        """One direct call through the seam, as the person at the keyboard; ``deps`` is what
+        the tool's ``context.deps`` holds (so a tool argument cannot be named ``deps`` here)."""
         wires = len(self.sinks.wire)
-        wire = self.host.invoke(tool, arguments)
+        wire = self.host.invoke(tool, arguments, deps=deps)
         trace = next(e for e in reversed(self.sinks.trace) if e.step.kind is StepKind.TOOL)
         audit = next(r for r in reversed(self.sinks.audit) if r.sequence == trace.sequence)
         self._wire_runs.update(dict.fromkeys(range(wires, len(self.sinks.wire)), trace.run_id))
@@ -219,11 +220,13 @@ class Harness:
         *,
         script: Sequence[Mapping[str, Any]],
         zone: TrustZone = TrustZone.EXTERNAL_GLOBAL,
+        deps: Any = None,
     ) -> RunOutcome:
         """Run ``prompt`` against a model that answers with ``script``'s turns, in order
-        (the ``scripted`` provider's format: ``content``, ``tool_calls``, ``usage``)."""
+        (the ``scripted`` provider's format: ``content``, ``tool_calls``, ``usage``), its
+        tools given ``deps``."""
         provider = self.scripted(script, zone=zone)
-        return self._of_its_run(lambda: self.host.run(prompt, provider=provider))
+        return self._of_its_run(lambda: self.host.run(prompt, provider=provider, deps=deps))
 
     def scripted(
         self,
@@ -242,18 +245,23 @@ class Harness:
         self._providers[name] = {"kind": _KIND, "script": str(path), "trust_zone": zone.value}
         return name
 
-    def approve(self, outcome: RunOutcome) -> RunOutcome:
-        """Approve the suspended turn of ``outcome`` and continue the run."""
-        return self._decide(outcome, approve=True)
+    def approve(self, outcome: RunOutcome, *, deps: Any = None) -> RunOutcome:
+        """Approve the suspended turn of ``outcome`` and continue the run (its tools given
+        ``deps``)."""
+        return self._decide(outcome, approve=True, deps=deps)
 
-    def deny(self, outcome: RunOutcome) -> RunOutcome:
+    def deny(self, outcome: RunOutcome, *, deps: Any = None) -> RunOutcome:
         """Deny the suspended turn of ``outcome`` and continue the run."""
-        return self._decide(outcome, approve=False)
+        return self._decide(outcome, approve=False, deps=deps)
 
-    def _decide(self, outcome: RunOutcome, *, approve: bool) -> RunOutcome:
+    def _decide(self, outcome: RunOutcome, *, approve: bool, deps: Any) -> RunOutcome:
         return self._of_its_run(
             lambda: self.host.approve(
-                outcome.run_id, approve=approve, approver=_ACTOR, turn_digest=outcome.turn_digest
+                outcome.run_id,
+                approve=approve,
+                approver=_ACTOR,
+                turn_digest=outcome.turn_digest,
+                deps=deps,
             )
         )
 

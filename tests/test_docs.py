@@ -146,3 +146,13 @@ def test_make_test_runs_on_a_worker_per_core_as_contributing_says() -> None:
     assert "$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=25\n" in makefile
     assert "(`-n auto --dist loadgroup`), prints the 25 slowest tests" in text
     assert "pytest-xdist" in (DOCS.parent / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_the_host_integration_examples_are_tests_word_for_word() -> None:
+    from .test_testing_docs import QUOTED, functions_of
+
+    page = (DOCS / "how-to" / "host-integration.md").read_text(encoding="utf-8")
+    quoted = QUOTED.findall(page)
+    assert quoted
+    for path, name, code in quoted:
+        assert functions_of(path)[name] == code, name
