@@ -2,16 +2,19 @@
 
 Four-eyes, the approver named by ``--as`` and a plugin's owner check (a repurpose job's)
 compare people through :func:`same_identity`, by way of ``Actor.same_as``, never code points.
+It drops the code points that never tell two people apart (:data:`NAMES_NOBODY` is said of an
+id made of nothing else): default-ignorable, control and format characters, spaces and line
+breaks, and characters drawn as nothing (U+2800 BRAILLE PATTERN BLANK).
 
 The Unicode work is plain Python over tables read out of ICU (``_identity_tables.json``,
 written by ``scripts/gen_identity_tables.py``, loaded by the first ``Actor`` or comparison,
-never at import): NFKC_Casefold, which is NFKC and case folding with every
-Default_Ignorable_Code_Point removed; the UTS #39 confusable skeleton; and the UTS #39 checks
-that a name keeps to one script and one digit system. The comparison is therefore ICU 72's
-(Unicode 15.0) on every platform and every Python, whatever Unicode version the running
-``unicodedata`` knows, and installing nrllm needs no compiler. ``unicodedata`` only names code
-points in refusals and says which are control characters (a set Unicode never changes), and
-``str.strip`` trims Python's whitespace, as it did when ICU did the rest.
+never at import): NFKC_Casefold; the UTS #39 confusable skeleton and hidden-overlay check; and
+the UTS #39 checks that a name keeps to one script and one digit system. The comparison is
+therefore ICU 72's (Unicode 15.0) on every platform and every Python, whatever Unicode version
+the running ``unicodedata`` knows, and installing nrllm needs no compiler. ``unicodedata`` only
+names code points in refusals and says which are control characters (a set Unicode never
+changes), and ``str.strip`` trims Python's whitespace off a configured name, whose surrounding
+spaces are allowed.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import bisect
 import functools
 import json
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Final, final
 
@@ -36,9 +39,12 @@ _NO_SCRIPT: Final = frozenset({"Common", "Inherited", "Unknown"})
 # Said of an id whose key is empty. Such an id is nobody, and nobody differs from everyone: as
 # an approver it would pass four-eyes against any initiator.
 NAMES_NOBODY: Final = (
-    "names nobody: nothing is left of it once invisible code points, spaces and case are set aside"
+    "names nobody: nothing is left of it once invisible, control and blank characters are set aside"
 )
 _TABLES: Final = "_identity_tables.json"
+# What ``unseen`` holds of ASCII: the controls and the space.
+_ASCII_UNSEEN: Final = dict.fromkeys([*range(0x21), 0x7F])
+_DOT_ABOVE: Final = "\u0307"
 # Hangul syllables decompose and compose by arithmetic (The Unicode Standard, 3.12).
 _S_BASE: Final = 0xAC00
 _L_BASE: Final = 0x1100
@@ -69,10 +75,16 @@ class _Unicode:
     # Full decompositions, Hangul syllables aside: canonical, compatibility, NFKC_Casefold's.
     nfd: Mapping[str, str]
     nfkd: Mapping[str, str]
-    casefold: Mapping[str, str]
+    nfkc_casefold: Mapping[str, str]
     # The two code points each composite is composed from, Hangul aside.
     compose: Mapping[str, str]
     ignorable: frozenset[str]
+    # What never tells two people apart: default-ignorable, control and format characters,
+    # White_Space, and the characters drawn as nothing.
+    unseen: frozenset[str]
+    # The characters after which ICU finds a combining dot above hidden (they have a dot, or
+    # look like a character that has one).
+    dot_leads: frozenset[str]
     # Characters NFD leaves alone, to their UTS #39 prototype (decomposed).
     skeleton: Mapping[str, str]
     # Script runs: ``scripts[i]`` from ``script_starts[i]`` on; Unknown between runs.
@@ -94,14 +106,34 @@ class _Unicode:
         return self._composed(self._decomposed(_as_icu_reads(text), self.nfkd))
 
     def nfkc_casefold_of(self, text: str) -> str:
+        """NFKC_Casefold, without what is unseen (NFKC makes a space of some characters)."""
         if text.isascii():
-            return text.lower()
-        return self._composed(self._decomposed(_as_icu_reads(text), self.casefold))
+            return text.lower().translate(_ASCII_UNSEEN)
+        chars = self._decomposed(_as_icu_reads(text), self.nfkc_casefold, drop=self.unseen)
+        return self._composed(chars)
 
     def skeleton_of(self, text: str) -> str:
-        decomposed = self._decomposed(_as_icu_reads(text), self.nfd)
-        mapped = "".join(self.skeleton.get(char, char) for char in decomposed)
-        return "".join(self._decomposed(mapped, self.nfd))
+        """The UTS #39 skeleton, without what is unseen or hidden under another character."""
+        decomposed = self._decomposed(_as_icu_reads(text), self.nfd, drop=self.unseen)
+        hidden = set(self.hidden_dots(decomposed))
+        mapped = "".join(
+            self.skeleton.get(char, char) for at, char in enumerate(decomposed) if at not in hidden
+        )
+        return "".join(self._decomposed(mapped, self.nfd, drop=self.unseen))
+
+    def hidden_dots(self, chars: Sequence[str]) -> list[int]:
+        """Where in ``chars`` a combining dot above is hidden by the character it follows
+        (UTS #39's hidden overlay, as ICU's USPOOF_HIDDEN_OVERLAY finds it): ``i`` and ``j``
+        already have a dot."""
+        hidden: list[int] = []
+        lead = False
+        for at, char in enumerate(chars):
+            if lead and char == _DOT_ABOVE:
+                hidden.append(at)
+            # Marks of other classes than the dot's do not come between it and its base.
+            if self.ccc.get(char, 0) in (0, 230):
+                lead = char in self.dot_leads
+        return hidden
 
     def script(self, char: str) -> str:
         """The short name of ``char``'s script (``Latn``, ``Zyyy`` for Common)."""
@@ -145,8 +177,10 @@ class _Unicode:
             scripts |= _AUGMENTED[script]
         return scripts
 
-    def _decomposed(self, text: str, mapping: Mapping[str, str]) -> list[str]:
-        """``text`` fully decomposed by ``mapping``, in canonical order."""
+    def _decomposed(
+        self, text: str, mapping: Mapping[str, str], *, drop: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """``text`` fully decomposed by ``mapping``, without ``drop``, in canonical order."""
         chars: list[str] = []
         for char in text:
             syllable = ord(char) - _S_BASE
@@ -155,8 +189,8 @@ class _Unicode:
                 chars.append(chr(_V_BASE + syllable // _T_COUNT % _V_COUNT))
                 if syllable % _T_COUNT:
                     chars.append(chr(_T_BASE + syllable % _T_COUNT))
-            else:
-                chars.extend(mapping.get(char, char))
+            elif char not in drop:
+                chars.extend(part for part in mapping.get(char, char) if part not in drop)
         ccc = self.ccc
         start = 0
         while start < len(chars):
@@ -225,9 +259,11 @@ def _unicode() -> _Unicode:
         },
         nfd=nfd,
         nfkd=nfkd,
-        casefold=nfkd | dict.fromkeys(ignorable, "") | tables["nfkc_cf"],
+        nfkc_casefold=nfkd | dict.fromkeys(ignorable, "") | tables["nfkc_cf"],
         compose=tables["compose"],
         ignorable=ignorable,
+        unseen=frozenset(_expanded(tables["unseen"])),
+        dot_leads=frozenset(_expanded(tables["dot_leads"])),
         skeleton=tables["skeleton"],
         script_starts=tuple(starts),
         scripts=tuple(scripts),
@@ -256,14 +292,15 @@ def same_identity(first: str, second: str) -> bool:
 
 
 def identity_key(name: str) -> str:
-    """``name`` as a person: NFKC_Casefold, trimmed, then the UTS #39 skeleton, folded again.
+    """``name`` as a person: NFKC_Casefold without the characters that never
+    tell people apart, then the UTS #39 skeleton (hidden dots removed), folded again.
 
     Not for display: a skeleton is only for comparing (``emma`` has the key ``ernrna``).
     """
     unicode = _unicode()
-    key = _folded(name)
+    key = unicode.nfkc_casefold_of(name)
     for _ in range(_ROUNDS):
-        again = _folded(unicode.skeleton_of(key))
+        again = unicode.nfkc_casefold_of(unicode.skeleton_of(key))
         if again == key:
             break
         key = again
@@ -271,31 +308,38 @@ def identity_key(name: str) -> str:
 
 
 def names_nobody(name: str) -> bool:
-    """Whether ``name`` is empty as a person (``""``, spaces, ``\\u200b``): no id may be that."""
+    """Whether ``name`` is empty as a person (``""``, spaces, ``\\u200b``, ``\\x01``, U+2800):
+    no id may be that."""
     return not identity_key(name)
 
 
 def identity_refusal(name: str) -> str | None:
     """Why ``name`` cannot be a configured identity, else ``None``.
 
-    A configured name must read as it is spelled: no invisible or control code point, no
-    compatibility form, not another name's lookalike (its key is a plain ASCII name it is
-    not written as), no mix of scripts. Case is visible and surrounding spaces are trimmed:
-    both are allowed. The reason names code points, never the hostile text itself.
+    A configured name must read as it is spelled: no invisible, control, format or blank
+    character but the space, no compatibility form, no dot hidden on a letter that has one, not
+    another name's lookalike (its key is a plain ASCII name it is not written as), no mix of
+    scripts. Case is visible and surrounding spaces are trimmed: both are allowed. The reason
+    names code points, never the hostile text itself.
     """
     key = identity_key(name)
     if not key:
         return f"it {NAMES_NOBODY}"
     unicode = _unicode()
-    for char in name.strip():
+    name = name.strip()
+    for char in name:
         if char in unicode.ignorable:
             return f"{_described(char)} is invisible"
         if unicodedata.category(char) == "Cc":
             return f"{_described(char)} is a control character"
+        if char in unicode.unseen and char != " ":
+            return f"{_described(char)} is a format, space or blank character"
         compatible = unicode.nfkc_of(char)
         if compatible != unicode.nfc_of(char):
             return f"{_described(char)} is a compatibility form of {compatible!a}"
-    folded = _folded(name)
+    if unicode.hidden_dots(name):
+        return f"{_described(_DOT_ABOVE)} is hidden by the letter it follows, which has a dot"
+    folded = unicode.nfkc_casefold_of(name)
     if key.isascii() and not folded.isascii():
         other = next(char for char in folded if not char.isascii())
         return f"it reads as {key!a} but is spelled with {_described(other)}"
@@ -305,16 +349,11 @@ def identity_refusal(name: str) -> str | None:
     return None
 
 
-def _folded(name: str) -> str:
-    return _unicode().nfkc_casefold_of(name).strip()
-
-
 def _written_skeleton(name: str) -> str:
-    """The UTS #39 skeleton of ``name`` as written: compatibility forms and invisible code
+    """The UTS #39 skeleton of ``name`` as written: compatibility forms and unseen code
     points gone, case kept."""
     unicode = _unicode()
-    visible = "".join(char for char in name if char not in unicode.ignorable)
-    return unicode.skeleton_of(unicode.nfkc_of(visible).strip())
+    return unicode.skeleton_of(unicode.nfkc_of(name))
 
 
 def _as_icu_reads(text: str) -> str:

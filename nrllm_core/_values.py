@@ -139,10 +139,11 @@ class Actor:
 
     def same_as(self, actor_id: str) -> bool:
         """Whether ``actor_id`` names this person: people, not code points. Ids are compared
-        after NFKC, case folding, removing every default-ignorable code point, trimming and
-        the UTS #39 confusable skeleton, so ``alice``, `` Alice``, a full-width ``alice``, and
-        ``alice`` with a zero-width space (U+200B) or a Cyrillic ``a`` (U+0430) are one
-        person."""
+        after NFKC, case folding, removing every character that never tells people apart
+        (default-ignorable, control, format, space and blank ones) and the UTS #39 confusable
+        skeleton, so ``alice``, `` Alice``, a full-width ``alice``, and ``alice`` with a
+        zero-width space (U+200B), a braille blank (U+2800) or a Cyrillic ``a`` (U+0430) are
+        one person."""
         from nrllm_core._identity import same_identity
 
         return same_identity(self.id, actor_id)

@@ -30,6 +30,17 @@ OUT = Path(__file__).resolve().parent.parent / "nrllm_core" / "_identity_tables.
 SURROGATES = range(0xD800, 0xE000)
 # Hangul syllables decompose and compose by arithmetic, in nrllm_core._identity as in ICU.
 HANGUL = range(0xAC00, 0xD7A4)
+# Drawn as nothing, though no Unicode property says so: these are letters or symbols by
+# category, so neither Default_Ignorable_Code_Point, the format and control categories nor
+# White_Space covers them. Checked by name, so that a renumbering stops the script.
+BLANK_GLYPHS = {
+    0x2800: "BRAILLE PATTERN BLANK",
+    0x16FE4: "KHITAN SMALL SCRIPT FILLER",
+    0x1D159: "MUSICAL SYMBOL NULL NOTEHEAD",
+}
+# USPOOF_HIDDEN_OVERLAY (ICU 62), which PyICU does not name.
+HIDDEN_OVERLAY = 256
+DOT_ABOVE = "\u0307"
 
 
 def code_points() -> list[int]:
@@ -65,6 +76,15 @@ def main() -> None:
     casefold = icu.Normalizer2.getNFKCCasefoldInstance()
     skeleton = icu.SpoofChecker()
     ignorable_set = icu.UnicodeSet("[:Default_Ignorable_Code_Point:]")
+    # What never tells two people apart: the invisible code points, control and format
+    # characters, spaces and line breaks, and the characters drawn as nothing.
+    unseen_set = icu.UnicodeSet("[[:Default_Ignorable_Code_Point:][:Cc:][:Cf:][:White_Space:]]")
+    for cp, name in BLANK_GLYPHS.items():
+        if icu.Char.charName(cp) != name:
+            sys.exit(f"U+{cp:04X} is not {name}")
+        unseen_set.add(chr(cp))
+    overlay = icu.SpoofChecker()
+    overlay.setChecks(HIDDEN_OVERLAY)
     digit = icu.UCharCategory.DECIMAL_DIGIT_NUMBER
 
     ccc: dict[int, int] = {}
@@ -73,6 +93,8 @@ def main() -> None:
     folded: dict[str, str] = {}
     pairs: dict[str, str] = {}
     ignorable: list[int] = []
+    unseen: list[int] = []
+    dot_leads: list[int] = []
     confusable: dict[str, str] = {}
     script: dict[int, str] = {}
     extensions: dict[int, str] = {}
@@ -91,6 +113,12 @@ def main() -> None:
             compatible[char] = compat
         if ignorable_set.contains(char):
             ignorable.append(cp)
+        if unseen_set.contains(char):
+            unseen.append(cp)
+        # ICU looks for a hidden dot only after a base character or a mark of the dot's
+        # class, and checks the text as written: a dot it flags after ``char`` is hidden.
+        if klass in (0, 230) and overlay.check(char + DOT_ABOVE) & HIDDEN_OVERLAY:
+            dot_leads.append(cp)
         # What NFKC_Casefold maps the character to, decomposed as the normalizer works on it;
         # kept only where it is not what NFKD (or, for an ignorable, nothing) already gives.
         fold = str(nfd.normalize(str(casefold.normalize(char))))
@@ -128,6 +156,8 @@ def main() -> None:
         "nfkc_cf": folded,
         "compose": pairs,
         "ignorable": ranges(ignorable),
+        "unseen": ranges(unseen),
+        "dot_leads": ranges(dot_leads),
         "skeleton": confusable,
         "script": [run for run in valued_ranges(script) if run[2] != "Zzzz"],
         "script_extensions": valued_ranges(extensions),

@@ -378,6 +378,9 @@ def test_config_check_refuses_a_provider_kind_no_plugin_provides(tmp_path: Path)
     [
         ("alice\\u200b", "U+200B ZERO WIDTH SPACE is invisible"),
         ("\\u0430lice", "it reads as 'alice' but is spelled with U+0430 CYRILLIC SMALL LETTER A"),
+        ("ivan\\u0438", "it mixes scripts or digit systems (Cyrillic, Latin)"),
+        ("ali\\u0307ce", "U+0307 COMBINING DOT ABOVE is hidden by the letter it follows"),
+        ("alice\\u2800", "U+2800 BRAILLE PATTERN BLANK is a format, space or blank character"),
     ],
 )
 def test_config_check_refuses_an_actor_name_that_reads_as_another(

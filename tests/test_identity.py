@@ -1,6 +1,6 @@
 """Four-eyes compares people, not code points: one key for every comparison of identities
-(NFKC, case folding, every default-ignorable code point removed, the UTS #39 confusable
-skeleton), and the configured names that would read as someone else are refused."""
+(NFKC, case folding, every character that never tells people apart removed, the UTS #39
+confusable skeleton), and the configured names that would read as someone else are refused."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nrllm_core._config import ConfigError, load_config
-from nrllm_core._identity import identity_key, identity_refusal, names_nobody
+from nrllm_core._identity import identity_key, identity_refusal, names_nobody, same_identity
 from nrllm_core._values import Actor
 
 GOVERNANCE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "governance.md"
@@ -60,6 +60,21 @@ PLAIN_NAMES = [
     "山田たろう",
     "e\u0301mile",
 ]
+# Characters drawn as nothing, or not drawn: they never tell two people apart.
+UNSEEN = [
+    "\x01",
+    "\x7f",
+    "\x9b",
+    "\u00a0",
+    "\u2800",
+    "\u3000",
+    "\u3164",
+    "\ufff9",
+    "\ufffb",
+    "\U0001d159",
+    "\U0001d173",
+    "\U00016fe4",
+]
 ascii_names = st.text(alphabet=string.ascii_letters + string.digits + "-_.@' ", min_size=1)
 
 
@@ -94,6 +109,30 @@ def test_the_issues_spellings_are_alice() -> None:
 def test_lookalike_and_invisible_spellings_are_one_person(spelling: str) -> None:
     assert Actor(id="alice").same_as(spelling)
     assert Actor(id=spelling).same_as("alice")
+
+
+@pytest.mark.parametrize("char", UNSEEN)
+def test_blank_format_and_control_characters_tell_nobody_apart(char: str) -> None:
+    assert identity_key(f"ali{char}ce") == identity_key(f"alice{char}") == "alice"
+    assert same_identity("alice", f"alice{char}")
+    assert names_nobody(char)
+    with pytest.raises(ValueError, match="an actor id names nobody"):
+        Actor(id=char * 2)
+
+
+@pytest.mark.parametrize("lead", ["i", "j", "l", "\u0131", "\u0456", "1", "I", "i\u0323"])
+def test_a_dot_above_hidden_on_a_dotted_letter_is_no_letter(lead: str) -> None:
+    # UTS #39's hidden overlay: the dot adds nothing one can see.
+    assert identity_key(f"a{lead}\u0307b") == identity_key(f"a{lead}b")
+    assert same_identity(f"a{lead}b", f"a{lead}\u0307b")
+    refusal = identity_refusal(f"a{lead}\u0307b")
+    assert refusal is not None
+    assert "U+0307 COMBINING DOT ABOVE is hidden" in refusal
+
+
+def test_a_dot_above_on_a_letter_without_one_is_kept() -> None:
+    assert not same_identity("ab", "a\u0307b")
+    assert identity_refusal("a\u0307b") is None
 
 
 def test_every_default_ignorable_code_point_is_removed() -> None:
@@ -141,7 +180,20 @@ def test_the_key_is_its_own_key(text: str) -> None:
 
 
 # Ids that name nobody: empty once compared as people.
-NOBODY = ["", " ", "\t\n", "\u200b", "\u00ad\u2060\ufeff", " \u200d\u3000", "\U000e0041"]
+NOBODY = [
+    "",
+    " ",
+    "\t\n",
+    "\u200b",
+    "\u00ad\u2060\ufeff",
+    " \u200d\u3000",
+    "\U000e0041",
+    "\u2800",
+    "\x01",
+    "\x7f\x9b",
+    "\ufff9\ufffa\ufffb",
+    "\U0001d159\u1160",
+]
 someone = st.text().filter(identity_key)
 
 
@@ -184,6 +236,11 @@ def test_same_as_is_symmetric(first: str, second: str) -> None:
         ),
         ("\u0430\u0440\u0435", "reads as 'ape' but is spelled with U+0430 CYRILLIC SMALL"),
         ("\u0131van", "reads as 'ivan' but is spelled with U+0131 LATIN SMALL LETTER DOTLESS I"),
+        ("user\u0661\u2800", "U+2800 BRAILLE PATTERN BLANK is a format, space or blank"),
+        ("alice\ufff9", "U+FFF9 INTERLINEAR ANNOTATION ANCHOR is a format, space or blank"),
+        ("alice\x9b", "U+009B is a control character"),
+        ("al\u3000ice", "U+3000 IDEOGRAPHIC SPACE is a format, space or blank character"),
+        ("ali\u0307ce", "U+0307 COMBINING DOT ABOVE is hidden by the letter it follows"),
         ("\u0430lic\u00e9", "it mixes scripts or digit systems (Cyrillic, Latin)"),
         ("r\u0967d", "it mixes scripts or digit systems (Devanagari, Latin)"),
         ("user\u0661", "reads as 'userl' but is spelled with U+0661 ARABIC-INDIC DIGIT ONE"),
