@@ -1,20 +1,26 @@
-"""Who is who: the one comparison of identities, and the names configuration may not use.
+"""Who is who: the two comparisons of identities, and the names configuration may not use.
 
-Four-eyes, the approver named by ``--as`` and a plugin's owner check (a repurpose job's)
-compare people through :func:`same_identity`, by way of ``Actor.same_as``, never code points.
-It drops the code points that never tell two people apart (:data:`NAMES_NOBODY` is said of an
+A check that refuses compares people loosely, so that no spelling slips past it:
+:func:`same_person_for_refusal` (four-eyes, by way of ``Actor.same_person_for_refusal``) takes
+look-alikes for one person. A check that grants compares ids exactly, so that no look-alike
+gains by it: :func:`same_id_for_grant` (a repurpose job's owner, by way of
+``Actor.same_id_for_grant``) sets aside only case and what never tells people apart. The
+skeleton makes ``kim`` and ``kirn`` one person, the safe side for refusing and the wrong one
+for granting: every caller picks one of the two.
+
+Both drop the code points that never tell two people apart (:data:`NAMES_NOBODY` is said of an
 id made of nothing else): default-ignorable, control and format characters, spaces and line
 breaks, and characters drawn as nothing (U+2800 BRAILLE PATTERN BLANK).
 
 The Unicode work is plain Python over tables read out of ICU (``_identity_tables.json``,
 written by ``scripts/gen_identity_tables.py``, loaded by the first ``Actor`` or comparison,
-never at import): NFKC_Casefold; the UTS #39 confusable skeleton and hidden-overlay check; and
-the UTS #39 checks that a name keeps to one script and one digit system. The comparison is
-therefore ICU 72's (Unicode 15.0) on every platform and every Python, whatever Unicode version
-the running ``unicodedata`` knows, and installing nrllm needs no compiler. ``unicodedata`` only
-names code points in refusals and says which are control characters (a set Unicode never
-changes), and ``str.strip`` trims Python's whitespace off a configured name, whose surrounding
-spaces are allowed.
+never at import): NFKC_Casefold and canonical caseless matching; the UTS #39 confusable
+skeleton and hidden-overlay check; and the UTS #39 checks that a name keeps to one script and
+one digit system. The comparison is therefore ICU 72's (Unicode 15.0) on every platform and
+every Python, whatever Unicode version the running ``unicodedata`` knows, and installing nrllm
+needs no compiler. ``unicodedata`` only names code points in refusals and says which are
+control characters (a set Unicode never changes), and ``str.strip`` trims Python's whitespace
+off a configured name, whose surrounding spaces are allowed.
 """
 
 from __future__ import annotations
@@ -29,7 +35,14 @@ from typing import Final, final
 
 import attrs
 
-__all__ = ["NAMES_NOBODY", "identity_key", "identity_refusal", "names_nobody", "same_identity"]
+__all__ = [
+    "NAMES_NOBODY",
+    "identity_key",
+    "identity_refusal",
+    "names_nobody",
+    "same_id_for_grant",
+    "same_person_for_refusal",
+]
 
 # The skeleton can leave what folding changes again (``0`` becomes ``O``): fold and skeleton
 # until nothing changes. Every single code point settles within three rounds; the bound only
@@ -72,10 +85,12 @@ class _Unicode:
 
     # Canonical combining classes other than 0.
     ccc: Mapping[str, int]
-    # Full decompositions, Hangul syllables aside: canonical, compatibility, NFKC_Casefold's.
+    # Full decompositions, Hangul syllables aside: canonical, compatibility, NFKC_Casefold's,
+    # canonical caseless matching's (NFD, case folding, NFD).
     nfd: Mapping[str, str]
     nfkd: Mapping[str, str]
     nfkc_casefold: Mapping[str, str]
+    caseless: Mapping[str, str]
     # The two code points each composite is composed from, Hangul aside.
     compose: Mapping[str, str]
     ignorable: frozenset[str]
@@ -111,6 +126,14 @@ class _Unicode:
             return text.lower().translate(_ASCII_UNSEEN)
         chars = self._decomposed(_as_icu_reads(text), self.nfkc_casefold, drop=self.unseen)
         return self._composed(chars)
+
+    def caseless_of(self, text: str) -> str:
+        """NFC of canonical caseless matching's form, without what is unseen."""
+        if text.isascii():
+            return text.lower().translate(_ASCII_UNSEEN)
+        return self._composed(
+            self._decomposed(_as_icu_reads(text), self.caseless, drop=self.unseen)
+        )
 
     def skeleton_of(self, text: str) -> str:
         """The UTS #39 skeleton, without what is unseen or hidden under another character."""
@@ -260,6 +283,7 @@ def _unicode() -> _Unicode:
         nfd=nfd,
         nfkd=nfkd,
         nfkc_casefold=nfkd | dict.fromkeys(ignorable, "") | tables["nfkc_cf"],
+        caseless=nfd | tables["caseless"],
         compose=tables["compose"],
         ignorable=ignorable,
         unseen=frozenset(_expanded(tables["unseen"])),
@@ -283,16 +307,27 @@ def _expanded(runs: list[list[int]]) -> list[str]:
     return [chr(cp) for first, last in runs for cp in range(first, last + 1)]
 
 
-def same_identity(first: str, second: str) -> bool:
-    """Whether two ids name one person: their :func:`identity_key` is equal, or they are
-    confusable as written (UTS #39, before case folding, where a capital ``I`` is an ``l``)."""
+def same_person_for_refusal(first: str, second: str) -> bool:
+    """Whether two ids may name one person, for a check that refuses (four-eyes): their
+    :func:`identity_key` is equal, or they are confusable as written (UTS #39, before case
+    folding, where a capital ``I`` is an ``l``). Look-alikes are one person here, so never
+    grant anything by it: ``kim`` and ``kirn`` are one."""
     if identity_key(first) == identity_key(second):
         return True
     return _written_skeleton(first) == _written_skeleton(second)
 
 
+def same_id_for_grant(first: str, second: str) -> bool:
+    """Whether two ids are one id, for a check that grants access or ownership: equal after
+    NFC and case folding (canonical caseless matching), once the characters that never tell
+    people apart are removed. No look-alike is folded: ``kim`` is not ``kirn``, and a Cyrillic
+    ``a`` (U+0430) is not a Latin one."""
+    unicode = _unicode()
+    return unicode.caseless_of(first) == unicode.caseless_of(second)
+
+
 def identity_key(name: str) -> str:
-    """``name`` as a person: NFKC_Casefold without the characters that never
+    """``name`` as a person, for refusing: NFKC_Casefold without the characters that never
     tell people apart, then the UTS #39 skeleton (hidden dots removed), folded again.
 
     Not for display: a skeleton is only for comparing (``emma`` has the key ``ernrna``).

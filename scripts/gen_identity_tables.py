@@ -95,6 +95,7 @@ def main() -> None:
     ignorable: list[int] = []
     unseen: list[int] = []
     dot_leads: list[int] = []
+    caseless: dict[str, str] = {}
     confusable: dict[str, str] = {}
     script: dict[int, str] = {}
     extensions: dict[int, str] = {}
@@ -119,6 +120,11 @@ def main() -> None:
         # class, and checks the text as written: a dot it flags after ``char`` is hidden.
         if klass in (0, 230) and overlay.check(char + DOT_ABOVE) & HIDDEN_OVERLAY:
             dot_leads.append(cp)
+        # Canonical caseless matching (The Unicode Standard, 3.13): NFD, full case folding,
+        # NFD again; kept only where it is not the canonical decomposition.
+        caseless_fold = str(nfd.normalize(str(icu.UnicodeString(canonical).foldCase())))
+        if caseless_fold != canonical and cp not in HANGUL:
+            caseless[char] = caseless_fold
         # What NFKC_Casefold maps the character to, decomposed as the normalizer works on it;
         # kept only where it is not what NFKD (or, for an ignorable, nothing) already gives.
         fold = str(nfd.normalize(str(casefold.normalize(char))))
@@ -158,6 +164,7 @@ def main() -> None:
         "ignorable": ranges(ignorable),
         "unseen": ranges(unseen),
         "dot_leads": ranges(dot_leads),
+        "caseless": caseless,
         "skeleton": confusable,
         "script": [run for run in valued_ranges(script) if run[2] != "Zzzz"],
         "script_extensions": valued_ranges(extensions),

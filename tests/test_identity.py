@@ -1,6 +1,7 @@
-"""Four-eyes compares people, not code points: one key for every comparison of identities
-(NFKC, case folding, every character that never tells people apart removed, the UTS #39
-confusable skeleton), and the configured names that would read as someone else are refused."""
+"""Four-eyes compares people, not code points: a refusing check takes every spelling that reads
+as one person for that person (NFKC, case folding, every character that never tells people
+apart removed, the UTS #39 confusable skeleton), a granting check compares ids exactly, and the
+configured names that would read as someone else are refused."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nrllm_core._config import ConfigError, load_config
-from nrllm_core._identity import identity_key, identity_refusal, names_nobody, same_identity
+from nrllm_core._identity import (
+    identity_key,
+    identity_refusal,
+    names_nobody,
+    same_id_for_grant,
+    same_person_for_refusal,
+)
 from nrllm_core._values import Actor
 
 GOVERNANCE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "governance.md"
@@ -80,10 +87,10 @@ ascii_names = st.text(alphabet=string.ascii_letters + string.digits + "-_.@' ", 
 
 def test_the_issues_spellings_are_alice() -> None:
     assert identity_key("alice\u200b") == identity_key("\u0430lice") == identity_key("alice")
-    assert Actor(id="alice").same_as("alice\u200b")
-    assert Actor(id="alice").same_as("\u0430lice")
-    assert Actor(id="\u0430lice").same_as("ALICE")
-    assert not Actor(id="alice").same_as("bob")
+    assert Actor(id="alice").same_person_for_refusal("alice\u200b")
+    assert Actor(id="alice").same_person_for_refusal("\u0430lice")
+    assert Actor(id="\u0430lice").same_person_for_refusal("ALICE")
+    assert not Actor(id="alice").same_person_for_refusal("bob")
 
 
 @pytest.mark.parametrize(
@@ -107,14 +114,15 @@ def test_the_issues_spellings_are_alice() -> None:
     ],
 )
 def test_lookalike_and_invisible_spellings_are_one_person(spelling: str) -> None:
-    assert Actor(id="alice").same_as(spelling)
-    assert Actor(id=spelling).same_as("alice")
+    assert Actor(id="alice").same_person_for_refusal(spelling)
+    assert Actor(id=spelling).same_person_for_refusal("alice")
 
 
 @pytest.mark.parametrize("char", UNSEEN)
 def test_blank_format_and_control_characters_tell_nobody_apart(char: str) -> None:
     assert identity_key(f"ali{char}ce") == identity_key(f"alice{char}") == "alice"
-    assert same_identity("alice", f"alice{char}")
+    assert same_person_for_refusal("alice", f"alice{char}")
+    assert same_id_for_grant("alice", f"al{char}ice")
     assert names_nobody(char)
     with pytest.raises(ValueError, match="an actor id names nobody"):
         Actor(id=char * 2)
@@ -124,14 +132,14 @@ def test_blank_format_and_control_characters_tell_nobody_apart(char: str) -> Non
 def test_a_dot_above_hidden_on_a_dotted_letter_is_no_letter(lead: str) -> None:
     # UTS #39's hidden overlay: the dot adds nothing one can see.
     assert identity_key(f"a{lead}\u0307b") == identity_key(f"a{lead}b")
-    assert same_identity(f"a{lead}b", f"a{lead}\u0307b")
+    assert same_person_for_refusal(f"a{lead}b", f"a{lead}\u0307b")
     refusal = identity_refusal(f"a{lead}\u0307b")
     assert refusal is not None
     assert "U+0307 COMBINING DOT ABOVE is hidden" in refusal
 
 
 def test_a_dot_above_on_a_letter_without_one_is_kept() -> None:
-    assert not same_identity("ab", "a\u0307b")
+    assert not same_person_for_refusal("ab", "a\u0307b")
     assert identity_refusal("a\u0307b") is None
 
 
@@ -150,7 +158,9 @@ def test_digits_fold_with_the_letters_they_look_like_in_any_case() -> None:
 
 def test_different_people_stay_different() -> None:
     names = ["alice", "aiice", "ALLCE", "bob", "carol", "emma", "françois", "francois", "Иван"]
-    same = {(a, b) for a in names for b in names if a != b and Actor(id=a).same_as(b)}
+    same = {
+        (a, b) for a in names for b in names if a != b and Actor(id=a).same_person_for_refusal(b)
+    }
     assert same == set()
 
 
@@ -212,10 +222,49 @@ def test_a_configured_id_that_names_nobody_is_refused(name: str) -> None:
         load_config(data={"actor": {"id": name}})
 
 
+# -- refusing and granting ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("kim", "kirn"), ("Turner", "Tumer"), ("Amy", "Arny"), ("alice", "\u0430lice")],
+)
+def test_lookalikes_are_one_person_for_refusing_never_for_granting(first: str, second: str):
+    assert same_person_for_refusal(first, second)
+    assert Actor(id=first).same_person_for_refusal(second)
+    assert not same_id_for_grant(first, second)
+    assert not Actor(id=first).same_id_for_grant(second)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["kim", "Kim", "KIM", " kim\t", "k\u200bim", "\u00adKIM", "ki\u2800m"],
+)
+def test_a_grant_sets_aside_case_and_unseen_characters_only(spelling: str) -> None:
+    assert same_id_for_grant("kim", spelling)
+    assert Actor(id=spelling).same_id_for_grant("kim")
+
+
+def test_a_grant_compares_canonical_equivalents_and_case_folds() -> None:
+    assert same_id_for_grant("\u00e9mile", "E\u0301MILE")
+    assert same_id_for_grant("Stra\u00dfe", "STRASSE")
+    # Compatibility forms and look-alike digits are other ids.
+    assert not same_id_for_grant("alice", "\uff41lice")
+    assert not same_id_for_grant("bob", "b0b")
+
+
+@given(st.text(), st.sampled_from(["upper", "lower", "swapcase", "title"]))
+def test_what_a_grant_takes_for_one_id_a_refusal_takes_for_one_person(text: str, how: str):
+    other = getattr(text, how)()
+    if same_id_for_grant(text, other):
+        assert same_person_for_refusal(text, other)
+
+
 @given(someone, someone)
-def test_same_as_is_symmetric(first: str, second: str) -> None:
-    assert Actor(id=first).same_as(second) == Actor(id=second).same_as(first)
-    assert Actor(id=first).same_as(first)
+def test_same_person_for_refusal_is_symmetric(first: str, second: str) -> None:
+    forth = Actor(id=first).same_person_for_refusal(second)
+    assert forth == Actor(id=second).same_person_for_refusal(first)
+    assert Actor(id=first).same_person_for_refusal(first)
 
 
 # -- configured names ----------------------------------------------------------------------------
