@@ -38,6 +38,7 @@ import attrs
 __all__ = [
     "NAMES_NOBODY",
     "identity_key",
+    "identity_lookalike",
     "identity_refusal",
     "names_nobody",
     "same_id_for_grant",
@@ -100,6 +101,10 @@ class _Unicode:
     # The characters after which ICU finds a combining dot above hidden (they have a dot, or
     # look like a character that has one).
     dot_leads: frozenset[str]
+    # <noBreak> compatibility forms: the character itself, but for line breaking.
+    no_break: frozenset[str]
+    # Punctuation and White_Space, which end a word.
+    word_breaks: frozenset[str]
     # Characters NFD leaves alone, to their UTS #39 prototype (decomposed).
     skeleton: Mapping[str, str]
     # Script runs: ``scripts[i]`` from ``script_starts[i]`` on; Unknown between runs.
@@ -168,7 +173,10 @@ class _Unicode:
         if name.isascii():
             return False
         name = _as_icu_reads(name)
-        if not self._restricted(name):
+        # A name of several words (``user_٤٢``, ``Иван Smith``) may write each in its own
+        # script; only a mix within a word reads as a disguise.
+        words = "".join(" " if char in self.word_breaks else char for char in name).split(" ")
+        if not all(self._restricted(word) for word in words):
             return True
         return len({self.digit_zero[char] for char in name if char in self.digit_zero}) > 1
 
@@ -288,6 +296,8 @@ def _unicode() -> _Unicode:
         ignorable=ignorable,
         unseen=frozenset(_expanded(tables["unseen"])),
         dot_leads=frozenset(_expanded(tables["dot_leads"])),
+        no_break=frozenset(_expanded(tables["no_break"])),
+        word_breaks=frozenset(_expanded(tables["word_breaks"])),
         skeleton=tables["skeleton"],
         script_starts=tuple(starts),
         scripts=tuple(scripts),
@@ -351,14 +361,15 @@ def names_nobody(name: str) -> bool:
 def identity_refusal(name: str) -> str | None:
     """Why ``name`` cannot be a configured identity, else ``None``.
 
-    A configured name must read as it is spelled: no invisible, control, format or blank
-    character but the space, no compatibility form, no dot hidden on a letter that has one, not
-    another name's lookalike (its key is a plain ASCII name it is not written as), no mix of
-    scripts. Case is visible and surrounding spaces are trimmed: both are allowed. The reason
-    names code points, never the hostile text itself.
+    A configured name must show every character it has: no invisible, control, format or
+    blank character but the space, no compatibility form (a ``<noBreak>`` one, such as the
+    non-breaking hyphen, is the character itself), no dot hidden on a letter that has one, no
+    mix of scripts within a word nor of digit systems. Case is visible and surrounding spaces
+    are trimmed: both are allowed, and so is a name that looks like another
+    (:func:`identity_lookalike`), since only refusing checks fold look-alikes. The reason names
+    code points, never the hostile text itself.
     """
-    key = identity_key(name)
-    if not key:
+    if names_nobody(name):
         return f"it {NAMES_NOBODY}"
     unicode = _unicode()
     name = name.strip()
@@ -370,18 +381,30 @@ def identity_refusal(name: str) -> str | None:
         if char in unicode.unseen and char != " ":
             return f"{_described(char)} is a format, space or blank character"
         compatible = unicode.nfkc_of(char)
-        if compatible != unicode.nfc_of(char):
+        if compatible != unicode.nfc_of(char) and char not in unicode.no_break:
             return f"{_described(char)} is a compatibility form of {compatible!a}"
     if unicode.hidden_dots(name):
         return f"{_described(_DOT_ABOVE)} is hidden by the letter it follows, which has a dot"
-    folded = unicode.nfkc_casefold_of(name)
-    if key.isascii() and not folded.isascii():
-        other = next(char for char in folded if not char.isascii())
-        return f"it reads as {key!a} but is spelled with {_described(other)}"
     if unicode.mixes_scripts(name):
+        lookalike = identity_lookalike(name)
+        if lookalike is not None:
+            return lookalike
         scripts = {unicode.script_names[unicode.script(char)] for char in name}
         return f"it mixes scripts or digit systems ({', '.join(sorted(scripts - _NO_SCRIPT))})"
     return None
+
+
+def identity_lookalike(name: str) -> str | None:
+    """What plain ASCII name ``name`` reads as, when it is spelled otherwise (a Cyrillic
+    ``\u0421\u0430\u0440\u0430`` reads as ``capa``), else ``None``. Four-eyes takes the two for
+    one person."""
+    unicode = _unicode()
+    key = identity_key(name)
+    folded = unicode.nfkc_casefold_of(name)
+    if not key.isascii() or folded.isascii():
+        return None
+    other = next(char for char in unicode.nfc_of(name) if not char.isascii())
+    return f"it reads as {key!a} but is spelled with {_described(other)}"
 
 
 def _written_skeleton(name: str) -> str:

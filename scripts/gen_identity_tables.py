@@ -38,6 +38,8 @@ BLANK_GLYPHS = {
     0x16FE4: "KHITAN SMALL SCRIPT FILLER",
     0x1D159: "MUSICAL SYMBOL NULL NOTEHEAD",
 }
+# ICU's UDecompositionType U_DT_NOBREAK, which PyICU does not name.
+NO_BREAK = 11
 # USPOOF_HIDDEN_OVERLAY (ICU 62), which PyICU does not name.
 HIDDEN_OVERLAY = 256
 DOT_ABOVE = "\u0307"
@@ -83,8 +85,12 @@ def main() -> None:
         if icu.Char.charName(cp) != name:
             sys.exit(f"U+{cp:04X} is not {name}")
         unseen_set.add(chr(cp))
+    # Where a word ends, for the check that a name keeps to one script within each word.
+    word_break_set = icu.UnicodeSet("[[:P:][:White_Space:]]")
     overlay = icu.SpoofChecker()
     overlay.setChecks(HIDDEN_OVERLAY)
+    if icu.Char.getIntPropertyValue(0x2011, icu.UProperty.DECOMPOSITION_TYPE) != NO_BREAK:
+        sys.exit("U+2011 is not a <noBreak> compatibility form: NO_BREAK is not ICU's")
     digit = icu.UCharCategory.DECIMAL_DIGIT_NUMBER
 
     ccc: dict[int, int] = {}
@@ -95,6 +101,8 @@ def main() -> None:
     ignorable: list[int] = []
     unseen: list[int] = []
     dot_leads: list[int] = []
+    no_break: list[int] = []
+    word_breaks: list[int] = []
     caseless: dict[str, str] = {}
     confusable: dict[str, str] = {}
     script: dict[int, str] = {}
@@ -120,6 +128,10 @@ def main() -> None:
         # class, and checks the text as written: a dot it flags after ``char`` is hidden.
         if klass in (0, 230) and overlay.check(char + DOT_ABOVE) & HIDDEN_OVERLAY:
             dot_leads.append(cp)
+        if word_break_set.contains(char):
+            word_breaks.append(cp)
+        if icu.Char.getIntPropertyValue(cp, icu.UProperty.DECOMPOSITION_TYPE) == NO_BREAK:
+            no_break.append(cp)
         # Canonical caseless matching (The Unicode Standard, 3.13): NFD, full case folding,
         # NFD again; kept only where it is not the canonical decomposition.
         caseless_fold = str(nfd.normalize(str(icu.UnicodeString(canonical).foldCase())))
@@ -164,6 +176,8 @@ def main() -> None:
         "ignorable": ranges(ignorable),
         "unseen": ranges(unseen),
         "dot_leads": ranges(dot_leads),
+        "no_break": ranges(no_break),
+        "word_breaks": ranges(word_breaks),
         "caseless": caseless,
         "skeleton": confusable,
         "script": [run for run in valued_ranges(script) if run[2] != "Zzzz"],
