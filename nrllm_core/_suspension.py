@@ -297,7 +297,12 @@ def check_approver(
     the initiator (a denial may come from anyone). :class:`ApprovalRefused` says which."""
     if names_nobody(approver):
         raise ApprovalRefused(f"the approver {NAMES_NOBODY}", RefusalReason.NO_APPROVER)
-    if approve and config.four_eyes(provider, skill) and initiator.same_as(approver):
+    # Four-eyes refuses, so look-alikes count as the initiator.
+    if (
+        approve
+        and config.four_eyes(provider, skill)
+        and initiator.same_person_for_refusal(approver)
+    ):
         raise ApprovalRefused(
             "four-eyes: the approver must differ from the run's initiator",
             RefusalReason.FOUR_EYES,

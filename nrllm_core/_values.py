@@ -137,15 +137,26 @@ class Actor:
     def has_permission(self, permission: str) -> bool:
         return self.admin or permission in self.permissions
 
-    def same_as(self, actor_id: str) -> bool:
-        """Whether ``actor_id`` names this person: people, not code points. Ids are compared
-        after NFKC, case folding, removing every default-ignorable code point, trimming and
-        the UTS #39 confusable skeleton, so ``alice``, `` Alice``, a full-width ``alice``, and
-        ``alice`` with a zero-width space (U+200B) or a Cyrillic ``a`` (U+0430) are one
-        person."""
-        from nrllm_core._identity import same_identity
+    def same_person_for_refusal(self, actor_id: str) -> bool:
+        """Whether ``actor_id`` may name this person, for a check that refuses (four-eyes):
+        people, not code points. Ids are compared after NFKC, case folding, removing every
+        character that never tells people apart (default-ignorable, control, format, space
+        and blank ones) and the UTS #39 confusable skeleton, so ``alice``, `` Alice``, a
+        full-width ``alice``, and ``alice`` with a zero-width space (U+200B) or a Cyrillic
+        ``a`` (U+0430) are one person. Look-alikes are one person too (``kim`` and
+        ``kirn``): never grant anything by it."""
+        from nrllm_core._identity import same_person_for_refusal
 
-        return same_identity(self.id, actor_id)
+        return same_person_for_refusal(self.id, actor_id)
+
+    def same_id_for_grant(self, actor_id: str) -> bool:
+        """Whether ``actor_id`` is this actor's id, for a check that grants access or
+        ownership: equal after NFC and case folding, once the characters that never tell
+        people apart are removed (``Alice`` and ``alice\u200b`` are ``alice``). Look-alikes
+        are not folded: ``kirn`` is not ``kim``, a Cyrillic ``a`` (U+0430) is not an ``a``."""
+        from nrllm_core._identity import same_id_for_grant
+
+        return same_id_for_grant(self.id, actor_id)
 
 
 @final

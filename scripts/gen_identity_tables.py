@@ -30,6 +30,19 @@ OUT = Path(__file__).resolve().parent.parent / "nrllm_core" / "_identity_tables.
 SURROGATES = range(0xD800, 0xE000)
 # Hangul syllables decompose and compose by arithmetic, in nrllm_core._identity as in ICU.
 HANGUL = range(0xAC00, 0xD7A4)
+# Drawn as nothing, though no Unicode property says so: these are letters or symbols by
+# category, so neither Default_Ignorable_Code_Point, the format and control categories nor
+# White_Space covers them. Checked by name, so that a renumbering stops the script.
+BLANK_GLYPHS = {
+    0x2800: "BRAILLE PATTERN BLANK",
+    0x16FE4: "KHITAN SMALL SCRIPT FILLER",
+    0x1D159: "MUSICAL SYMBOL NULL NOTEHEAD",
+}
+# ICU's UDecompositionType U_DT_NOBREAK, which PyICU does not name.
+NO_BREAK = 11
+# USPOOF_HIDDEN_OVERLAY (ICU 62), which PyICU does not name.
+HIDDEN_OVERLAY = 256
+DOT_ABOVE = "\u0307"
 
 
 def code_points() -> list[int]:
@@ -65,6 +78,19 @@ def main() -> None:
     casefold = icu.Normalizer2.getNFKCCasefoldInstance()
     skeleton = icu.SpoofChecker()
     ignorable_set = icu.UnicodeSet("[:Default_Ignorable_Code_Point:]")
+    # What never tells two people apart: the invisible code points, control and format
+    # characters, spaces and line breaks, and the characters drawn as nothing.
+    unseen_set = icu.UnicodeSet("[[:Default_Ignorable_Code_Point:][:Cc:][:Cf:][:White_Space:]]")
+    for cp, name in BLANK_GLYPHS.items():
+        if icu.Char.charName(cp) != name:
+            sys.exit(f"U+{cp:04X} is not {name}")
+        unseen_set.add(chr(cp))
+    # Where a word ends, for the check that a name keeps to one script within each word.
+    word_break_set = icu.UnicodeSet("[[:P:][:White_Space:]]")
+    overlay = icu.SpoofChecker()
+    overlay.setChecks(HIDDEN_OVERLAY)
+    if icu.Char.getIntPropertyValue(0x2011, icu.UProperty.DECOMPOSITION_TYPE) != NO_BREAK:
+        sys.exit("U+2011 is not a <noBreak> compatibility form: NO_BREAK is not ICU's")
     digit = icu.UCharCategory.DECIMAL_DIGIT_NUMBER
 
     ccc: dict[int, int] = {}
@@ -73,6 +99,11 @@ def main() -> None:
     folded: dict[str, str] = {}
     pairs: dict[str, str] = {}
     ignorable: list[int] = []
+    unseen: list[int] = []
+    dot_leads: list[int] = []
+    no_break: list[int] = []
+    word_breaks: list[int] = []
+    caseless: dict[str, str] = {}
     confusable: dict[str, str] = {}
     script: dict[int, str] = {}
     extensions: dict[int, str] = {}
@@ -91,6 +122,21 @@ def main() -> None:
             compatible[char] = compat
         if ignorable_set.contains(char):
             ignorable.append(cp)
+        if unseen_set.contains(char):
+            unseen.append(cp)
+        # ICU looks for a hidden dot only after a base character or a mark of the dot's
+        # class, and checks the text as written: a dot it flags after ``char`` is hidden.
+        if klass in (0, 230) and overlay.check(char + DOT_ABOVE) & HIDDEN_OVERLAY:
+            dot_leads.append(cp)
+        if word_break_set.contains(char):
+            word_breaks.append(cp)
+        if icu.Char.getIntPropertyValue(cp, icu.UProperty.DECOMPOSITION_TYPE) == NO_BREAK:
+            no_break.append(cp)
+        # Canonical caseless matching (The Unicode Standard, 3.13): NFD, full case folding,
+        # NFD again; kept only where it is not the canonical decomposition.
+        caseless_fold = str(nfd.normalize(str(icu.UnicodeString(canonical).foldCase())))
+        if caseless_fold != canonical and cp not in HANGUL:
+            caseless[char] = caseless_fold
         # What NFKC_Casefold maps the character to, decomposed as the normalizer works on it;
         # kept only where it is not what NFKD (or, for an ignorable, nothing) already gives.
         fold = str(nfd.normalize(str(casefold.normalize(char))))
@@ -128,6 +174,11 @@ def main() -> None:
         "nfkc_cf": folded,
         "compose": pairs,
         "ignorable": ranges(ignorable),
+        "unseen": ranges(unseen),
+        "dot_leads": ranges(dot_leads),
+        "no_break": ranges(no_break),
+        "word_breaks": ranges(word_breaks),
+        "caseless": caseless,
         "skeleton": confusable,
         "script": [run for run in valued_ranges(script) if run[2] != "Zzzz"],
         "script_extensions": valued_ranges(extensions),

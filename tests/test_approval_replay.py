@@ -339,6 +339,14 @@ def test_the_default_expiry_is_seven_days(make_host, clock):
         "\u00adal\u2060i\ufeffce",
         "\u0430lice",
         "aIice",
+        # Issue 33, item 2: a dot hidden on the i, blank, format and control characters.
+        "ali\u0307ce",
+        "alice\u2800",
+        "alice\ufff9",
+        "alice\U0001d159",
+        "alice\x01",
+        "alice\x7f",
+        "alice\x9b",
     ],
 )
 def test_four_eyes_compares_normalised_ids(make_host, approver):
@@ -353,7 +361,9 @@ def test_four_eyes_compares_normalised_ids(make_host, approver):
     assert host.approve(run_id, approver="bob", turn_digest=digest).status == "completed"
 
 
-@pytest.mark.parametrize("approver", ["", " ", "\u200b", "\u00ad\u2060\ufeff\t"])
+@pytest.mark.parametrize(
+    "approver", ["", " ", "\u200b", "\u00ad\u2060\ufeff\t", "\u2800", "\x01", "\u3164\x7f"]
+)
 @pytest.mark.parametrize("four_eyes", [True, False])
 def test_an_approver_that_names_nobody_is_refused(make_host, approver, four_eyes):
     host, write = make_host([WRITE_TURN, {"content": "done"}], provider={"four_eyes": four_eyes})

@@ -378,6 +378,9 @@ def test_config_check_refuses_a_provider_kind_no_plugin_provides(tmp_path: Path)
     [
         ("alice\\u200b", "U+200B ZERO WIDTH SPACE is invisible"),
         ("\\u0430lice", "it reads as 'alice' but is spelled with U+0430 CYRILLIC SMALL LETTER A"),
+        ("ivan\\u0438", "it mixes scripts or digit systems (Cyrillic, Latin)"),
+        ("ali\\u0307ce", "U+0307 COMBINING DOT ABOVE is hidden by the letter it follows"),
+        ("alice\\u2800", "U+2800 BRAILLE PATTERN BLANK is a format, space or blank character"),
     ],
 )
 def test_config_check_refuses_an_actor_name_that_reads_as_another(
@@ -392,3 +395,41 @@ def test_config_check_refuses_an_actor_name_that_reads_as_another(
     assert "invalid configuration" in result.stderr
     assert f"actor.id: refused: {reason}" in result.stderr
     assert result.stdout == ""
+
+
+# Issue 33, item 7: real names, each in one script per word, refused before.
+@pytest.mark.parametrize(
+    ("actor", "note"),
+    [
+        (
+            "Ayd\\u0131n",
+            "it reads as 'aydin' but is spelled with U+0131 LATIN SMALL LETTER DOTLESS I",
+        ),
+        ("Y\\u0131ld\\u0131z", "it reads as 'yildiz' but is spelled with U+0131"),
+        ("\\u00c6SA", "it reads as 'aesa' but is spelled with U+00C6 LATIN CAPITAL LETTER AE"),
+        ("C\\u0153ur", "it reads as 'coeur' but is spelled with U+0153 LATIN SMALL LIGATURE OE"),
+        ("O\\u2019Brien", 'it reads as "o\'brien" but is spelled with U+2019'),
+        ("Anne\\u2011Marie", "but is spelled with U+2011 NON-BREAKING HYPHEN"),
+        ("\\u0421\\u0430\\u0440\\u0430", "it reads as 'capa' but is spelled with U+0421"),
+        ("\\u0391\\u039d\\u039d\\u0391", "it reads as 'avva' but is spelled with U+0391"),
+        ("user_\\u0664\\u0662", None),
+    ],
+)
+def test_config_check_accepts_a_real_name_and_notes_a_lookalike(
+    tmp_path: Path, actor: str, note: str | None
+) -> None:
+    path = tmp_path / "nrllm.toml"
+    path.write_text(f'[actor]\nid = "{actor}"\n', encoding="utf-8")
+
+    result = nrllm("--config", str(path), "config", "check")
+
+    assert result.exit_code == 0, result.output
+    name = tomllib.loads(path.read_text(encoding="utf-8"))["actor"]["id"]
+    assert f"actor: {name} ([actor])" in result.stdout
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note: actor.id: ")]
+    if note is None:
+        assert notes == []
+    else:
+        (line,) = notes
+        assert note in line
+        assert line.endswith("; four-eyes takes the two for one person")

@@ -497,7 +497,46 @@ def test_approve_as_names_the_approver_and_four_eyes_applies(env):
     assert approval.payload["approver"] == "bob"
 
 
-@pytest.mark.parametrize("nobody", ["", " ", "\u200b", "\u2060\ufeff"])
+# Issue 33, item 2: spellings of alice that passed four-eyes as someone else.
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "ali\u0307ce",  # a dot above on the i, which has one
+        "alice\u2800",  # braille pattern blank
+        "alice\ufff9",  # interlinear annotation anchor
+        "alice\U0001d159",  # musical symbol null notehead
+        "alice\x01",
+        "alice\x7f",
+        "alice\x9b",
+    ],
+)
+def test_approve_as_a_blank_or_hidden_spelling_of_the_initiator_is_four_eyes_refused(env, spelling):
+    pending = suspend(env, "--provider", "guarded")
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"], "--json")
+
+    refused = nrllm(env, *decide, "--as", spelling)
+
+    assert refused.exit_code == 1
+    assert "four-eyes" in as_json(refused)["error"]
+    assert env.calls == ([], [])
+
+
+def test_approve_as_bytes_that_are_not_utf8_is_a_clear_error(env):
+    pending = suspend(env, "--provider", "guarded")
+    decide = ("approve", pending["run_id"], "--digest", pending["turn_digest"])
+    # What Python makes of the argument bytes b"al\xffce" on a UTF-8 system.
+    undecodable = b"al\xffce".decode("utf-8", "surrogateescape")
+
+    refused = nrllm(env, *decide, "--as", undecodable)
+
+    assert refused.exit_code == 2
+    assert "--as: not valid UTF-8" in refused.stderr
+    assert "Traceback" not in refused.output
+    assert refused.exception is None or isinstance(refused.exception, SystemExit)
+    assert env.calls == ([], [])
+
+
+@pytest.mark.parametrize("nobody", ["", " ", "\u200b", "\u2060\ufeff", "\u2800", "\x01"])
 @pytest.mark.parametrize("guard", [[], ["--provider", "guarded"]])
 def test_approve_as_nobody_is_refused(env, nobody, guard):
     pending = suspend(env, *guard)

@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from nrllm_core import _identity
-from nrllm_core._identity import identity_key, identity_refusal, same_identity
+from nrllm_core._identity import identity_key, identity_refusal, same_person_for_refusal
 
 
 def test_identities_are_compared_without_icu(monkeypatch):
@@ -18,8 +18,8 @@ def test_identities_are_compared_without_icu(monkeypatch):
     monkeypatch.setitem(sys.modules, "icu", None)
     _identity._unicode.cache_clear()
     assert identity_key("\u0430lice") == identity_key("ALICE\u200b") == "alice"
-    assert same_identity("aIice", "alice")
-    assert not same_identity("aiice", "alice")
+    assert same_person_for_refusal("aIice", "alice")
+    assert not same_person_for_refusal("aiice", "alice")
     assert identity_refusal("ivan\u0438") == "it mixes scripts or digit systems (Cyrillic, Latin)"
 
 
@@ -88,4 +88,4 @@ def test_a_name_mixing_scripts_or_digit_systems_is_refused(name, scripts):
     ],
 )
 def test_surrogates_compare_as_icu_read_them(first, second, same):
-    assert same_identity(first, second) is same
+    assert same_person_for_refusal(first, second) is same

@@ -10,6 +10,7 @@ import click
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateDecision, decide
+from nrllm_core._identity import identity_lookalike
 from nrllm_core._serde import to_json
 from nrllm_core.cli import _common, _main
 from nrllm_core.cli._common import BadInput, host_config
@@ -144,6 +145,11 @@ def check(ctx: click.Context) -> None:
         f"actor: {actor.id} ({source}), admin {_yes(actor.admin)}, "
         f"permissions {_names(sorted(actor.permissions))}"
     )
+    # Allowed, since only refusing checks fold look-alikes, but worth a word to whoever
+    # configured it.
+    lookalike = identity_lookalike(actor.id)
+    if lookalike is not None:
+        echo(f"note: actor.id: {lookalike}; four-eyes takes the two for one person")
     default = settings.defaults.provider
     zone = settings.zone_for(default)
     echo(

@@ -73,6 +73,13 @@ def approve(
     as_json: bool,
 ) -> None:
     """Approve (or --deny) a suspended run's pending turn and resume it here."""
+    if approver is not None:
+        try:
+            approver.encode()
+        except UnicodeEncodeError:
+            # Python hands on argument bytes that are not UTF-8 as surrogate code points, which
+            # no store can hold: refused before anything is decided.
+            raise BadInput("--as: not valid UTF-8; pass the approver's name as text") from None
     host = open_host(ctx)
     if digest is None:
         digest = _confirmed_digest(host, run_id, deny=deny, as_json=as_json)

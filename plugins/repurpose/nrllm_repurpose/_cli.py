@@ -33,7 +33,9 @@ def _open(ctx: click.Context) -> tuple[HostConfig, Any]:
 
 def _visible(config: HostConfig, job: JobInfo) -> bool:
     actor = config.actor()
-    return actor.admin or actor.same_as(job.owner)
+    # Seeing a job is granted, so ids are compared exactly: the skeleton would show Kim's
+    # jobs to Kirn.
+    return actor.admin or actor.same_id_for_grant(job.owner)
 
 
 def _job_dict(job: JobInfo) -> dict[str, Any]:
