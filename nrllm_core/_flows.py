@@ -26,7 +26,8 @@ __all__ = ["Flows", "InvokeOptions", "RunOptions"]
 
 class RunOptions(TypedDict, total=False):
     """The keyword arguments of ``run`` and ``stream``, each optional: ``provider``,
-    ``skill``, ``max_rounds``, ``actor``, ``system``, ``on_event`` and ``deps``."""
+    ``skill``, ``max_rounds``, ``actor``, ``system``, ``on_event``, ``deps`` and
+    ``approve``."""
 
     provider: str | None
     skill: str | None
@@ -35,6 +36,7 @@ class RunOptions(TypedDict, total=False):
     system: str | None
     on_event: Callable[[TraceEvent], None] | None
     deps: Any
+    approve: Callable[[tuple[PendingCall, ...], str], str | None] | None
 
 
 class InvokeOptions(TypedDict, total=False):

@@ -7,10 +7,11 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from nrllm_core._approval_flow import approval_flow
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateReport, gate_step, live_gate
 from nrllm_core._invoke import new_run_id
-from nrllm_core._loop import clamp_rounds, first_segment
+from nrllm_core._loop import PendingCall, clamp_rounds, first_segment
 from nrllm_core._messages import ChatMessage, ProviderError
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent
@@ -41,9 +42,14 @@ def run_flow(
     system: str | None = None,
     on_event: Callable[[TraceEvent], None] | None = None,
     deps: Any = None,
+    approve: Callable[[tuple[PendingCall, ...], str], str | None] | None = None,
 ) -> Flow[RunOutcome]:
     """Start the run (a bad prompt, provider or skill raises before anything is recorded),
-    then its first segment."""
+    then its first segment. With ``approve``, each turn the run suspends on is put to
+    ``approve(pending, turn_digest)``, and an approver it names resumes the run in this same
+    flow, through the approval every other one goes through (the one approver rule, recorded
+    before anything runs; a refused approver raises ``ApprovalRefused``, the run still
+    suspended). ``None`` leaves the run suspended."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("the prompt is empty")
     config = parts.config
@@ -66,7 +72,21 @@ def run_flow(
         start_step, config, "run", report.zone.value, provider=provider_name, skill=skill
     )
     body = _first_segment(parts, recorder, config, report, prompt, system, rounds, actor, deps)
-    return (yield from parts.segment(recorder, start, body))
+    outcome = yield from parts.segment(recorder, start, body)
+    while approve is not None and outcome.turn_digest is not None:
+        approver = approve(outcome.pending, outcome.turn_digest)
+        if approver is None:
+            break
+        outcome = yield from approval_flow(
+            parts,
+            run_id,
+            approve=True,
+            approver=approver,
+            turn_digest=outcome.turn_digest,
+            on_event=on_event,
+            deps=deps,
+        )
+    return outcome
 
 
 def _first_segment(
