@@ -85,6 +85,7 @@ if TYPE_CHECKING:
         ProviderCheck,
         ProviderConfigError,
         ProviderFactory,
+        ProviderKind,
         ProviderRegistry,
         build_provider,
     )
@@ -130,6 +131,7 @@ __all__ = [
     "ProviderConfigError",
     "ProviderError",
     "ProviderFactory",
+    "ProviderKind",
     "ProviderKinds",
     "ProviderRegistry",
     "RefusalReason",
@@ -269,6 +271,7 @@ _LAZY_MODULES: Final = {
         "ProviderCheck",
         "ProviderConfigError",
         "ProviderFactory",
+        "ProviderKind",
         "ProviderRegistry",
         "build_provider",
     ),

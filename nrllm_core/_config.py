@@ -6,8 +6,6 @@ tomllib, cattrs and the entry-point metadata load inside :func:`load_config`, ne
 from __future__ import annotations
 
 import copy
-import enum
-import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -17,20 +15,22 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 import attrs
 
+from nrllm_core._config_structure import kind_name, listing, structure
 from nrllm_core._identity import identity_refusal
 from nrllm_core._privacy import PrivacyLevel
 from nrllm_core._provider_sections import (
+    KnownKinds,
     ProviderKinds,
     frozen_kinds,
-    kinds_with_checks,
+    kind_of,
+    known_kinds,
     provider_problems,
 )
-from nrllm_core._providers import ProviderCheck
 from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
-    from cattrs import Converter
+    pass
 
 __all__ = [
     "ActorConfig",
@@ -122,6 +122,15 @@ class ProviderConfig:
     max_completion_tokens: int | None = None
     # Extra request fields, sent as they are (JSON values).
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_copy)
+    # The keys of the kind's own (``ProviderRegistry.register(settings=...)``), as an
+    # instance of its settings class; never a key of the file itself.
+    options: Any = None
+
+    def section(self) -> dict[str, Any]:
+        """The section as its kind's factory and check get it: every key, the kind's own
+        settings under ``options``, typed."""
+        plain = attrs.asdict(self, filter=lambda field, _: field.name != "options")
+        return {**plain, "options": self.options}
 
 
 @final
@@ -310,7 +319,7 @@ def load_config(
     with a class in ``settings_classes`` (a plugin's ``nrllm_settings_class``) is structured
     and checked with it, and absent, is the class's defaults; any other section is kept as a
     read-only mapping. With ``provider_kinds`` (the installed plugins' kinds, each with the
-    check its sections must pass, as ``ProviderRegistry.checks`` gives them), a provider of
+    check its sections must pass, as ``ProviderRegistry.registered`` gives them), a provider of
     another kind is refused too; without, core's own kinds' checks apply. Each section passes
     its kind's check here (a ``scripted`` provider's script is read).
     Every problem of the load is reported in one :class:`ConfigError`.
@@ -323,7 +332,7 @@ def load_config(
         raw = data
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
-    kinds = None if provider_kinds is None else kinds_with_checks(provider_kinds)
+    kinds = None if provider_kinds is None else known_kinds(provider_kinds)
     return _build(raw, source, frozenset(plugin_sections), settings_classes or {}, kinds)
 
 
@@ -344,7 +353,7 @@ def config_loader(
     def load() -> HostConfig:
         sections = frozenset(plugin_sections())
         classes = dict(settings_classes())
-        kinds = None if provider_kinds is None else kinds_with_checks(provider_kinds())
+        kinds = None if provider_kinds is None else known_kinds(provider_kinds())
         if data is not None:
             key: object = ("data", sections, classes, frozen_kinds(kinds))
             if not last or last[0][0] != key:
@@ -415,7 +424,7 @@ def _build(
     source: Path | None,
     extra_sections: frozenset[str],
     settings_classes: Mapping[str, type[Any]],
-    provider_kinds: Mapping[str, ProviderCheck | None] | None,
+    provider_kinds: KnownKinds | None,
 ) -> HostConfig:
     core: dict[str, Any] = {}
     plugins: dict[str, Any] = {}
@@ -426,12 +435,12 @@ def _build(
             if isinstance(value, Mapping):
                 core[key] = value
             else:
-                errors.append(f"{key}: expected a table, got {_kind(value)}")
+                errors.append(f"{key}: expected a table, got {kind_name(value)}")
             continue
         if key in settings_classes:
             continue
         if not isinstance(value, Mapping):
-            errors.append(f"{key}: unknown key; accepted: {_listing(_CORE_SECTIONS)}")
+            errors.append(f"{key}: unknown key; accepted: {listing(_CORE_SECTIONS)}")
             continue
         if plugin_names is None:
             plugin_names = _installed_plugin_names() | extra_sections
@@ -444,13 +453,16 @@ def _build(
                 f'entry point in the group "{_ENTRY_POINT_GROUP}"'
             )
     for name, cls in sorted(settings_classes.items()):
-        typed = _structure(raw.get(name, {}), cls, name, errors)
+        typed = structure(raw.get(name, {}), cls, name, errors)
         if typed is not None:
             plugins[name] = typed
     if "tools" in core:
         errors.extend(_relabel_attempts(core["tools"], "tools"))
         core["tools"] = _normalize_enforcement(core["tools"])
-    document = _structure(core, _Document, "", errors)
+    options: dict[str, Any] = {}
+    if isinstance(core.get("providers"), Mapping):
+        core["providers"], options = _kind_settings(core["providers"], provider_kinds, errors)
+    document = structure(core, _Document, "", errors)
     config_dir = source.resolve().parent if source is not None else None
     if document is not None:
         errors.extend(_cross_checks(document, provider_kinds, config_dir))
@@ -458,7 +470,12 @@ def _build(
         raise ConfigError(_summary(source, errors))
     return HostConfig(
         tools=document.tools,
-        providers=MappingProxyType(dict(document.providers)),
+        providers=MappingProxyType(
+            {
+                name: attrs.evolve(provider, options=options.get(name))
+                for name, provider in document.providers.items()
+            }
+        ),
         skills=MappingProxyType(dict(document.skills)),
         actor_config=document.actor,
         defaults=document.defaults,
@@ -516,37 +533,19 @@ def _normalize_enforcement(tools: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _structure(value: object, cls: type[T], path: str, errors: list[str]) -> T | None:
-    """``value`` as ``cls``, or ``None`` with every problem added to ``errors``."""
-    from cattrs.errors import BaseValidationError
-
-    try:
-        structured: T = _converter().structure(value, cls)
-    except BaseValidationError as exc:
-        errors.extend(_messages(exc, path))
-        return None
-    except (TypeError, ValueError) as exc:
-        errors.extend(_class_message(exc, cls, path) if attrs.has(cls) else _messages(exc, path))
-        return None
-    except Exception as exc:
-        errors.extend(_messages(exc, path))
-        return None
-    return structured
-
-
 def _cross_checks(
     document: _Document,
-    provider_kinds: Mapping[str, ProviderCheck | None] | None,
+    provider_kinds: KnownKinds | None,
     config_dir: Path | None,
 ) -> list[str]:
     errors = []
     for name, provider in document.providers.items():
-        errors.extend(provider_problems(name, attrs.asdict(provider), provider_kinds, config_dir))
+        errors.extend(provider_problems(name, provider.section(), provider_kinds, config_dir))
         for index, target in enumerate(provider.fallback):
             if target not in document.providers:
                 errors.append(
                     f"providers.{name}.fallback[{index}]: no provider named {target!r} "
-                    f"(configured: {_listing(document.providers)})"
+                    f"(configured: {listing(document.providers)})"
                 )
         if provider.timeout_seconds <= 0:
             errors.append(f"providers.{name}.timeout_seconds: must be greater than 0")
@@ -556,7 +555,7 @@ def _cross_checks(
     if wanted is not None and wanted not in document.providers:
         errors.append(
             f"defaults.provider: no provider named {wanted!r} "
-            f"(configured: {_listing(document.providers)})"
+            f"(configured: {listing(document.providers)})"
         )
     for key, number in (
         ("privacy.retention_days", document.privacy.retention_days),
@@ -584,141 +583,41 @@ def _cross_checks(
     return errors
 
 
-def _listing(names: Iterable[str]) -> str:
-    return ", ".join(sorted(names)) or "none"
+def _kind_settings(
+    sections: Mapping[str, Any], kinds: KnownKinds | None, errors: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each provider section without the keys its kind takes beyond core's, and those keys
+    structured into the kind's settings class, by section name. ``options`` is never a key
+    of the file: it is where the structured settings go."""
+    core_keys = frozenset(a.name for a in attrs.fields(ProviderConfig))
+    stripped: dict[str, Any] = {}
+    typed: dict[str, Any] = {}
+    for name, section in sections.items():
+        stripped[name] = section
+        if not isinstance(section, Mapping):
+            continue
+        if "options" in section:
+            errors.append(f"providers.{name}.options: unknown key")
+            stripped[name] = {k: v for k, v in section.items() if k != "options"}
+        registered = kind_of(kinds, section.get("kind"))
+        cls = None if registered is None else registered.settings
+        if cls is None:
+            continue
+        own = frozenset(a.name for a in attrs.fields(cls))
+        if own & core_keys:
+            errors.append(
+                f'providers.{name}: the settings of kind "{section["kind"]}" name keys core '
+                f"has already ({listing(own & core_keys)})"
+            )
+            continue
+        stripped[name] = {k: v for k, v in stripped[name].items() if k not in own}
+        given = {k: v for k, v in section.items() if k in own}
+        value = structure(given, cls, f"providers.{name}", errors)
+        if value is not None:
+            typed[name] = value
+    return stripped, typed
 
 
 def _summary(source: Path | None, errors: list[str]) -> str:
     where = f"{source}: " if source is not None else ""
     return where + "; ".join(errors)
-
-
-_TYPE_NAMES: Final[Mapping[type, str]] = {
-    str: "a string",
-    bool: "a boolean",
-    int: "an integer",
-    float: "a number",
-    list: "an array",
-    dict: "a table",
-}
-
-
-def _kind(value: object) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
-
-
-# -- the one converter --------------------------------------------------------------------------
-
-
-@functools.cache
-def _converter() -> Converter:
-    """cattrs with no coercion: ``"yes"`` is not a bool and ``"3"`` is not an integer."""
-    from cattrs.gen import make_dict_structure_fn
-    from cattrs.preconf.tomllib import make_converter
-
-    conv = make_converter(forbid_extra_keys=True)
-    conv.register_structure_hook(str, _exact(str))
-    conv.register_structure_hook(bool, _exact(bool))
-    conv.register_structure_hook(int, _exact(int))
-    conv.register_structure_hook(float, _number)
-    conv.register_structure_hook_func(lambda kind: kind == tuple[str, ...], _names)
-    conv.register_structure_hook(Path, _path)
-    conv.register_structure_hook(enum.Enum, _enum)
-
-    def table(cls: type[Any]) -> Callable[[Any, Any], Any]:
-        fields = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True)
-
-        def structure(value: Any, kind: Any) -> Any:
-            if not isinstance(value, Mapping):
-                raise TypeError(f"expected a table, got {_kind(value)}")
-            return fields(value, kind)
-
-        return structure
-
-    conv.register_structure_hook_factory(attrs.has, table)
-    return conv
-
-
-def _exact(kind: type[Any]) -> Callable[[Any, Any], Any]:
-    def structure(value: Any, wanted: Any) -> Any:
-        if wanted is not kind and issubclass(wanted, enum.Enum):
-            # A str (or int) enum reaches its base type's hook first.
-            return _enum(value, wanted)
-        if type(value) is not kind:
-            raise TypeError(f"expected {_TYPE_NAMES[kind]}, got {_kind(value)}")
-        return value
-
-    return structure
-
-
-def _number(value: Any, _: Any) -> float:
-    if type(value) not in (int, float):
-        raise TypeError(f"expected a number, got {_kind(value)}")
-    return float(value)
-
-
-def _names(value: Any, _: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise TypeError(f"expected an array of strings, got {_kind(value)}")
-    for index, item in enumerate(value):
-        if type(item) is not str:
-            raise TypeError(f"item {index}: expected a string, got {_kind(item)}")
-    return tuple(value)
-
-
-def _path(value: Any, _: Any) -> Path:
-    if type(value) is not str or not value:
-        raise TypeError(f"expected a path (a non-empty string), got {_kind(value)}")
-    return Path(value)
-
-
-def _enum(value: Any, enum_type: type[enum.Enum]) -> Any:
-    """A member by its exact value: ``"local"``, never ``"Local"`` or the member's name."""
-    for member in enum_type:
-        if type(value) is type(member.value) and member.value == value:
-            return member
-    accepted = ", ".join(str(m.value) for m in enum_type)
-    raise ValueError(f"{value!r} is not accepted; accepted values: {accepted}")
-
-
-def _messages(exc: BaseException, path: str) -> list[str]:
-    """Flatten cattrs' nested validation errors into ``key.path: problem`` lines."""
-    from cattrs.errors import (
-        ClassValidationError,
-        ForbiddenExtraKeysError,
-        IterableValidationError,
-    )
-
-    if isinstance(exc, ForbiddenExtraKeysError):
-        accepted = _listing(a.name for a in attrs.fields(exc.cl))
-        return [
-            f"{_join(path, key)}: unknown key; accepted: {accepted}"
-            for key in sorted(exc.extra_fields)
-        ]
-    if isinstance(exc, ClassValidationError):
-        with_notes, without = exc.group_exceptions()
-        out = [m for inner, note in with_notes for m in _messages(inner, _join(path, note.name))]
-        return out + [m for inner in without for m in _class_message(inner, exc.cl, path)]
-    if isinstance(exc, IterableValidationError):
-        listed, unlisted = exc.group_exceptions()
-        out = [m for inner, note in listed for m in _messages(inner, _join(path, note.index))]
-        return out + [m for inner in unlisted for m in _messages(inner, path)]
-    if isinstance(exc, KeyError):
-        return [f"{path}: required key missing"]
-    if not isinstance(exc, TypeError | ValueError):
-        # A plugin's settings class is plugin code: a crash in it refuses its section, by type.
-        return [f"{path or '(top level)'}: the settings class failed ({type(exc).__name__})"]
-    return [f"{path or '(top level)'}: {exc}"]
-
-
-def _class_message(exc: BaseException, cls: type[Any], path: str) -> list[str]:
-    """A class's own check (an attrs validator or converter): a message that starts with a
-    field's name (``"allow_hosts: no ranges"``) joins the field to the path."""
-    field, colon, problem = str(exc).partition(": ")
-    if type(exc) in (TypeError, ValueError) and colon and field in attrs.fields_dict(cls):
-        return [f"{_join(path, field)}: {problem}"]
-    return _messages(exc, path)
-
-
-def _join(path: str, key: object) -> str:
-    return f"{path}.{key}" if path else str(key)

@@ -115,7 +115,7 @@ class Host:
             data=data,
             plugin_sections=functools.partial(_plugin_names, pm),
             settings_classes=pm.settings_classes,
-            provider_kinds=lambda: pm.provider_registry().checks,
+            provider_kinds=lambda: pm.provider_registry().registered,
         )
         config = loader()
         folder = default_data_dir() if data_dir is None else Path(data_dir)

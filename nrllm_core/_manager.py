@@ -287,15 +287,15 @@ class PluginManager(pluggy.PluginManager):
                 )
                 continue
             for kind in own.kinds:
-                claims.setdefault(kind, []).append((plugin_name, (own.get(kind), own.check(kind))))
+                claims.setdefault(kind, []).append((plugin_name, own.kind(kind)))
         registry = ProviderRegistry()
         for kind, owners in claims.items():
             if len(owners) > 1:
                 plugins = tuple(plugin for plugin, _ in owners)
                 logger().error("nrllm.provider.kind_clash", kind=kind, plugins=plugins)
                 continue
-            factory, check = owners[0][1]
-            registry.register(kind, factory, check=check)
+            found = owners[0][1]
+            registry.register(kind, found.factory, check=found.check, settings=found.settings)
         return registry
 
     # -- plugin settings -----------------------------------------------------------------------

@@ -8,24 +8,33 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from nrllm_core._providers import ProviderCheck, ProviderRegistry
+from nrllm_core._providers import ProviderCheck, ProviderKind, ProviderRegistry
 from nrllm_core.log import logger
 
-__all__ = ["ProviderKinds", "frozen_kinds", "kinds_with_checks", "provider_problems"]
+__all__ = [
+    "KnownKinds",
+    "ProviderKinds",
+    "frozen_kinds",
+    "kind_of",
+    "known_kinds",
+    "provider_problems",
+]
 
-# The installed provider kinds, each with its section check, or their names alone.
-ProviderKinds = Mapping[str, ProviderCheck | None] | Iterable[str]
+# The installed provider kinds, each with what it registered, or their names alone.
+ProviderKinds = Mapping[str, ProviderKind] | Iterable[str]
+# Each kind, with what it registered when that is known (a name alone: not).
+KnownKinds = Mapping[str, ProviderKind | None]
 
 
 def provider_problems(
     name: str,
     settings: Mapping[str, Any],
-    kinds: Mapping[str, ProviderCheck | None] | None,
+    kinds: KnownKinds | None,
     config_dir: Path | None,
 ) -> list[str]:
     """What is wrong with the section ``name`` (``settings`` as its kind's factory gets
-    them), each as ``providers.NAME.KEY: problem``. ``kinds``: the installed kinds with their
-    checks; ``None``, core's own kinds' checks apply."""
+    them), each as ``providers.NAME.KEY: problem``. ``kinds``: the installed kinds; ``None``,
+    core's own kinds."""
     from nrllm_core.providers._settings import params_problems
 
     where = f"providers.{name}"
@@ -44,10 +53,17 @@ def provider_problems(
         installed = ", ".join(sorted(kinds)) or "none"
         errors.append(f'{where}.kind: unknown kind "{kind}"; installed kinds: {installed}')
         return errors
-    check = (_core_checks() if kinds is None else kinds).get(kind)
-    if check is not None:
-        errors.extend(_kind_problems(name, settings, check, config_dir))
+    registered = kind_of(kinds, kind)
+    if registered is not None and registered.check is not None:
+        errors.extend(_kind_problems(name, settings, registered.check, config_dir))
     return errors
+
+
+def kind_of(kinds: KnownKinds | None, kind: object) -> ProviderKind | None:
+    """What ``kind`` registered, among ``kinds`` (``None``: core's own)."""
+    if not isinstance(kind, str):
+        return None
+    return (_core_kinds() if kinds is None else kinds).get(kind)
 
 
 def _kind_problems(
@@ -69,24 +85,24 @@ def _kind_problems(
     return [f"{where}.{key}: {problem}" if key else f"{where}: {problem}" for key, problem in found]
 
 
-def frozen_kinds(kinds: Mapping[str, ProviderCheck | None] | None) -> object:
+def frozen_kinds(kinds: KnownKinds | None) -> object:
     """``kinds`` as a part of a cache key."""
     return None if kinds is None else frozenset(kinds.items())
 
 
-def kinds_with_checks(given: ProviderKinds) -> Mapping[str, ProviderCheck | None]:
-    """The kinds given, each with its check. Given names alone, core's own kinds among them
-    keep their checks."""
+def known_kinds(given: ProviderKinds) -> KnownKinds:
+    """The kinds given, each with what it registered. Given names alone, core's own kinds
+    among them keep what they registered."""
     if isinstance(given, Mapping):
         return dict(given)
-    return {kind: _core_checks().get(kind) for kind in given}
+    return {kind: _core_kinds().get(kind) for kind in given}
 
 
 @functools.cache
-def _core_checks() -> Mapping[str, ProviderCheck | None]:
-    """Core's own kinds' checks, for a load given no installed kinds."""
+def _core_kinds() -> Mapping[str, ProviderKind]:
+    """Core's own kinds, for a load given no installed kinds."""
     from nrllm_core.providers._kinds import register_core_kinds
 
     registry = ProviderRegistry()
     register_core_kinds(registry)
-    return registry.checks
+    return registry.registered

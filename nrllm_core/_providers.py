@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
+import attrs
+
 from nrllm_core._messages import (
     ChatMessage,
     Delta,
@@ -25,6 +27,7 @@ __all__ = [
     "ProviderCheck",
     "ProviderConfigError",
     "ProviderFactory",
+    "ProviderKind",
     "ProviderRegistry",
     "aclosing",
     "acomplete",
@@ -257,46 +260,67 @@ class ProviderConfigError(ProviderError):
 
 
 @final
-class ProviderRegistry:
-    """Collects provider factories, and the checks of their sections, by kind name."""
+@attrs.frozen(kw_only=True)
+class ProviderKind:
+    """A registered kind: its factory, the :class:`ProviderCheck` of its sections, and the
+    attrs class of the settings of its own (the keys a ``[providers.NAME]`` section of this
+    kind takes beyond core's)."""
 
-    __slots__ = ("_checks", "_factories")
+    factory: ProviderFactory
+    check: ProviderCheck | None = None
+    settings: type[Any] | None = None
+
+
+@final
+class ProviderRegistry:
+    """Collects provider kinds by name: each one's factory, check and settings class."""
+
+    __slots__ = ("_kinds",)
 
     def __init__(self) -> None:
-        self._factories: dict[str, ProviderFactory] = {}
-        self._checks: dict[str, ProviderCheck | None] = {}
+        self._kinds: dict[str, ProviderKind] = {}
 
     def register(
-        self, kind: str, factory: ProviderFactory, *, check: ProviderCheck | None = None
+        self,
+        kind: str,
+        factory: ProviderFactory,
+        *,
+        check: ProviderCheck | None = None,
+        settings: type[Any] | None = None,
     ) -> None:
         """Register ``factory`` for ``kind = "<kind>"`` in a provider section, once per kind,
-        with the :class:`ProviderCheck` its sections must pass."""
+        with the :class:`ProviderCheck` its sections must pass and the attrs class of the
+        settings of its own (``region``, say): a section of this kind takes those keys beyond
+        core's, checked and structured into an instance of the class (the factory gets it as
+        ``settings["options"]``)."""
         if not isinstance(kind, str) or not kind:
             raise ValueError("a provider kind is a non-empty string")
         if not callable(factory):
             raise TypeError(f"the factory for provider kind {kind!r} is not callable")
         if check is not None and not callable(check):
             raise TypeError(f"the check for provider kind {kind!r} is not callable")
-        if kind in self._factories:
+        if settings is not None and not (isinstance(settings, type) and attrs.has(settings)):
+            raise TypeError(f"the settings of provider kind {kind!r} are not an attrs class")
+        if kind in self._kinds:
             raise ValueError(f"provider kind {kind!r} is already registered")
-        self._factories[kind] = factory
-        self._checks[kind] = check
+        self._kinds[kind] = ProviderKind(factory=factory, check=check, settings=settings)
 
     def get(self, kind: str) -> ProviderFactory | None:
-        return self._factories.get(kind)
+        found = self._kinds.get(kind)
+        return None if found is None else found.factory
 
-    def check(self, kind: str) -> ProviderCheck | None:
-        """The check ``kind`` registered, if any."""
-        return self._checks.get(kind)
+    def kind(self, kind: str) -> ProviderKind | None:
+        """All that ``kind`` registered, if it did."""
+        return self._kinds.get(kind)
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        return tuple(sorted(self._factories))
+        return tuple(sorted(self._kinds))
 
     @property
-    def checks(self) -> Mapping[str, ProviderCheck | None]:
-        """Each kind with its check: what the configuration's load is given."""
-        return {kind: self._checks[kind] for kind in self.kinds}
+    def registered(self) -> Mapping[str, ProviderKind]:
+        """Each kind with what it registered: what the configuration's load is given."""
+        return {name: self._kinds[name] for name in self.kinds}
 
 
 def build_provider(

@@ -106,7 +106,7 @@ class HostParts:
     def provider(self, config: HostConfig, name: str | None) -> Provider:
         if name is None or name not in config.providers:
             raise ProviderError(f'provider "{name}" is no longer configured')
-        settings = attrs.asdict(config.providers[name])
+        settings = config.providers[name].section()
         return build_provider(
             self.pm.provider_registry(),
             name,

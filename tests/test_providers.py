@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -803,7 +804,7 @@ def test_a_kind_from_a_plugin_checks_its_sections_at_every_load():
     from nrllm_core import ConfigError, load_config
 
     pm = make_plugin_manager(plugins=[_CheckedPlugin()], load_entry_points=False)
-    kinds = pm.provider_registry().checks
+    kinds = pm.provider_registry().registered
     assert load_config(data=_section("checked", params={"mode": "fast"}), provider_kinds=kinds)
 
     with pytest.raises(ConfigError) as refused:
@@ -824,7 +825,7 @@ def test_a_kinds_check_that_raises_refuses_the_section_without_its_text():
     with capture_logs() as logs, pytest.raises(ConfigError) as refused:
         load_config(
             data=_section("raising", params={"k": "hunter2"}),
-            provider_kinds=pm.provider_registry().checks,
+            provider_kinds=pm.provider_registry().registered,
         )
 
     assert str(refused.value) == 'providers.p: the check of kind "raising" failed (RuntimeError)'
@@ -835,10 +836,10 @@ def test_the_anthropic_check_is_the_kinds_own_and_applies_without_installed_kind
     from nrllm_core import ConfigError, load_config
 
     registry = make_plugin_manager(load_entry_points=False).provider_registry()
-    assert registry.check("anthropic") is not None
-    assert registry.check("openai") is None
+    assert registry.kind("anthropic").check is not None
+    assert registry.kind("openai").check is None
     section = _section("anthropic", max_completion_tokens=10)
-    for kinds in (None, registry.checks, registry.kinds):
+    for kinds in (None, registry.registered, registry.kinds):
         with pytest.raises(ConfigError, match="max_completion_tokens: is OpenAI's"):
             load_config(data=section, provider_kinds=kinds)
 
@@ -849,3 +850,78 @@ def test_the_registry_refuses_a_check_that_is_not_callable():
         registry.register(
             "x", lambda name, settings, *, config_dir, environ: _EchoProvider(), check="no"
         )
+
+
+# -- a kind's own settings ---------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class _ModeSettings:
+    mode: str = "fast"
+    region: str = "eu-west-1"
+
+
+class _ModePlugin:
+    def __init__(self) -> None:
+        self.given: list[Any] = []
+
+    @hookimpl
+    def nrllm_register_providers(self, registry):
+        def build(name, settings, *, config_dir, environ):
+            self.given.append(settings["options"])
+            return _EchoProvider()
+
+        registry.register("moded", build, settings=_ModeSettings)
+
+
+def test_a_kind_from_a_plugin_takes_settings_of_its_own_typed():
+    from nrllm_core import load_config
+
+    plugin = _ModePlugin()
+    pm = make_plugin_manager(plugins=[plugin], load_entry_points=False)
+    kinds = pm.provider_registry().registered
+    config = load_config(data=_section("moded", mode="slow"), provider_kinds=kinds)
+
+    assert config.providers["p"].options == _ModeSettings(mode="slow")
+    build_provider(
+        pm.provider_registry(), "p", config.providers["p"].section(), config_dir=None, environ={}
+    )
+    assert plugin.given == [_ModeSettings(mode="slow")]
+    # A kind without settings of its own has none.
+    assert load_config(data=_section("openai"), provider_kinds=kinds).providers["p"].options is None
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"speed": 1}, "providers.p.speed: unknown key"),
+        ({"mode": 5}, "providers.p.mode: expected a string, got an integer"),
+        ({"options": {"mode": "x"}}, "providers.p.options: unknown key"),
+    ],
+)
+def test_a_kinds_settings_are_checked_and_unknown_keys_still_refused(section, message):
+    from nrllm_core import ConfigError, load_config
+
+    pm = make_plugin_manager(plugins=[_ModePlugin()], load_entry_points=False)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(
+            data=_section("moded", **section), provider_kinds=pm.provider_registry().registered
+        )
+    # Without the kind installed, its keys are unknown.
+    with pytest.raises(ConfigError, match=r"providers\.p\.mode: unknown key"):
+        load_config(data=_section("openai", mode="slow"))
+
+
+def test_a_kinds_settings_may_not_rename_cores_keys():
+    from nrllm_core import ConfigError, ProviderRegistry, load_config
+
+    @attrs.frozen
+    class Clashing:
+        model: str = "x"
+
+    registry = ProviderRegistry()
+    registry.register("clash", lambda *a, **k: _EchoProvider(), settings=Clashing)
+    with pytest.raises(ConfigError, match="name keys core has already \\(model\\)"):
+        load_config(data=_section("clash"), provider_kinds=registry.registered)
+    with pytest.raises(TypeError, match="not an attrs class"):
+        registry.register("plain", lambda *a, **k: _EchoProvider(), settings=dict)

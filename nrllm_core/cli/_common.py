@@ -33,7 +33,7 @@ def host_config(ctx: click.Context) -> HostConfig:
             (ctx.find_root().obj or {}).get("config_path"),
             plugin_sections=[name for name, _ in pm.list_name_plugin()],
             settings_classes=pm.settings_classes(),
-            provider_kinds=pm.provider_registry().checks,
+            provider_kinds=pm.provider_registry().registered,
         )
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None
@@ -70,7 +70,7 @@ def _command_config(pm: PluginManager, path: str | None) -> Callable[[], HostCon
         path,
         plugin_sections=lambda: [name for name, _ in pm.list_name_plugin()],
         settings_classes=pm.settings_classes,
-        provider_kinds=lambda: pm.provider_registry().checks,
+        provider_kinds=lambda: pm.provider_registry().registered,
     )
 
 

@@ -134,6 +134,9 @@ def check(ctx: click.Context) -> None:
         )
         request = Settings(name, attrs.asdict(provider)).request_fields()
         echo(f"provider {name} request: {to_json(request) if request else '-'}")
+        if provider.options is not None:
+            own = attrs.asdict(provider.options)
+            echo(f"provider {name} {provider.kind} settings: {to_json(own)}")
     for name, skill in sorted(settings.skills.items()):
         echo(
             f"skill {name}: enabled {_yes(skill.enabled)}, "
