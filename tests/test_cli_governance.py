@@ -433,3 +433,39 @@ def test_config_check_accepts_a_real_name_and_notes_a_lookalike(
         (line,) = notes
         assert note in line
         assert line.endswith("; four-eyes takes the two for one person")
+
+
+def test_config_check_shows_and_refuses_a_plugin_kinds_own_settings(tmp_path, monkeypatch):
+    import attrs
+
+    from nrllm_core import hookimpl
+
+    @attrs.frozen(kw_only=True)
+    class Regional:
+        region: str = "eu-west-1"
+        endpoint_url: str | None = None
+
+    class Kind:
+        @hookimpl
+        def nrllm_register_providers(self, registry: Any) -> None:
+            registry.register("regional", lambda *a, **k: None, settings=Regional)
+
+    monkeypatch.setattr(
+        _common,
+        "plugin_manager",
+        lambda **_: make_plugin_manager(plugins=[Kind()], load_entry_points=False),
+    )
+    config = tmp_path / "kind.toml"
+    config.write_text('[providers.r]\nkind = "regional"\nregion = "us-east-1"\n', "utf-8")
+
+    shown = nrllm("--config", str(config), "config", "check")
+    config.write_text('[providers.r]\nkind = "regional"\nregion = 1\nzone = "x"\n', "utf-8")
+    refused = nrllm("--config", str(config), "config", "check")
+
+    assert shown.exit_code == 0, shown.output
+    assert 'provider r regional settings: {"region":"us-east-1","endpoint_url":null}' in (
+        shown.stdout
+    )
+    assert refused.exit_code == 2
+    assert "providers.r.region: expected a string, got an integer" in refused.stderr
+    assert "providers.r.zone: unknown key" in refused.stderr
