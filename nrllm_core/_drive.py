@@ -191,9 +191,14 @@ def _ask(
         raise RuntimeError("this core has no model to ask")
     messages, specs = list(ask.messages), list(ask.specs)
     if watchers.on_delta is None:
-        return complete(provider, messages, specs, tool_choice=ask.tool_choice)
+        return complete(provider, messages, specs, tool_choice=ask.tool_choice, turn=ask.turn)
     return stream(
-        provider, messages, specs, tool_choice=ask.tool_choice, on_delta=watchers.on_delta
+        provider,
+        messages,
+        specs,
+        tool_choice=ask.tool_choice,
+        on_delta=watchers.on_delta,
+        turn=ask.turn,
     )
 
 

@@ -27,6 +27,7 @@ from nrllm_core._messages import (
     ChatMessage,
     ProviderAnswer,
     ProviderError,
+    RunTurn,
     Stop,
     ToolCall,
     ToolChoice,
@@ -180,6 +181,8 @@ class Ask:
     messages: tuple[ChatMessage, ...]
     specs: tuple[ToolSpec, ...]
     tool_choice: ToolChoice
+    # Which run and round the request answers for, for a provider that asks (``turn=``).
+    turn: RunTurn
 
 
 @final
@@ -404,7 +407,12 @@ def _ask(
     )
     started = time.perf_counter()
     try:
-        answer = yield Ask(messages=tuple(seg.messages), specs=specs, tool_choice=tool_choice)
+        answer = yield Ask(
+            messages=tuple(seg.messages),
+            specs=specs,
+            tool_choice=tool_choice,
+            turn=RunTurn(run_id=seg.run_id, round=round_),
+        )
     except (ProviderError, RunCancelled):
         raise
     except Exception as exc:

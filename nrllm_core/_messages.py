@@ -19,6 +19,7 @@ __all__ = [
     "ProviderError",
     "Replay",
     "Role",
+    "RunTurn",
     "Stop",
     "StreamRestarted",
     "TextDelta",
@@ -40,6 +41,16 @@ _OPTIONAL_CALL_KEYS: Final = frozenset({"raw_arguments"})
 # Whether the model may call a tool in this request: ``auto`` lets it choose, ``none`` asks for
 # text only while the tools stay declared (the history may hold calls of them).
 ToolChoice = Literal["auto", "none"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunTurn:
+    """Which run, and which round of it, a model request answers for: what a provider whose
+    ``complete`` (``stream``, ``acomplete``, ``astream``) takes a keyword ``turn`` is told."""
+
+    run_id: str
+    round: int
 
 
 class ProviderError(Exception):

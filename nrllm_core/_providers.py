@@ -16,6 +16,7 @@ from nrllm_core._messages import (
     Delta,
     ProviderAnswer,
     ProviderError,
+    RunTurn,
     TextDelta,
     ToolChoice,
     ToolSpec,
@@ -82,21 +83,24 @@ def complete(
     tools: Sequence[ToolSpec],
     *,
     tool_choice: ToolChoice = "auto",
+    turn: RunTurn | None = None,
 ) -> ProviderAnswer:
-    """One call of ``provider.complete`` with ``tool_choice``.
+    """One call of ``provider.complete`` with ``tool_choice``, and ``turn`` when its
+    ``complete`` takes that keyword.
 
     ``auto`` is never passed, so every provider is called as the protocol always allowed. A
     provider whose ``complete`` takes no ``tool_choice`` keyword is asked for text only the
     way it understands: with no tools.
     """
+    told = _told(provider.complete, turn)
     if tool_choice == "auto":
-        return provider.complete(messages, tools)
-    if _takes_tool_choice(provider):
+        return provider.complete(messages, tools, **told)
+    if _takes(provider.complete, "tool_choice"):
         answer: ProviderAnswer = provider.complete(  # type: ignore[call-arg]
-            messages, tools, tool_choice=tool_choice
+            messages, tools, tool_choice=tool_choice, **told
         )
         return answer
-    return provider.complete(messages, [])
+    return provider.complete(messages, [], **told)
 
 
 async def acomplete(
@@ -105,16 +109,20 @@ async def acomplete(
     tools: Sequence[ToolSpec],
     *,
     tool_choice: ToolChoice = "auto",
+    turn: RunTurn | None = None,
 ) -> ProviderAnswer:
     """``await provider.acomplete(...)``, or :func:`complete` in a worker thread for a provider
     that has no ``acomplete``."""
     method = getattr(provider, "acomplete", None)
     if callable(method):
-        answer: ProviderAnswer = await method(messages, tools, tool_choice=tool_choice)
+        told = _told(method, turn)
+        answer: ProviderAnswer = await method(messages, tools, tool_choice=tool_choice, **told)
         return answer
     import anyio.to_thread
 
-    call = functools.partial(complete, provider, messages, tools, tool_choice=tool_choice)
+    call = functools.partial(
+        complete, provider, messages, tools, tool_choice=tool_choice, turn=turn
+    )
     # A cancelled run does not wait for the answer: the thread (which holds nothing of the
     # run) goes on by itself and what it returns is dropped, as an async request is cancelled.
     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
@@ -127,14 +135,19 @@ def stream(
     *,
     tool_choice: ToolChoice = "auto",
     on_delta: Callable[[Delta], None],
+    turn: RunTurn | None = None,
 ) -> ProviderAnswer:
     """``provider.stream(...)``, or for a provider that does not stream, :func:`complete` and
     then its whole text as one :class:`TextDelta`."""
     method = getattr(provider, "stream", None)
     if callable(method):
-        answer: ProviderAnswer = method(messages, tools, tool_choice=tool_choice, on_delta=on_delta)
+        told = _told(method, turn)
+        answer: ProviderAnswer = method(
+            messages, tools, tool_choice=tool_choice, on_delta=on_delta, **told
+        )
         return answer
-    return _whole(complete(provider, messages, tools, tool_choice=tool_choice), on_delta)
+    whole = complete(provider, messages, tools, tool_choice=tool_choice, turn=turn)
+    return _whole(whole, on_delta)
 
 
 async def astream(
@@ -144,6 +157,7 @@ async def astream(
     *,
     tool_choice: ToolChoice = "auto",
     on_delta: Callable[[Delta], None],
+    turn: RunTurn | None = None,
 ) -> ProviderAnswer:
     """``await provider.astream(...)``; else the provider's sync ``stream`` in a worker thread,
     its deltas handed to ``on_delta`` on the event loop's thread; else :func:`acomplete` and
@@ -151,19 +165,22 @@ async def astream(
     method = getattr(provider, "astream", None)
     if callable(method):
         answer: ProviderAnswer = await method(
-            messages, tools, tool_choice=tool_choice, on_delta=on_delta
+            messages, tools, tool_choice=tool_choice, on_delta=on_delta, **_told(method, turn)
         )
         return answer
     sync = getattr(provider, "stream", None)
     if not callable(sync):
-        return _whole(await acomplete(provider, messages, tools, tool_choice=tool_choice), on_delta)
+        whole = await acomplete(provider, messages, tools, tool_choice=tool_choice, turn=turn)
+        return _whole(whole, on_delta)
     import anyio.from_thread
     import anyio.to_thread
 
     def relay(delta: Delta) -> None:
         anyio.from_thread.run_sync(on_delta, delta)
 
-    call = functools.partial(sync, messages, tools, tool_choice=tool_choice, on_delta=relay)
+    call = functools.partial(
+        sync, messages, tools, tool_choice=tool_choice, on_delta=relay, **_told(sync, turn)
+    )
     streamed: ProviderAnswer = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
     return streamed
 
@@ -219,13 +236,24 @@ def _whole(answer: ProviderAnswer, on_delta: Callable[[Delta], None]) -> Provide
     return answer
 
 
-def _takes_tool_choice(provider: Provider) -> bool:
+def _told(method: Callable[..., Any], turn: RunTurn | None) -> dict[str, RunTurn]:
+    """``turn`` as a keyword for ``method``, when there is one and the method takes it."""
+    return {} if turn is None or not _takes(method, "turn") else {"turn": turn}
+
+
+def _takes(method: Callable[..., Any], keyword: str) -> bool:
+    """Whether ``method`` (a provider's) takes ``keyword``; read once per function."""
+    return _function_takes(getattr(method, "__func__", method), keyword)
+
+
+@functools.lru_cache(maxsize=512)
+def _function_takes(function: Callable[..., Any], keyword: str) -> bool:
     try:
-        parameters = inspect.signature(provider.complete).parameters.values()
+        parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
         return False
     return any(
-        p.kind is p.VAR_KEYWORD or (p.name == "tool_choice" and p.kind is not p.POSITIONAL_ONLY)
+        p.kind is p.VAR_KEYWORD or (p.name == keyword and p.kind is not p.POSITIONAL_ONLY)
         for p in parameters
     )
 
