@@ -7,11 +7,14 @@ import json
 import re
 from typing import Final
 
+from nrllm_core._credential_words import names_a_credential
+
 __all__ = [
     "LEAF_MAX_CHARS",
     "REDACTION_MASK",
     "TRUNCATION_MARKER",
     "mask_secrets",
+    "names_a_credential",
     "redact",
     "redact_tree",
 ]
