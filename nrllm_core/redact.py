@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import re
+import string
+from collections.abc import Iterable
 from typing import Final
 
-from nrllm_core._credential_words import names_a_credential
+from nrllm_core._credential_words import TRANSLATED_PASSWORD_WORDS, names_a_credential
 
 __all__ = [
     "LEAF_MAX_CHARS",
@@ -37,11 +39,17 @@ _MAX_PASSES: Final = 4
 _BREAKS: Final = "\\n\\r\\x0b\\x0c\\x1c-\\x1e\\x85\\u2028\\u2029"
 _LINE: Final = re.compile(f"[^{_BREAKS}]+")
 
+
+def _one_of(words: Iterable[str]) -> str:
+    """An alternation of ``words``, longest first, so a shorter word never cuts a longer one."""
+    return "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
+
+
 # A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
 _TRIGGER: Final = (
-    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|contrase|key|tok|auth|sig|salt"
-    r"|mysql|mariadb|softlayer)|-{4}"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|cred|key|tok|auth|sig|salt|pin"
+    rf"|mysql|mariadb|softlayer|curl|{_one_of(TRANSLATED_PASSWORD_WORDS)})|-{{4}}|:(?:[0-9]{{1,5}}|\*):"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
     r"|(?:AC|SK)[0-9a-z]{32}|AKC|AP[0-9A-F]|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
@@ -57,22 +65,30 @@ _KEY_BLOCK: Final = (
 
 # The user part and password stop at quotes, commas and semicolons so that a port followed
 # later by an unrelated address (``"https://example.com:8080","contact":"a@b.org"``) is never
-# read as ``user:password@``. A scheme only starts at the beginning of a run, which keeps the
-# scan linear on long dotted strings.
+# read as ``user:password@``. A password may hold ``@``, ``/`` and ``#`` as typed
+# (``postgres://u:p@ss/w#rd@host/db``): it runs to the last ``@`` within 128 characters that a
+# host follows, unless it starts like a port and a path (``https://h:8080/users/a@b.org``).
+# A scheme only starts at the beginning of a run, which keeps the scan linear on long dotted
+# strings.
 _URL_USERINFO: Final = (
     r"[A-Za-z](?<![\w+.\-].)(?P<userinfo>(?P<userinfo_keep>[A-Za-z0-9+.\-]*://"
-    r"[^\s:/?#@\"'<>`,;\\]*):[^\s/?#@\"'<>`,;\\]+@)"
+    r"[^\s:/?#@\"'<>`,;\\]*):(?:(?![0-9]{1,5}[/?#])[^\s?\"'<>`,;\\]{1,128}@"
+    r"(?=[A-Za-z0-9\[][A-Za-z0-9.\-\]:]*+(?:[/?#\s\"'<>`,;\\]|\Z))|[^\s/?#@\"'<>`,;\\]+@))"
 )
 
 # ``client_secret``, ``x_api_key`` or ``X-Amz-Signature``: any name *ending* in a credential
 # word counts, but a bare ``key``, ``sig`` or ``auth`` only on its own, so ``sort_key`` and
 # ``max_tokens`` survive. ``&amp;`` covers URLs quoted in HTML. The value stops at structural
 # characters so that fragments, JSON, HTML and Markdown neighbours survive.
+# A bare ``key``, ``sig`` or ``auth`` also names a map pin, a sort or a mode, so its value
+# must look like a token: a digit or a symbol in it, or 20 characters (``?key=ergonomic``
+# stays).
 _URL_QUERY_CREDENTIAL: Final = (
     r"[?&](?P<query>(?P<query_keep>(?:(?<=&)amp;)?"
-    r"(?i:(?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
-    r"|password|passwd|signature|credential)|key|sig|auth)"
-    r"=)[^&\s\"'#<>`)\\]+)"
+    r"(?:(?i:(?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
+    r"|password|passwd|signature|credential))="
+    r"|(?i:key|sig|auth)=(?=[^&\s\"'#<>`)\\]{0,19}?[^A-Za-z&\s\"'#<>`)\\]|[^&\s\"'#<>`)\\]{20})))"
+    r"[^&\s\"'#<>`)\\]+)"
 )
 
 # ``Authorization: Basic …``, ``"Authorization": "Bearer …"``: the scheme stays, whatever
@@ -126,18 +142,54 @@ def _qualified(word: str, qualifiers: tuple[str, ...]) -> str:
     return f"{first}(?i:{word[1:]}(?:(?<=[{last}]{word})|(?<=[{last}][_.\\-]{word}))(?:{behind}))"
 
 
+# "Password" in other languages (core's vocabulary) counts as a whole word of a name, at its
+# start, after a separator or at a camelCase boundary (``DB_SENHA``, ``userKennwort``), not
+# inside another word (``enclave`` is no ``clave``). ``contraseña`` alone counts anywhere in a
+# name, as detect-secrets reads it.
+_TRANSLATED_WORD: Final = (
+    rf"(?:(?<![A-Za-z])|(?<=[a-z0-9])(?=[A-Z]))(?i:{_one_of(TRANSLATED_PASSWORD_WORDS)})(?![a-z])"
+)
 _CONTAINED_WORD: Final = (
     r"(?:[Pp](?i:ass(?:wor[dt]|wd|phrase)|wd)|[Ss](?i:ecret)|[Cc](?i:redential|ontrase(?:ñ|n)a)"
-    rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)})"
+    rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)}"
+    rf"|{_TRANSLATED_WORD})"
 )
+# The letters a credential word can start with: the scan checks for a word only there.
+_WORD_STARTS: Final = "".join(
+    sorted({c for w in ("pass", "pwd", "secret", "credential", "key") for c in (w[0], w[0].upper())}
+           | {c for w in TRANSLATED_PASSWORD_WORDS if w[0].isascii() for c in (w[0], w[0].upper())})
+)  # fmt: skip
+_OTHER_NAME_CHARS: Final = (
+    "".join(c for c in string.ascii_letters if c not in _WORD_STARTS) + string.digits + "_.\\-"
+)
+
+
+def _ends_not_in(words: tuple[str, ...]) -> str:
+    """Look backs that fail when the text so far ends in one of ``words``, in any case."""
+    by_length: dict[int, list[str]] = {}
+    for word in words:
+        by_length.setdefault(len(word), []).append(word)
+    return "(?i:" + "".join(f"(?<!{'|'.join(group)})" for group in by_length.values()) + ")"
+
+
+# A name that holds a credential word but ends in a word that makes it a setting about the
+# credential, not the credential: ``password_min_length``, ``PASSWORD_FILE``,
+# ``secretRotationPolicy``.
+_SETTING_ENDINGS: Final = (
+    "length", "len", "count", "min", "max", "size", "policy", "strength", "expiry", "ttl",
+    "timeout", "attempts", "retries", "field", "label", "prompt", "required",
+    "enabled", "changed", "_at", "file", "path", "dir", "type", "regex", "pattern",
+    "validator", "message", "error", "errors", "widget", "mode", "rules", "format",
+)  # fmt: skip
 # The scan stops at the run's end or where a credential word starts; what follows it then
-# decides whether the run is a credential name, and reads the rest of the run.
-_NAME_SCAN: Final = (
-    rf"(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})[CKPSckps])*+)"
-)
+# decides whether the run is a credential name, and reads the rest of the run. Besides the
+# words, a name ending in ``token``, ``creds``, a ``pass`` of its own, or an ``auth`` or ``pin``
+# after a separator (``REDIS_AUTH``, ``ADMIN_PIN``; not ``oauth`` or ``spin``) is one.
+_NAME_SCAN: Final = rf"(?>(?:[{_OTHER_NAME_CHARS}]++|(?!{_CONTAINED_WORD})[{_WORD_STARTS}])*+)"
 _NAME_END: Final = (
-    rf"(?:{_CONTAINED_WORD}{_NAME_CHAR}*+"
-    r"|(?i:(?<=token))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass))"
+    rf"(?:{_CONTAINED_WORD}{_NAME_CHAR}*+{_ends_not_in(_SETTING_ENDINGS)}"
+    r"|(?i:(?<=token))|(?i:(?<=creds))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass)"
+    r"|(?i:(?<=[_.\-]auth))|(?i:(?<=[_.\-]pin)))"
 )
 _NAME_REST: Final = _NAME_SCAN + _NAME_END
 _NAME: Final = rf"(?<!{_NAME_CHAR}){_NAME_REST}"
@@ -153,17 +205,37 @@ _BARE_JOIN: Final = (
     r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
 )
 _QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
-# A type annotation before the value (``password: str = "…"``) goes with the name.
-_ANNOTATION: Final = r"(?:[A-Za-z_][\w.\[\]|, ]{0,60}?[ \t]*=(?![=>])[ \t]*)?"
+# A type annotation between a ``:`` and the value (``password: str = "…"``,
+# ``token: str | None = …``) goes with the name. It is one type, or a few joined by ``|``, with
+# spaces only beside a ``|`` or inside brackets, so ``password: hunter2, role = admin`` is a
+# value followed by another assignment, not an annotation.
+_TYPE: Final = r"[A-Za-z_][\w.]{0,40}(?:\[[\w.\[\], |]{0,60}\])?"
+_ANNOTATION: Final = rf"(?:(?<=:)[ \t]*{_TYPE}(?:[ \t]*\|[ \t]*{_TYPE}){{0,4}}[ \t]*=(?![=>]))?"
+
+# An unquoted value. On a line of its own (``.env``, YAML, INI, properties) it runs to the end
+# of the line but stops before another ``NAME=`` (``PGPASSWORD=… PGUSER=app psql``,
+# ``password = …, role = admin``); elsewhere
+# it ends at whitespace or a structural character. A value whose line ends in a backslash goes
+# on over the next line, as a shell, ``.properties`` or Makefile reads it (``password = \``,
+# then the value): each line of it is masked.
+_LINE_VALUE: Final = (
+    r"[^\s,;]++(?:(?:[,;][ \t]*+|[ \t]++)(?![A-Za-z_][\w.\-]*+[ \t]*=(?!=))[^\s,;]*+)*+"
+)
+_LINE_CONTINUED: Final = rf"(?:(?<=\\)(?:\r\n|[\n\r])[ \t]*{_LINE_VALUE})*+"
+_WORD_VALUE: Final = r"[^\s\"'`,;&<>(){}\[\]\\]++"
+_WORD_CONTINUED: Final = rf"\\(?:\r\n|[\n\r])[ \t]*{_WORD_VALUE}"
 
 
 def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
     """A credential assignment: a quoted value keeps its quotes (and an ``f``, ``b`` or ``@``
-    prefix); an unquoted one ends at whitespace or a structural character, or with
-    ``whole_line`` (``.env``, YAML, INI, properties) at the end of the line."""
-    unquoted = rf"[^\s{_BREAKS}][^{_BREAKS}]*" if whole_line else r"[^\s\"'`,;&<>(){}\[\]\\]+"
+    prefix); an unquoted one ends as ``_LINE_VALUE`` (with ``whole_line``) or ``_WORD_VALUE``
+    says, or goes on over lines ending in a backslash."""
+    if whole_line:
+        unquoted = _LINE_VALUE + _LINE_CONTINUED
+    else:
+        unquoted = rf"(?:{_WORD_VALUE}(?:{_WORD_CONTINUED})*+|(?:{_WORD_CONTINUED})++)"
     return (
-        rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}[ \t]*{_ANNOTATION})"
+        rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}{_ANNOTATION}[ \t]*)"
         rf"(?:(?P<{kind}_open>[rRbBfFuU]{{0,2}}[@$]?(?P<{kind}_quote>[\"'`]))"
         rf"(?P<{kind}_body>(?:(?!(?P={kind}_quote))[^\\{_BREAKS}]|\\[^{_BREAKS}])*+)"
         rf"(?P<{kind}_close>(?P={kind}_quote)?)|{unquoted}))"
@@ -179,7 +251,15 @@ _QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))" + _assignment(
 )
 # After a credential name (see ``_NAMED``).
 _BARE_ASSIGNMENT: Final = _assignment("assign", _BARE_JOIN, whole_line=False)
-_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign", "flag"})
+# After a name in a script other than Latin (``пароль=…``, ``密码: …``), which the names read
+# once (below) do not start at.
+_SCRIPT_ASSIGNMENT: Final = _assignment(
+    "script_assign",
+    rf"(?<![A-Za-z0-9_])(?:{_one_of(w for w in TRANSLATED_PASSWORD_WORDS if not w[0].isascii())})"
+    rf"(?![a-z]){_BARE_JOIN}",
+    whole_line=False,
+)
+_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign", "script_assign", "flag"})
 
 # A command-line flag named like a credential takes the next word: ``--password VALUE``.
 _FLAG: Final = rf"-(?<!{_NAME_CHAR}-)" + _assignment(
@@ -197,6 +277,41 @@ _CALLED: Final = (
 _COMPARED: Final = (
     rf"[\"'`](?<=(?P<compared_quote>.))(?P<compared>(?:(?!(?P=compared_quote))[^\\{_BREAKS}])++"
     rf"(?P=compared_quote)(?=[ \t]*[!=]==?[ \t]*{_NAME}))"
+)
+
+# ``{\"password\": \"…\"}``: JSON written inside a JSON string, its quotes escaped.
+_ESCAPED_MEMBER: Final = (
+    rf"\\(?P<escaped>(?P<escaped_keep>\"{_NAME}\\\"[ \t]*:[ \t]*\\\")"
+    rf"(?:[^\\{_BREAKS}]|\\(?!\")[^{_BREAKS}])++(?=\\\"))"
+)
+
+# ``curl -u user:pass`` and ``--user user:pass``: the password after the first ``:``. The
+# look for the flag stops at the end of the command and at the next ``curl``, and never backs
+# up, as for MySQL below.
+_CURL_USER: Final = (
+    r"[Cc](?<![\w.\-].)(?P<curl>(?P<curl_keep>(?i:url)"
+    rf"(?:[^{_BREAKS};&|\- \tcC]++|[ \t](?!-(?:u|-user)[ \t=])|-|[cC](?!(?i:url)))*+"
+    r"[ \t]-(?:u|-user)(?:[ \t]+|=)"
+    r"[\"']?[^\s:\"']*:)[^\s\"']+)"
+)
+
+# ``.netrc``: ``machine h login u password p`` (or ``default password p``).
+_NETRC: Final = (
+    r"(?=[mladMLAD])(?<![\w\-])(?P<netrc>(?P<netrc_keep>"
+    r"(?:(?:machine|login|account)[ \t]++[^\s]++|default)[ \t]++password[ \t]++)[^\s]++)"
+)
+
+# ``.pgpass``: ``host:port:database:user:password`` on a line of its own; ``\:`` is a colon
+# inside a field.
+_PGPASS: Final = (
+    rf"(?m:^)[ \t]*(?P<pgpass>(?P<pgpass_keep>[^\s:#]++:(?:[0-9]{{1,5}}|\*):[^\s:]++:[^\s:]++:)"
+    rf"(?:[^\s:\\]|\\[^{_BREAKS}])++)(?=[ \t]*(?:[{_BREAKS}]|\Z))"
+)
+
+# ``sshpass -p PASS ssh host``, after any other options.
+_SSHPASS: Final = (
+    r"[Ss](?<![\w.\-].)(?P<sshpass>(?P<sshpass_keep>(?i:shpass)(?:[ \t]++-[^p\s][^\s]*+)*+"
+    rf"[ \t]++-p[ \t]*+)(?:'[^'{_BREAKS}]*+'|\"[^\"{_BREAKS}]*+\"|[^\s\"'`;&|]++))"
 )
 
 # ``mysql -u root -pS3cretPass99``: the MySQL and MariaDB clients take a password glued to
@@ -235,7 +350,9 @@ _SECRET_LIKE: Final = (
 # masked in any assignment form (``=``, ``:``, ``::``, ``=>``, a space, a bracketed or quoted
 # name, escaped JSON) when it is shaped like a secret. Words such as ``key`` are ordinary
 # enough that an ordinary value under them stays; after a password or token word (``clpw``,
-# ``apipass``) any run of 16 or more key characters is taken, as Cloudant's all-letter keys.
+# ``apipass``) joined to it by more than a space (``=``, ``:``, ``,``, a quote or a bracket),
+# any run of 16 or more key characters is taken, as Cloudant's all-letter keys; after a space
+# only, a word of prose is not ("We pass configurationManager").
 # What follows the name (see ``_NAMED``).
 _ENTROPY_ASSIGNMENT: Final = (
     r"(?P<entropy>(?P<entropy_keep>(?:(?P<entropy_strong>)"
@@ -256,8 +373,10 @@ _ENTROPY_ASSIGNMENT: Final = (
     )
     + "|"
     + _ends_in(("key", "keys", "sig", "signature", "salt", "auth"))
-    + r")\\?[\"'`]?\]?[ \t]*(?:[:=]{1,2}>?|,)?[ \t]*[\[(]?\\?[\"'`]?)"
-    + rf"(?(entropy_strong)(?:{_SECRET_LIKE}|[A-Za-z0-9+/_\-]{{16,}}+=*)|{_SECRET_LIKE}))"
+    + r")(?:[ \t]++(?![\\\"'`\[(:=,])|(?=[ \t]*[\\\"'`\][(:=,])(?P<entropy_joined>)"
+    + r"\\?[\"'`]?\]?[ \t]*(?:[:=]{1,2}>?|,)?[ \t]*[\[(]?\\?[\"'`]?))"
+    + rf"(?(entropy_strong)(?(entropy_joined)(?:{_SECRET_LIKE}|[A-Za-z0-9+/_\-]{{16,}}+=*)"
+    + rf"|{_SECRET_LIKE})|{_SECRET_LIKE}))"
 )
 
 # The three shapes that start with a name read it once: a run of name characters, ``named``
@@ -357,11 +476,17 @@ _CATALOGUE: Final = "|".join(
         _KEY_BLOCK,
         _URL_QUERY_CREDENTIAL,
         _XML_ELEMENT,
+        _ESCAPED_MEMBER,
         _QUOTED_ASSIGNMENT,
+        _PGPASS,
         _LINE_ASSIGNMENT,
         _COMPARED,
         _FLAG,
         _MYSQL_PASSWORD,
+        _CURL_USER,
+        _SSHPASS,
+        _NETRC,
+        _SCRIPT_ASSIGNMENT,
         _ARTIFACTORY,
         _VENDOR_KEY,
         _AT_RUN_START,
@@ -374,6 +499,18 @@ _CATALOGUE: Final = "|".join(
 @functools.cache
 def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return re.compile(_TRIGGER), re.compile(_CATALOGUE, re.VERBOSE)
+
+
+# An unquoted value that is a type or an empty literal of code, alone or in a union: a
+# declaration (``password: bytes``, ``token: str | None``) or a reset (``password = None``),
+# never a credential.
+_CODE_WORDS: Final = (
+    "None", "null", "nil", "undefined", "NULL", "str", "bytes", "bytearray", "int", "bool",
+    "object", "Any", "string", "SecretStr", "SecretBytes",
+)  # fmt: skip
+_CODE_VALUE: Final = re.compile(
+    rf"(?:{_one_of(_CODE_WORDS)})(?:[ \t]*\|[ \t]*(?:{_one_of(_CODE_WORDS)}))*[ \t]*[,;]?"
+)
 
 
 def _kept(match: re.Match[str], kind: str) -> str:
@@ -391,7 +528,11 @@ def _masked(match: re.Match[str]) -> str:
         return kept + _LINE.sub(REDACTION_MASK, match[0][len(kept) :])
     if kind in _ASSIGNMENTS:
         if match[f"{kind}_quote"] is None:
-            return _kept(match, kind) + REDACTION_MASK
+            kept = _kept(match, kind)
+            value = match[0][len(kept) :]
+            if _CODE_VALUE.fullmatch(value):
+                return match[0]
+            return kept + _LINE.sub(REDACTION_MASK, value)
         if not match[f"{kind}_body"]:
             return match[0]
         return _kept(match, kind) + match[f"{kind}_open"] + REDACTION_MASK + match[f"{kind}_close"]
@@ -408,7 +549,10 @@ def _masked(match: re.Match[str]) -> str:
         # A key-like name's value can be an OpenAI key: its mask keeps ``sk-`` as alone.
         kept = _kept(match, kind)
         return kept + ("sk-" if match[0].startswith("sk-", len(kept)) else "") + REDACTION_MASK
-    if kind in ("query", "authz", "bearer", "called", "mysql"):
+    if kind in (
+        "query", "authz", "bearer", "called", "mysql", "escaped", "curl", "netrc", "pgpass",
+        "sshpass",
+    ):  # fmt: skip
         return _kept(match, kind) + REDACTION_MASK
     return REDACTION_MASK
 
