@@ -47,9 +47,12 @@ def _one_of(words: Iterable[str]) -> str:
 
 # A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
+# The translated words are looked for apart, in the lower-cased text: in the trigger below
+# they would make every search several times slower.
+_TRANSLATED_TRIGGER: Final = _one_of(TRANSLATED_PASSWORD_WORDS)
 _TRIGGER: Final = (
     r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|cred|key|tok|auth|sig|salt|pin"
-    rf"|mysql|mariadb|softlayer|curl|{_one_of(TRANSLATED_PASSWORD_WORDS)})|-{{4}}|:(?:[0-9]{{1,5}}|\*):"
+    r"|mysql|mariadb|softlayer|curl)|-{4}|:(?:[0-9]{1,5}|\*):"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
     r"|(?:AC|SK)[0-9a-z]{32}|AKC|AP[0-9A-F]|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
@@ -183,13 +186,15 @@ _SETTING_ENDINGS: Final = (
 )  # fmt: skip
 # The scan stops at the run's end or where a credential word starts; what follows it then
 # decides whether the run is a credential name, and reads the rest of the run. Besides the
-# words, a name ending in ``token``, ``creds``, a ``pass`` of its own, or an ``auth`` or ``pin``
-# after a separator (``REDIS_AUTH``, ``ADMIN_PIN``; not ``oauth`` or ``spin``) is one.
+# words, a name ending in ``token``, ``creds``, a ``pass`` of its own (``DB_PASS``, ``PASS``;
+# a lower-case ``pass`` alone is a verb or Python's statement), or an ``auth`` or ``pin`` after
+# ``_`` or ``-`` (``REDIS_AUTH``, ``ADMIN_PIN``; not ``oauth``, ``spin`` or ``self.auth``) is
+# one.
 _NAME_SCAN: Final = rf"(?>(?:[{_OTHER_NAME_CHARS}]++|(?!{_CONTAINED_WORD})[{_WORD_STARTS}])*+)"
 _NAME_END: Final = (
     rf"(?:{_CONTAINED_WORD}{_NAME_CHAR}*+{_ends_not_in(_SETTING_ENDINGS)}"
-    r"|(?i:(?<=token))|(?i:(?<=creds))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass)"
-    r"|(?i:(?<=[_.\-]auth))|(?i:(?<=[_.\-]pin)))"
+    r"|(?i:(?<=token))|(?i:(?<=creds))|(?i:(?<=[0-9_.\-]pass))|(?<=PASS)(?<![A-Za-z0-9_.\-]PASS)"
+    r"|(?<=[a-z0-9]Pass)|(?i:(?<=[_\-]auth))|(?i:(?<=[_\-]pin)))"
 )
 _NAME_REST: Final = _NAME_SCAN + _NAME_END
 _NAME: Final = rf"(?<!{_NAME_CHAR}){_NAME_REST}"
@@ -204,7 +209,7 @@ _BARE_JOIN: Final = (
     r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
     r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
 )
-_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
+_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
 # A type annotation between a ``:`` and the value (``password: str = "…"``,
 # ``token: str | None = …``) goes with the name. It is one type, or a few joined by ``|``, with
 # spaces only beside a ``|`` or inside brackets, so ``password: hunter2, role = admin`` is a
@@ -244,10 +249,16 @@ def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
 
 # At the start of a line, after indentation, ``export`` or a YAML ``-``.
 _LINE_ASSIGNMENT: Final = r"(?m:^)[ \t]*(?:export[ \t]+|-[ \t]+)?" + _assignment(
-    "line_assign", rf"[\"'`]?{_NAME}[\"'`]?(?:{_QUOTED_JOIN}|{_BARE_JOIN})", whole_line=True
+    "line_assign",
+    rf"[\"'`]?{_NAME}[\"'`]?(?:{_QUOTED_JOIN}|[ \t]*,|{_BARE_JOIN})",
+    whole_line=True,
 )
-_QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))" + _assignment(
-    "quoted_assign", rf"{_NAME}(?P=quote){_QUOTED_JOIN}", whole_line=False
+# A quoted name takes a ``,`` only as a call's first argument (``define('DB_PASSWORD', …)``):
+# in a list or a tuple the next item is another name (``("username", "password", "host")``).
+_QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))(?:(?<=\(.)(?P<quote_call>))?" + _assignment(
+    "quoted_assign",
+    rf"{_NAME}(?P=quote)(?:{_QUOTED_JOIN}|(?(quote_call)[ \t]*,|(?!)))",
+    whole_line=False,
 )
 # After a credential name (see ``_NAMED``).
 _BARE_ASSIGNMENT: Final = _assignment("assign", _BARE_JOIN, whole_line=False)
@@ -267,9 +278,10 @@ _FLAG: Final = rf"-(?<!{_NAME_CHAR}-)" + _assignment(
 )
 
 # ``passwordField.setText("…");``: after a credential name (see ``_NAMED``), what a call or
-# an operator puts between, and a quoted value that ends a statement or an argument list.
+# an operator puts between, and a quoted value that ends a statement or an argument list. A
+# ``)`` in between means the name was an argument (``decode(credentials).decode("utf-8")``).
 _CALLED: Final = (
-    rf"(?P<called>(?P<called_keep>[^\s\"'`;,]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
+    rf"(?P<called>(?P<called_keep>[^\s\"'`;,)]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
     rf"(?:(?!(?P=called_quote))[^\\{_BREAKS}])++(?=(?P=called_quote)[ \t]*[;)]))"
 )
 
@@ -497,20 +509,49 @@ _CATALOGUE: Final = "|".join(
 # Compiling the catalogue takes longer than the rest of ``import nrllm_core``, so it waits
 # for the first text to mask.
 @functools.cache
-def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    return re.compile(_TRIGGER), re.compile(_CATALOGUE, re.VERBOSE)
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    return (
+        re.compile(_TRIGGER),
+        re.compile(_TRANSLATED_TRIGGER),
+        re.compile(_CATALOGUE, re.VERBOSE),
+    )
 
 
-# An unquoted value that is a type or an empty literal of code, alone or in a union: a
-# declaration (``password: bytes``, ``token: str | None``) or a reset (``password = None``),
-# never a credential.
+# Values that are code, never a credential. Unquoted: a type or a literal, alone or in a union
+# (``password: bytes``, ``token: str | None``, ``password = None``, ``hide_password=True``),
+# a call or an index (``password = get_password()``, ``password=auth[1]``), or the variable of
+# the same name passed on (``password=password``, ``self.token = token``,
+# ``opts["password"] = url.password``). Quoted: nothing but punctuation and placeholders
+# (``if token == "[":``, ``"{%s}"``).
 _CODE_WORDS: Final = (
-    "None", "null", "nil", "undefined", "NULL", "str", "bytes", "bytearray", "int", "bool",
-    "object", "Any", "string", "SecretStr", "SecretBytes",
+    "None", "null", "nil", "undefined", "NULL", "True", "False", "true", "false", "...",
+    "str", "bytes", "bytearray", "int", "bool", "object", "Any", "string", "SecretStr",
+    "SecretBytes",
 )  # fmt: skip
 _CODE_VALUE: Final = re.compile(
-    rf"(?:{_one_of(_CODE_WORDS)})(?:[ \t]*\|[ \t]*(?:{_one_of(_CODE_WORDS)}))*[ \t]*[,;]?"
+    rf"(?:{_one_of(_CODE_WORDS)})(?:[ \t]*\|[ \t]*(?:{_one_of(_CODE_WORDS)}))*[ \t]*[,;)]?"
 )
+_CALL_OR_INDEX: Final = re.compile(r"[A-Za-z_][\w.]*[(\[]")
+_PASSED_ON: Final = re.compile(r"(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*)[,;)]?")
+_LAST_NAME: Final = re.compile(r"(?P<name>[A-Za-z_]\w*)[^\w]*\Z")
+_PLACEHOLDERS: Final = re.compile(r"(?:[^A-Za-z0-9]|%[sdr]|\{\w*\})*")
+
+
+def _is_code(match: re.Match[str], kind: str, value: str) -> bool:
+    """Whether the unquoted ``value`` of an assignment ``match`` is code (see above)."""
+    if _CODE_VALUE.fullmatch(value) or _CALL_OR_INDEX.match(value):
+        return True
+    if match.string[match.end() : match.end() + 1] in ("(", "["):
+        return True
+    passed = _PASSED_ON.fullmatch(value)
+    if passed is None:
+        return False
+    start = match.start(f"{kind}_keep")
+    before = _LAST_NAME.search(match.string, max(0, start - 100), match.end(f"{kind}_keep"))
+    if before is None:
+        # The name was read before the assignment's own group (see ``_NAMED``).
+        before = _LAST_NAME.search(match.string, max(0, start - 100), start)
+    return before is not None and before["name"] == passed["name"]
 
 
 def _kept(match: re.Match[str], kind: str) -> str:
@@ -530,10 +571,11 @@ def _masked(match: re.Match[str]) -> str:
         if match[f"{kind}_quote"] is None:
             kept = _kept(match, kind)
             value = match[0][len(kept) :]
-            if _CODE_VALUE.fullmatch(value):
-                return match[0]
+            if _is_code(match, kind, value):
+                # Code may still hold a credential (``os.environ.get("TOKEN", "ghp_…")``).
+                return kept + _masked_within(match.string, match.end(f"{kind}_keep"), match.end())
             return kept + _LINE.sub(REDACTION_MASK, value)
-        if not match[f"{kind}_body"]:
+        if _PLACEHOLDERS.fullmatch(match[f"{kind}_body"]):
             return match[0]
         return _kept(match, kind) + match[f"{kind}_open"] + REDACTION_MASK + match[f"{kind}_close"]
     if kind == "userinfo":
@@ -557,10 +599,20 @@ def _masked(match: re.Match[str]) -> str:
     return REDACTION_MASK
 
 
+def _masked_within(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` with every shape the catalogue finds there masked, each read in its
+    context in ``text``."""
+    pieces: list[str] = []
+    for found in _compiled()[2].finditer(text, start, end):
+        pieces += (text[start : found.start()], _masked(found))
+        start = found.end()
+    return "".join(pieces) + text[start:end]
+
+
 def mask_secrets(text: str) -> str:
     """Mask credentials and e-mail addresses in ``text`` with ``***``, without a length cap."""
-    trigger, catalogue = _compiled()
-    if trigger.search(text) is None:
+    trigger, translated, catalogue = _compiled()
+    if trigger.search(text) is None and translated.search(text.lower()) is None:
         return text
     for _ in range(_MAX_PASSES):
         masked = catalogue.sub(_masked, text)

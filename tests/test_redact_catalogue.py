@@ -505,6 +505,13 @@ ISSUE_33 = [
         "SECRET=***\n***\nnext=1",
         id="base64-continued",
     ),
+    # Code is left alone, but not a credential inside it.
+    pytest.param(
+        'GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "' + GITHUB_PAT + '")',
+        'GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "***")',
+        id="code-holding-a-key",
+    ),
+    pytest.param("password = hunter2", "password = ***", id="a-word-is-no-code"),
     # "Password" in other languages.
     pytest.param("senha=hunter2", "senha=***", id="pt"),
     pytest.param("x DB_KENNWORT=hunter2", "x DB_KENNWORT=***", id="de"),
@@ -531,6 +538,20 @@ def test_issue_33_reproductions_are_masked(text: str, expected: str) -> None:
         "https://maps.example/?key=ergonomic",
         "docker run -u 1000:1000 image",
         "enclave_id = 7",
+        # Code read from installed libraries (``benchmarks/bench_redact_false_alarms.py``).
+        "password=password,",
+        "self.token = token",
+        'opts["password"] = url.password',
+        "username, password = get_auth_from_url(proxy)",
+        "password = str(password)",
+        "hide_password: bool = True",
+        'if token == "[":',
+        'token = "{%s}" % token.replace("}", "}}")',
+        'for comp in "username", "password", "database":',
+        "# 1st pass: check if the value is an exact instance",
+        "self.auth = auth",
+        "if self.settings.auth:  # pragma: no cover",
+        'decoded = base64.b64decode(encoded_credentials).decode("utf-8")',
     ],
 )
 def test_issue_33_false_alarms_stay_unchanged(text: str) -> None:
