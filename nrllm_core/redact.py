@@ -51,7 +51,7 @@ def _one_of(words: Iterable[str]) -> str:
 # they would make every search several times slower.
 _TRANSLATED_TRIGGER: Final = _one_of(TRANSLATED_PASSWORD_WORDS)
 _TRIGGER: Final = (
-    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|cred|key|tok|auth|sig|salt|pin"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|cred|key|tok|auth|sig|salt|[_\-]pin"
     r"|mysql|mariadb|softlayer|curl)|-{4}|:(?:[0-9]{1,5}|\*):"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
@@ -519,10 +519,10 @@ def _compiled() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 # Values that are code, never a credential. Unquoted: a type or a literal, alone or in a union
 # (``password: bytes``, ``token: str | None``, ``password = None``, ``hide_password=True``),
-# a call or an index (``password = get_password()``, ``password=auth[1]``), or the variable of
+# a call or an index (``password = get_password()``, ``password=auth[1]``), the variable of
 # the same name passed on (``password=password``, ``self.token = token``,
-# ``opts["password"] = url.password``). Quoted: nothing but punctuation and placeholders
-# (``if token == "[":``, ``"{%s}"``).
+# ``opts["password"] = url.password``), or an attribute named like a credential. Quoted:
+# nothing but punctuation and placeholders (``if token == "[":``, ``"{%s}"``).
 _CODE_WORDS: Final = (
     "None", "null", "nil", "undefined", "NULL", "True", "False", "true", "false", "...",
     "str", "bytes", "bytearray", "int", "bool", "object", "Any", "string", "SecretStr",
@@ -532,7 +532,10 @@ _CODE_VALUE: Final = re.compile(
     rf"(?:{_one_of(_CODE_WORDS)})(?:[ \t]*\|[ \t]*(?:{_one_of(_CODE_WORDS)}))*[ \t]*[,;)]?"
 )
 _CALL_OR_INDEX: Final = re.compile(r"[A-Za-z_][\w.]*[(\[]")
-_PASSED_ON: Final = re.compile(r"(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*)[,;)]?")
+_PASSED_ON: Final = re.compile(r"(?P<path>(?:[A-Za-z_]\w*\.)*)(?P<name>[A-Za-z_]\w*)[,;)]?")
+# An attribute read whose attribute is named like a credential (``impl._replace_token``,
+# ``proxy.raw_auth``) is a variable; ``process.env.X`` may be anything.
+_CREDENTIAL_ATTRIBUTE: Final = re.compile(r"(?i:.*(?:token|auth|secret|passw|pwd|credential))")
 _LAST_NAME: Final = re.compile(r"(?P<name>[A-Za-z_]\w*)[^\w]*\Z")
 _PLACEHOLDERS: Final = re.compile(r"(?:[^A-Za-z0-9]|%[sdr]|\{\w*\})*")
 
@@ -546,6 +549,8 @@ def _is_code(match: re.Match[str], kind: str, value: str) -> bool:
     passed = _PASSED_ON.fullmatch(value)
     if passed is None:
         return False
+    if passed["path"] and _CREDENTIAL_ATTRIBUTE.match(passed["name"]):
+        return True
     start = match.start(f"{kind}_keep")
     before = _LAST_NAME.search(match.string, max(0, start - 100), match.end(f"{kind}_keep"))
     if before is None:

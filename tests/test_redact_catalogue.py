@@ -550,6 +550,8 @@ def test_issue_33_reproductions_are_masked(text: str, expected: str) -> None:
         'for comp in "username", "password", "database":',
         "# 1st pass: check if the value is an exact instance",
         "self.auth = auth",
+        "check_remove_token = child_impl._remove_token",
+        "proxy_auth=proxy.raw_auth,",
         "if self.settings.auth:  # pragma: no cover",
         'decoded = base64.b64decode(encoded_credentials).decode("utf-8")',
     ],
