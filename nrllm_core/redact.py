@@ -538,6 +538,11 @@ _PASSED_ON: Final = re.compile(r"(?P<path>(?:[A-Za-z_]\w*\.)*)(?P<name>[A-Za-z_]
 _CREDENTIAL_ATTRIBUTE: Final = re.compile(r"(?i:.*(?:token|auth|secret|passw|pwd|credential))")
 _LAST_NAME: Final = re.compile(r"(?P<name>[A-Za-z_]\w*)[^\w]*\Z")
 _PLACEHOLDERS: Final = re.compile(r"(?:[^A-Za-z0-9]|%[sdr]|\{\w*\})*")
+# A reST field list names a parameter; what follows its colon is prose
+# (``:param password: the database password``).
+_FIELD: Final = re.compile(
+    r":(?:param|parameter|arg|argument|key|keyword|type|ivar|cvar|var)[ \t][^:]*\Z"
+)
 
 
 def _is_code(match: re.Match[str], kind: str, value: str) -> bool:
@@ -546,12 +551,14 @@ def _is_code(match: re.Match[str], kind: str, value: str) -> bool:
         return True
     if match.string[match.end() : match.end() + 1] in ("(", "["):
         return True
+    start = match.start(f"{kind}_keep")
+    if _FIELD.search(match.string, max(0, start - 100), start):
+        return True
     passed = _PASSED_ON.fullmatch(value)
     if passed is None:
         return False
     if passed["path"] and _CREDENTIAL_ATTRIBUTE.match(passed["name"]):
         return True
-    start = match.start(f"{kind}_keep")
     before = _LAST_NAME.search(match.string, max(0, start - 100), match.end(f"{kind}_keep"))
     if before is None:
         # The name was read before the assignment's own group (see ``_NAMED``).

@@ -552,6 +552,8 @@ def test_issue_33_reproductions_are_masked(text: str, expected: str) -> None:
         "self.auth = auth",
         "check_remove_token = child_impl._remove_token",
         "proxy_auth=proxy.raw_auth,",
+        ":param password: database password.  Is typically a string, but may",
+        ":param identity_token: optional identity token",
         "if self.settings.auth:  # pragma: no cover",
         'decoded = base64.b64decode(encoded_credentials).decode("utf-8")',
     ],
