@@ -39,6 +39,7 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_stream.py
 	$(BIN)/python benchmarks/bench_parallel.py
 	$(BIN)/python benchmarks/bench_async.py
+	$(BIN)/python benchmarks/bench_redact_false_alarms.py
 
 clean:
 	rm -rf $(VENV)

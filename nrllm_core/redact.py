@@ -5,13 +5,18 @@ from __future__ import annotations
 import functools
 import json
 import re
+import string
+from collections.abc import Iterable
 from typing import Final
+
+from nrllm_core._credential_words import TRANSLATED_PASSWORD_WORDS, names_a_credential
 
 __all__ = [
     "LEAF_MAX_CHARS",
     "REDACTION_MASK",
     "TRUNCATION_MARKER",
     "mask_secrets",
+    "names_a_credential",
     "redact",
     "redact_tree",
 ]
@@ -34,11 +39,20 @@ _MAX_PASSES: Final = 4
 _BREAKS: Final = "\\n\\r\\x0b\\x0c\\x1c-\\x1e\\x85\\u2028\\u2029"
 _LINE: Final = re.compile(f"[^{_BREAKS}]+")
 
+
+def _one_of(words: Iterable[str]) -> str:
+    """An alternation of ``words``, longest first, so a shorter word never cuts a longer one."""
+    return "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
+
+
 # A cheap necessary condition for every shape below: text without any of these fragments
 # cannot match, so it skips the catalogue entirely.
+# The translated words are looked for apart, in the lower-cased text: in the trigger below
+# they would make every search several times slower.
+_TRANSLATED_TRIGGER: Final = _one_of(TRANSLATED_PASSWORD_WORDS)
 _TRIGGER: Final = (
-    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|contrase|key|tok|auth|sig|salt"
-    r"|mysql|mariadb|softlayer)|-{4}"
+    r"@|[?&;][\w\-]+=|(?i:bearer|pass|pw|secret|credential|cred|key|tok|auth|sig|salt|[_\-]pin"
+    r"|mysql|mariadb|softlayer|curl)|-{4}|:(?:[0-9]{1,5}|\*):"
     r"|sk-|k_(?:live|test)_|whsec_|A(?:KIA|SIA|BIA|CCA|3T)|gh[pousr]_|github_pat_|gl[a-z]{2,5}-"
     r"|GR1348941|npm_|hf_|api_org_|pypi-|sq0|xox|xapp-|hooks\.slack|AIza|SG\.|eyJ|-us\d"
     r"|(?:AC|SK)[0-9a-z]{32}|AKC|AP[0-9A-F]|\d{8,10}:|[MNO][\w\-]{23}|[A-Za-z0-9/+]{40}"
@@ -54,22 +68,30 @@ _KEY_BLOCK: Final = (
 
 # The user part and password stop at quotes, commas and semicolons so that a port followed
 # later by an unrelated address (``"https://example.com:8080","contact":"a@b.org"``) is never
-# read as ``user:password@``. A scheme only starts at the beginning of a run, which keeps the
-# scan linear on long dotted strings.
+# read as ``user:password@``. A password may hold ``@``, ``/`` and ``#`` as typed
+# (``postgres://u:p@ss/w#rd@host/db``): it runs to the last ``@`` within 128 characters that a
+# host follows, unless it starts like a port and a path (``https://h:8080/users/a@b.org``).
+# A scheme only starts at the beginning of a run, which keeps the scan linear on long dotted
+# strings.
 _URL_USERINFO: Final = (
     r"[A-Za-z](?<![\w+.\-].)(?P<userinfo>(?P<userinfo_keep>[A-Za-z0-9+.\-]*://"
-    r"[^\s:/?#@\"'<>`,;\\]*):[^\s/?#@\"'<>`,;\\]+@)"
+    r"[^\s:/?#@\"'<>`,;\\]*):(?:(?![0-9]{1,5}[/?#])[^\s?\"'<>`,;\\]{1,128}@"
+    r"(?=[A-Za-z0-9\[][A-Za-z0-9.\-\]:]*+(?:[/?#\s\"'<>`,;\\]|\Z))|[^\s/?#@\"'<>`,;\\]+@))"
 )
 
 # ``client_secret``, ``x_api_key`` or ``X-Amz-Signature``: any name *ending* in a credential
 # word counts, but a bare ``key``, ``sig`` or ``auth`` only on its own, so ``sort_key`` and
 # ``max_tokens`` survive. ``&amp;`` covers URLs quoted in HTML. The value stops at structural
 # characters so that fragments, JSON, HTML and Markdown neighbours survive.
+# A bare ``key``, ``sig`` or ``auth`` also names a map pin, a sort or a mode, so its value
+# must look like a token: a digit or a symbol in it, or 20 characters (``?key=ergonomic``
+# stays).
 _URL_QUERY_CREDENTIAL: Final = (
     r"[?&](?P<query>(?P<query_keep>(?:(?<=&)amp;)?"
-    r"(?i:(?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
-    r"|password|passwd|signature|credential)|key|sig|auth)"
-    r"=)[^&\s\"'#<>`)\\]+)"
+    r"(?:(?i:(?:[a-z0-9]+[_\-])*(?:api[_\-]?key|secret[_\-]?key|private[_\-]?key|token|secret"
+    r"|password|passwd|signature|credential))="
+    r"|(?i:key|sig|auth)=(?=[^&\s\"'#<>`)\\]{0,19}?[^A-Za-z&\s\"'#<>`)\\]|[^&\s\"'#<>`)\\]{20})))"
+    r"[^&\s\"'#<>`)\\]+)"
 )
 
 # ``Authorization: Basic …``, ``"Authorization": "Bearer …"``: the scheme stays, whatever
@@ -123,18 +145,56 @@ def _qualified(word: str, qualifiers: tuple[str, ...]) -> str:
     return f"{first}(?i:{word[1:]}(?:(?<=[{last}]{word})|(?<=[{last}][_.\\-]{word}))(?:{behind}))"
 
 
+# "Password" in other languages (core's vocabulary) counts as a whole word of a name, at its
+# start, after a separator or at a camelCase boundary (``DB_SENHA``, ``userKennwort``), not
+# inside another word (``enclave`` is no ``clave``). ``contraseña`` alone counts anywhere in a
+# name, as detect-secrets reads it.
+_TRANSLATED_WORD: Final = (
+    rf"(?:(?<![A-Za-z])|(?<=[a-z0-9])(?=[A-Z]))(?i:{_one_of(TRANSLATED_PASSWORD_WORDS)})(?![a-z])"
+)
 _CONTAINED_WORD: Final = (
     r"(?:[Pp](?i:ass(?:wor[dt]|wd|phrase)|wd)|[Ss](?i:ecret)|[Cc](?i:redential|ontrase(?:ñ|n)a)"
-    rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)})"
+    rf"|{_qualified('pass', _PASS_QUALIFIERS)}|{_qualified('key', _KEY_QUALIFIERS)}"
+    rf"|{_TRANSLATED_WORD})"
 )
+# The letters a credential word can start with: the scan checks for a word only there.
+_WORD_STARTS: Final = "".join(
+    sorted({c for w in ("pass", "pwd", "secret", "credential", "key") for c in (w[0], w[0].upper())}
+           | {c for w in TRANSLATED_PASSWORD_WORDS if w[0].isascii() for c in (w[0], w[0].upper())})
+)  # fmt: skip
+_OTHER_NAME_CHARS: Final = (
+    "".join(c for c in string.ascii_letters if c not in _WORD_STARTS) + string.digits + "_.\\-"
+)
+
+
+def _ends_not_in(words: tuple[str, ...]) -> str:
+    """Look backs that fail when the text so far ends in one of ``words``, in any case."""
+    by_length: dict[int, list[str]] = {}
+    for word in words:
+        by_length.setdefault(len(word), []).append(word)
+    return "(?i:" + "".join(f"(?<!{'|'.join(group)})" for group in by_length.values()) + ")"
+
+
+# A name that holds a credential word but ends in a word that makes it a setting about the
+# credential, not the credential: ``password_min_length``, ``PASSWORD_FILE``,
+# ``secretRotationPolicy``.
+_SETTING_ENDINGS: Final = (
+    "length", "len", "count", "min", "max", "size", "policy", "strength", "expiry", "ttl",
+    "timeout", "attempts", "retries", "field", "label", "prompt", "required",
+    "enabled", "changed", "_at", "file", "path", "dir", "type", "regex", "pattern",
+    "validator", "message", "error", "errors", "widget", "mode", "rules", "format",
+)  # fmt: skip
 # The scan stops at the run's end or where a credential word starts; what follows it then
-# decides whether the run is a credential name, and reads the rest of the run.
-_NAME_SCAN: Final = (
-    rf"(?>(?:[ABD-JLMNOQRT-Zabd-jlmnoqrt-z0-9_.\-]++|(?!{_CONTAINED_WORD})[CKPSckps])*+)"
-)
+# decides whether the run is a credential name, and reads the rest of the run. Besides the
+# words, a name ending in ``token``, ``creds``, a ``pass`` of its own (``DB_PASS``, ``PASS``;
+# a lower-case ``pass`` alone is a verb or Python's statement), or an ``auth`` or ``pin`` after
+# ``_`` or ``-`` (``REDIS_AUTH``, ``ADMIN_PIN``; not ``oauth``, ``spin`` or ``self.auth``) is
+# one.
+_NAME_SCAN: Final = rf"(?>(?:[{_OTHER_NAME_CHARS}]++|(?!{_CONTAINED_WORD})[{_WORD_STARTS}])*+)"
 _NAME_END: Final = (
-    rf"(?:{_CONTAINED_WORD}{_NAME_CHAR}*+"
-    r"|(?i:(?<=token))|(?i:(?<=pass)(?<![A-Za-z]pass))|(?<=[a-z0-9]Pass))"
+    rf"(?:{_CONTAINED_WORD}{_NAME_CHAR}*+{_ends_not_in(_SETTING_ENDINGS)}"
+    r"|(?i:(?<=token))|(?i:(?<=creds))|(?i:(?<=[0-9_.\-]pass))|(?<=PASS)(?<![A-Za-z0-9_.\-]PASS)"
+    r"|(?<=[a-z0-9]Pass)|(?i:(?<=[_\-]auth))|(?i:(?<=[_\-]pin)))"
 )
 _NAME_REST: Final = _NAME_SCAN + _NAME_END
 _NAME: Final = rf"(?<!{_NAME_CHAR}){_NAME_REST}"
@@ -149,18 +209,38 @@ _BARE_JOIN: Final = (
     r"(?:[ \t]*(?::=|=>|={1,3}|!==?|:(?![0-9/:])|\((?=[ \t]*[rRbBfFuU]{0,2}[@$]?[\"'`]))"
     r"|[ \t]+[A-Za-z_][\w.\[\]*]{0,40}[ \t]*=(?![=>]))"
 )
-_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|,|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
-# A type annotation before the value (``password: str = "…"``) goes with the name.
-_ANNOTATION: Final = r"(?:[A-Za-z_][\w.\[\]|, ]{0,60}?[ \t]*=(?![=>])[ \t]*)?"
+_QUOTED_JOIN: Final = r"(?:[ \t]*(?::=|=>|={1,3}|::?|\][ \t]*=(?!=))|[ \t]+value[ \t]*=)"
+# A type annotation between a ``:`` and the value (``password: str = "…"``,
+# ``token: str | None = …``) goes with the name. It is one type, or a few joined by ``|``, with
+# spaces only beside a ``|`` or inside brackets, so ``password: hunter2, role = admin`` is a
+# value followed by another assignment, not an annotation.
+_TYPE: Final = r"[A-Za-z_][\w.]{0,40}(?:\[[\w.\[\], |]{0,60}\])?"
+_ANNOTATION: Final = rf"(?:(?<=:)[ \t]*{_TYPE}(?:[ \t]*\|[ \t]*{_TYPE}){{0,4}}[ \t]*=(?![=>]))?"
+
+# An unquoted value. On a line of its own (``.env``, YAML, INI, properties) it runs to the end
+# of the line but stops before another ``NAME=`` (``PGPASSWORD=… PGUSER=app psql``,
+# ``password = …, role = admin``); elsewhere
+# it ends at whitespace or a structural character. A value whose line ends in a backslash goes
+# on over the next line, as a shell, ``.properties`` or Makefile reads it (``password = \``,
+# then the value): each line of it is masked.
+_LINE_VALUE: Final = (
+    r"[^\s,;]++(?:(?:[,;][ \t]*+|[ \t]++)(?![A-Za-z_][\w.\-]*+[ \t]*=(?!=))[^\s,;]*+)*+"
+)
+_LINE_CONTINUED: Final = rf"(?:(?<=\\)(?:\r\n|[\n\r])[ \t]*{_LINE_VALUE})*+"
+_WORD_VALUE: Final = r"[^\s\"'`,;&<>(){}\[\]\\]++"
+_WORD_CONTINUED: Final = rf"\\(?:\r\n|[\n\r])[ \t]*{_WORD_VALUE}"
 
 
 def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
     """A credential assignment: a quoted value keeps its quotes (and an ``f``, ``b`` or ``@``
-    prefix); an unquoted one ends at whitespace or a structural character, or with
-    ``whole_line`` (``.env``, YAML, INI, properties) at the end of the line."""
-    unquoted = rf"[^\s{_BREAKS}][^{_BREAKS}]*" if whole_line else r"[^\s\"'`,;&<>(){}\[\]\\]+"
+    prefix); an unquoted one ends as ``_LINE_VALUE`` (with ``whole_line``) or ``_WORD_VALUE``
+    says, or goes on over lines ending in a backslash."""
+    if whole_line:
+        unquoted = _LINE_VALUE + _LINE_CONTINUED
+    else:
+        unquoted = rf"(?:{_WORD_VALUE}(?:{_WORD_CONTINUED})*+|(?:{_WORD_CONTINUED})++)"
     return (
-        rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}[ \t]*{_ANNOTATION})"
+        rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}{_ANNOTATION}[ \t]*)"
         rf"(?:(?P<{kind}_open>[rRbBfFuU]{{0,2}}[@$]?(?P<{kind}_quote>[\"'`]))"
         rf"(?P<{kind}_body>(?:(?!(?P={kind}_quote))[^\\{_BREAKS}]|\\[^{_BREAKS}])*+)"
         rf"(?P<{kind}_close>(?P={kind}_quote)?)|{unquoted}))"
@@ -169,14 +249,28 @@ def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
 
 # At the start of a line, after indentation, ``export`` or a YAML ``-``.
 _LINE_ASSIGNMENT: Final = r"(?m:^)[ \t]*(?:export[ \t]+|-[ \t]+)?" + _assignment(
-    "line_assign", rf"[\"'`]?{_NAME}[\"'`]?(?:{_QUOTED_JOIN}|{_BARE_JOIN})", whole_line=True
+    "line_assign",
+    rf"[\"'`]?{_NAME}[\"'`]?(?:{_QUOTED_JOIN}|[ \t]*,|{_BARE_JOIN})",
+    whole_line=True,
 )
-_QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))" + _assignment(
-    "quoted_assign", rf"{_NAME}(?P=quote){_QUOTED_JOIN}", whole_line=False
+# A quoted name takes a ``,`` only as a call's first argument (``define('DB_PASSWORD', …)``):
+# in a list or a tuple the next item is another name (``("username", "password", "host")``).
+_QUOTED_ASSIGNMENT: Final = r"[\"'`](?<=(?P<quote>.))(?:(?<=\(.)(?P<quote_call>))?" + _assignment(
+    "quoted_assign",
+    rf"{_NAME}(?P=quote)(?:{_QUOTED_JOIN}|(?(quote_call)[ \t]*,|(?!)))",
+    whole_line=False,
 )
 # After a credential name (see ``_NAMED``).
 _BARE_ASSIGNMENT: Final = _assignment("assign", _BARE_JOIN, whole_line=False)
-_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign", "flag"})
+# After a name in a script other than Latin (``пароль=…``, ``密码: …``), which the names read
+# once (below) do not start at.
+_SCRIPT_ASSIGNMENT: Final = _assignment(
+    "script_assign",
+    rf"(?<![A-Za-z0-9_])(?:{_one_of(w for w in TRANSLATED_PASSWORD_WORDS if not w[0].isascii())})"
+    rf"(?![a-z]){_BARE_JOIN}",
+    whole_line=False,
+)
+_ASSIGNMENTS: Final = frozenset({"line_assign", "quoted_assign", "assign", "script_assign", "flag"})
 
 # A command-line flag named like a credential takes the next word: ``--password VALUE``.
 _FLAG: Final = rf"-(?<!{_NAME_CHAR}-)" + _assignment(
@@ -184,9 +278,10 @@ _FLAG: Final = rf"-(?<!{_NAME_CHAR}-)" + _assignment(
 )
 
 # ``passwordField.setText("…");``: after a credential name (see ``_NAMED``), what a call or
-# an operator puts between, and a quoted value that ends a statement or an argument list.
+# an operator puts between, and a quoted value that ends a statement or an argument list. A
+# ``)`` in between means the name was an argument (``decode(credentials).decode("utf-8")``).
 _CALLED: Final = (
-    rf"(?P<called>(?P<called_keep>[^\s\"'`;,]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
+    rf"(?P<called>(?P<called_keep>[^\s\"'`;,)]{{0,50}}+[ \t]*(?P<called_quote>[\"'`]))"
     rf"(?:(?!(?P=called_quote))[^\\{_BREAKS}])++(?=(?P=called_quote)[ \t]*[;)]))"
 )
 
@@ -194,6 +289,41 @@ _CALLED: Final = (
 _COMPARED: Final = (
     rf"[\"'`](?<=(?P<compared_quote>.))(?P<compared>(?:(?!(?P=compared_quote))[^\\{_BREAKS}])++"
     rf"(?P=compared_quote)(?=[ \t]*[!=]==?[ \t]*{_NAME}))"
+)
+
+# ``{\"password\": \"…\"}``: JSON written inside a JSON string, its quotes escaped.
+_ESCAPED_MEMBER: Final = (
+    rf"\\(?P<escaped>(?P<escaped_keep>\"{_NAME}\\\"[ \t]*:[ \t]*\\\")"
+    rf"(?:[^\\{_BREAKS}]|\\(?!\")[^{_BREAKS}])++(?=\\\"))"
+)
+
+# ``curl -u user:pass`` and ``--user user:pass``: the password after the first ``:``. The
+# look for the flag stops at the end of the command and at the next ``curl``, and never backs
+# up, as for MySQL below.
+_CURL_USER: Final = (
+    r"[Cc](?<![\w.\-].)(?P<curl>(?P<curl_keep>(?i:url)"
+    rf"(?:[^{_BREAKS};&|\- \tcC]++|[ \t](?!-(?:u|-user)[ \t=])|-|[cC](?!(?i:url)))*+"
+    r"[ \t]-(?:u|-user)(?:[ \t]+|=)"
+    r"[\"']?[^\s:\"']*:)[^\s\"']+)"
+)
+
+# ``.netrc``: ``machine h login u password p`` (or ``default password p``).
+_NETRC: Final = (
+    r"(?=[mladMLAD])(?<![\w\-])(?P<netrc>(?P<netrc_keep>"
+    r"(?:(?:machine|login|account)[ \t]++[^\s]++|default)[ \t]++password[ \t]++)[^\s]++)"
+)
+
+# ``.pgpass``: ``host:port:database:user:password`` on a line of its own; ``\:`` is a colon
+# inside a field.
+_PGPASS: Final = (
+    rf"(?m:^)[ \t]*(?P<pgpass>(?P<pgpass_keep>[^\s:#]++:(?:[0-9]{{1,5}}|\*):[^\s:]++:[^\s:]++:)"
+    rf"(?:[^\s:\\]|\\[^{_BREAKS}])++)(?=[ \t]*(?:[{_BREAKS}]|\Z))"
+)
+
+# ``sshpass -p PASS ssh host``, after any other options.
+_SSHPASS: Final = (
+    r"[Ss](?<![\w.\-].)(?P<sshpass>(?P<sshpass_keep>(?i:shpass)(?:[ \t]++-[^p\s][^\s]*+)*+"
+    rf"[ \t]++-p[ \t]*+)(?:'[^'{_BREAKS}]*+'|\"[^\"{_BREAKS}]*+\"|[^\s\"'`;&|]++))"
 )
 
 # ``mysql -u root -pS3cretPass99``: the MySQL and MariaDB clients take a password glued to
@@ -232,7 +362,9 @@ _SECRET_LIKE: Final = (
 # masked in any assignment form (``=``, ``:``, ``::``, ``=>``, a space, a bracketed or quoted
 # name, escaped JSON) when it is shaped like a secret. Words such as ``key`` are ordinary
 # enough that an ordinary value under them stays; after a password or token word (``clpw``,
-# ``apipass``) any run of 16 or more key characters is taken, as Cloudant's all-letter keys.
+# ``apipass``) joined to it by more than a space (``=``, ``:``, ``,``, a quote or a bracket),
+# any run of 16 or more key characters is taken, as Cloudant's all-letter keys; after a space
+# only, a word of prose is not ("We pass configurationManager").
 # What follows the name (see ``_NAMED``).
 _ENTROPY_ASSIGNMENT: Final = (
     r"(?P<entropy>(?P<entropy_keep>(?:(?P<entropy_strong>)"
@@ -253,8 +385,10 @@ _ENTROPY_ASSIGNMENT: Final = (
     )
     + "|"
     + _ends_in(("key", "keys", "sig", "signature", "salt", "auth"))
-    + r")\\?[\"'`]?\]?[ \t]*(?:[:=]{1,2}>?|,)?[ \t]*[\[(]?\\?[\"'`]?)"
-    + rf"(?(entropy_strong)(?:{_SECRET_LIKE}|[A-Za-z0-9+/_\-]{{16,}}+=*)|{_SECRET_LIKE}))"
+    + r")(?:[ \t]++(?![\\\"'`\[(:=,])|(?=[ \t]*[\\\"'`\][(:=,])(?P<entropy_joined>)"
+    + r"\\?[\"'`]?\]?[ \t]*(?:[:=]{1,2}>?|,)?[ \t]*[\[(]?\\?[\"'`]?))"
+    + rf"(?(entropy_strong)(?(entropy_joined)(?:{_SECRET_LIKE}|[A-Za-z0-9+/_\-]{{16,}}+=*)"
+    + rf"|{_SECRET_LIKE})|{_SECRET_LIKE}))"
 )
 
 # The three shapes that start with a name read it once: a run of name characters, ``named``
@@ -354,11 +488,17 @@ _CATALOGUE: Final = "|".join(
         _KEY_BLOCK,
         _URL_QUERY_CREDENTIAL,
         _XML_ELEMENT,
+        _ESCAPED_MEMBER,
         _QUOTED_ASSIGNMENT,
+        _PGPASS,
         _LINE_ASSIGNMENT,
         _COMPARED,
         _FLAG,
         _MYSQL_PASSWORD,
+        _CURL_USER,
+        _SSHPASS,
+        _NETRC,
+        _SCRIPT_ASSIGNMENT,
         _ARTIFACTORY,
         _VENDOR_KEY,
         _AT_RUN_START,
@@ -369,8 +509,61 @@ _CATALOGUE: Final = "|".join(
 # Compiling the catalogue takes longer than the rest of ``import nrllm_core``, so it waits
 # for the first text to mask.
 @functools.cache
-def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    return re.compile(_TRIGGER), re.compile(_CATALOGUE, re.VERBOSE)
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    return (
+        re.compile(_TRIGGER),
+        re.compile(_TRANSLATED_TRIGGER),
+        re.compile(_CATALOGUE, re.VERBOSE),
+    )
+
+
+# Values that are code, never a credential. Unquoted: a type or a literal, alone or in a union
+# (``password: bytes``, ``token: str | None``, ``password = None``, ``hide_password=True``),
+# a call or an index (``password = get_password()``, ``password=auth[1]``), the variable of
+# the same name passed on (``password=password``, ``self.token = token``,
+# ``opts["password"] = url.password``), or an attribute named like a credential. Quoted:
+# nothing but punctuation and placeholders (``if token == "[":``, ``"{%s}"``).
+_CODE_WORDS: Final = (
+    "None", "null", "nil", "undefined", "NULL", "True", "False", "true", "false", "...",
+    "str", "bytes", "bytearray", "int", "bool", "object", "Any", "string", "SecretStr",
+    "SecretBytes",
+)  # fmt: skip
+_CODE_VALUE: Final = re.compile(
+    rf"(?:{_one_of(_CODE_WORDS)})(?:[ \t]*\|[ \t]*(?:{_one_of(_CODE_WORDS)}))*[ \t]*[,;)]?"
+)
+_CALL_OR_INDEX: Final = re.compile(r"[A-Za-z_][\w.]*[(\[]")
+_PASSED_ON: Final = re.compile(r"(?P<path>(?:[A-Za-z_]\w*\.)*)(?P<name>[A-Za-z_]\w*)[,;)]?")
+# An attribute read whose attribute is named like a credential (``impl._replace_token``,
+# ``proxy.raw_auth``) is a variable; ``process.env.X`` may be anything.
+_CREDENTIAL_ATTRIBUTE: Final = re.compile(r"(?i:.*(?:token|auth|secret|passw|pwd|credential))")
+_LAST_NAME: Final = re.compile(r"(?P<name>[A-Za-z_]\w*)[^\w]*\Z")
+_PLACEHOLDERS: Final = re.compile(r"(?:[^A-Za-z0-9]|%[sdr]|\{\w*\})*")
+# A reST field list names a parameter; what follows its colon is prose
+# (``:param password: the database password``).
+_FIELD: Final = re.compile(
+    r":(?:param|parameter|arg|argument|key|keyword|type|ivar|cvar|var)[ \t][^:]*\Z"
+)
+
+
+def _is_code(match: re.Match[str], kind: str, value: str) -> bool:
+    """Whether the unquoted ``value`` of an assignment ``match`` is code (see above)."""
+    if _CODE_VALUE.fullmatch(value) or _CALL_OR_INDEX.match(value):
+        return True
+    if match.string[match.end() : match.end() + 1] in ("(", "["):
+        return True
+    start = match.start(f"{kind}_keep")
+    if _FIELD.search(match.string, max(0, start - 100), start):
+        return True
+    passed = _PASSED_ON.fullmatch(value)
+    if passed is None:
+        return False
+    if passed["path"] and _CREDENTIAL_ATTRIBUTE.match(passed["name"]):
+        return True
+    before = _LAST_NAME.search(match.string, max(0, start - 100), match.end(f"{kind}_keep"))
+    if before is None:
+        # The name was read before the assignment's own group (see ``_NAMED``).
+        before = _LAST_NAME.search(match.string, max(0, start - 100), start)
+    return before is not None and before["name"] == passed["name"]
 
 
 def _kept(match: re.Match[str], kind: str) -> str:
@@ -388,8 +581,13 @@ def _masked(match: re.Match[str]) -> str:
         return kept + _LINE.sub(REDACTION_MASK, match[0][len(kept) :])
     if kind in _ASSIGNMENTS:
         if match[f"{kind}_quote"] is None:
-            return _kept(match, kind) + REDACTION_MASK
-        if not match[f"{kind}_body"]:
+            kept = _kept(match, kind)
+            value = match[0][len(kept) :]
+            if _is_code(match, kind, value):
+                # Code may still hold a credential (``os.environ.get("TOKEN", "ghp_…")``).
+                return kept + _masked_within(match.string, match.end(f"{kind}_keep"), match.end())
+            return kept + _LINE.sub(REDACTION_MASK, value)
+        if _PLACEHOLDERS.fullmatch(match[f"{kind}_body"]):
             return match[0]
         return _kept(match, kind) + match[f"{kind}_open"] + REDACTION_MASK + match[f"{kind}_close"]
     if kind == "userinfo":
@@ -405,15 +603,28 @@ def _masked(match: re.Match[str]) -> str:
         # A key-like name's value can be an OpenAI key: its mask keeps ``sk-`` as alone.
         kept = _kept(match, kind)
         return kept + ("sk-" if match[0].startswith("sk-", len(kept)) else "") + REDACTION_MASK
-    if kind in ("query", "authz", "bearer", "called", "mysql"):
+    if kind in (
+        "query", "authz", "bearer", "called", "mysql", "escaped", "curl", "netrc", "pgpass",
+        "sshpass",
+    ):  # fmt: skip
         return _kept(match, kind) + REDACTION_MASK
     return REDACTION_MASK
 
 
+def _masked_within(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` with every shape the catalogue finds there masked, each read in its
+    context in ``text``."""
+    pieces: list[str] = []
+    for found in _compiled()[2].finditer(text, start, end):
+        pieces += (text[start : found.start()], _masked(found))
+        start = found.end()
+    return "".join(pieces) + text[start:end]
+
+
 def mask_secrets(text: str) -> str:
     """Mask credentials and e-mail addresses in ``text`` with ``***``, without a length cap."""
-    trigger, catalogue = _compiled()
-    if trigger.search(text) is None:
+    trigger, translated, catalogue = _compiled()
+    if trigger.search(text) is None and translated.search(text.lower()) is None:
         return text
     for _ in range(_MAX_PASSES):
         masked = catalogue.sub(_masked, text)

@@ -372,6 +372,13 @@ _ADVERSARIAL_SEEDS = [
     "password(", 'password("a"', 'password "a"', "key: ", "key:a1B", "sig=", "salt ", "keykey ",
     "key ", "key\\\"", "['key'] ", "clpass ", "a1Bc", "0a1b", "A1B2", "[0]", "password[0] = ",
     "1sk-", "ACa1", "a1" * 16 + "-us",
+    # The shapes of issue 33: line values, continuations, escaped JSON, curl, .netrc, .pgpass,
+    # sshpass, URL passwords holding ``@`` and ``/``, translated names.
+    "password=a ", "password=a, ", "password: str | ", "password = \\\n", "a\\\n",
+    '\\"password\\": \\"', '\\"password\\"', "curl ", "curl -u ", "curl -u a:",
+    "login a ", "machine a password ", "a:1:", "a:1:b:c:", "sshpass ", "sshpass -x ",
+    "s://u:a@", "a/@b", "s://u:1/", "senha", "DB_SENHA=", "ADMIN_PIN_", "пароль=", "密码",
+    "pass ", "secret a", "?key=a", "password_length",
 ]  # fmt: skip
 
 
@@ -403,6 +410,8 @@ _LINEAR_SEEDS = [
     "--password ", "mysql -p", " AP0", "xsk-", "1234567890:", "a1" * 16 + "-us",
     "api.softlayer.com/soap/v3/", "a://a:", "authorization", "Bearer ", 'password "a"',
     'password("a"', "key: ", "key:a1B", 'key\\"', "AC0", "A0a/", ".a@b", "aA0",
+    "password=a ", "password=a, ", '\\"password\\"', "curl ", "login a ", "a:1:b:c:",
+    "sshpass -x ", "a/@b", "ADMIN_PIN_",
 ]  # fmt: skip
 # Each size four times the one before, up to a megabyte.
 _SIZES = (16 * 1024, 64 * 1024, 256 * 1024, 1024 * 1024)
@@ -442,3 +451,112 @@ def _timed(text: str) -> float:
     started = time.process_time()
     redact(text)
     return time.process_time() - started
+
+
+# Issue 33, item 4: each reproduction of the issue, as it read before and as it must read.
+ISSUE_33 = [
+    # The annotation rule swallowed the secret and masked the next value.
+    pytest.param(
+        "PGPASSWORD=hunter2 PGUSER=app psql", "PGPASSWORD=*** PGUSER=app psql", id="env-prefix"
+    ),
+    pytest.param(
+        "password = hunter2, role = admin", "password = ***, role = admin", id="comma-then-next"
+    ),
+    pytest.param(
+        "env DB_PASSWORD=hunter2 FOO=bar ./run", "env DB_PASSWORD=*** FOO=bar ./run", id="env"
+    ),
+    pytest.param('password: str = "hunter2"', 'password: str = "***"', id="annotation-kept"),
+    pytest.param(
+        "token: str | None = hunter2", "token: str | None = ***", id="annotation-with-union"
+    ),
+    # Misses.
+    pytest.param(
+        '{"body": "{\\"password\\": \\"hunter2\\"}"}',
+        '{"body": "{\\"password\\": \\"***\\"}"}',
+        id="json-in-a-json-string",
+    ),
+    pytest.param("curl -u user:pass https://x", "curl -u user:*** https://x", id="curl-u"),
+    pytest.param(
+        "curl -s --user 'alice:Hunter2' https://x",
+        "curl -s --user 'alice:***' https://x",
+        id="curl-user",
+    ),
+    pytest.param("machine h login u password p", "machine h login u password ***", id="netrc"),
+    pytest.param("default password p", "default password ***", id="netrc-default"),
+    pytest.param(
+        "db.example.com:5432:app:alice:Hunter2\n*:*:*:bob:pw\\:x",
+        "db.example.com:5432:app:alice:***\n*:*:*:bob:***",
+        id="pgpass",
+    ),
+    pytest.param("sshpass -p PASS ssh host", "sshpass -p *** ssh host", id="sshpass"),
+    pytest.param("sshpass -v -p 'a b' ssh host", "sshpass -v -p *** ssh host", id="sshpass-opts"),
+    pytest.param("postgres://u:p@ss/w#rd@host/db", "postgres://u:***@host/db", id="url-at-slash"),
+    # A port and a path are no password: only the address in the path goes.
+    pytest.param(
+        "https://h.example:8080/users/a@b.org", "https://h.example:8080/users/***", id="url-port"
+    ),
+    pytest.param("REDIS_AUTH=hunter2", "REDIS_AUTH=***", id="redis-auth"),
+    pytest.param("SMTP_CREDS=hunter2", "SMTP_CREDS=***", id="smtp-creds"),
+    pytest.param("ADMIN_PIN=1234", "ADMIN_PIN=***", id="admin-pin"),
+    # A value continued on the next line with a backslash: every line of it is masked.
+    pytest.param("password = \\\nhunter2\nnext", "password = ***\n***\nnext", id="continued"),
+    pytest.param(
+        "SECRET=MIIEowIBAAKCAQEAq1w2\\\ne3r4t5y6q1w2e3r4\nnext=1",
+        "SECRET=***\n***\nnext=1",
+        id="base64-continued",
+    ),
+    # Code is left alone, but not a credential inside it.
+    pytest.param(
+        'GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "' + GITHUB_PAT + '")',
+        'GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "***")',
+        id="code-holding-a-key",
+    ),
+    pytest.param("password = hunter2", "password = ***", id="a-word-is-no-code"),
+    # "Password" in other languages.
+    pytest.param("senha=hunter2", "senha=***", id="pt"),
+    pytest.param("x DB_KENNWORT=hunter2", "x DB_KENNWORT=***", id="de"),
+    pytest.param("x пароль=hunter2", "x пароль=***", id="ru"),
+    pytest.param('{"密码": "hunter2"}', '{"密码": "***"}', id="zh"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ISSUE_33)
+def test_issue_33_reproductions_are_masked(text: str, expected: str) -> None:
+    assert mask_secrets(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We pass configurationManager",
+        "The secret responsibilities",
+        "password: bytes",
+        "def login(password: bytes | str) -> None:",
+        "password = None",
+        "password_min_length: 12",
+        "PASSWORD_FILE=/run/secrets/db",
+        "https://maps.example/?key=ergonomic",
+        "docker run -u 1000:1000 image",
+        "enclave_id = 7",
+        # Code read from installed libraries (``benchmarks/bench_redact_false_alarms.py``).
+        "password=password,",
+        "self.token = token",
+        'opts["password"] = url.password',
+        "username, password = get_auth_from_url(proxy)",
+        "password = str(password)",
+        "hide_password: bool = True",
+        'if token == "[":',
+        'token = "{%s}" % token.replace("}", "}}")',
+        'for comp in "username", "password", "database":',
+        "# 1st pass: check if the value is an exact instance",
+        "self.auth = auth",
+        "check_remove_token = child_impl._remove_token",
+        "proxy_auth=proxy.raw_auth,",
+        ":param password: database password.  Is typically a string, but may",
+        ":param identity_token: optional identity token",
+        "if self.settings.auth:  # pragma: no cover",
+        'decoded = base64.b64decode(encoded_credentials).decode("utf-8")',
+    ],
+)
+def test_issue_33_false_alarms_stay_unchanged(text: str) -> None:
+    assert mask_secrets(text) == text

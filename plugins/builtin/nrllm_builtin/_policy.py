@@ -10,6 +10,7 @@ from typing import Final, final
 import attrs
 
 from nrllm_builtin._settings import BuiltinSettings
+from nrllm_core.redact import names_a_credential
 
 __all__ = ["TablePolicy", "is_nrllm_table", "is_sensitive_column", "is_sensitive_table"]
 
@@ -33,37 +34,10 @@ _SEPARATORS: Final = re.compile(r"[^A-Za-z0-9]+")
 # boundaries, so ``fe_users``, ``UserSessions`` and ``api-keys`` are judged word by word.
 _WORD_BOUNDARY: Final = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
-# A word that alone marks a credential, in a table's name or a column's.
-_SECRET_WORD: Final = re.compile(
-    r"(?:password|passwd|pwd|pw|pass|passphrase|pin|secret|token|salt|hash|hashed|digest"
-    r"|credential|key|mfa|otp|totp|jwt|bearer|auth|authorization|recovery|dsn|session"
-    r"|cookie|apikey|accesskey|privatekey|licensekey|encryptionkey|clientsecret|tok|pan"
-    r"|rsa|pem)s?\d*",
-)
-# Anywhere in a name, even glued to other words or split across them (``userpassword``,
-# ``refreshtoken``, ``social_security``, ``taxId``); ``syntax_id`` is not a tax id.
-_SECRET_FRAGMENT: Final = re.compile(
-    r"password|passwd|passphrase|secret|token|credential|session|apikey|privatekey"
-    r"|socialsecurity|(?<!syn)tax(?:id|number)"
-)
-# Inside a word, glued or not (``pwhash``, ``privkey``, ``hmackey``, ``otpseed``): fragments
-# that mark a credential, a key or a payment or identity number.
-_CREDENTIAL_FRAGMENT: Final = re.compile(
-    r"pwd?|pass|hash|salt|key|seed|priv|secret|token|t?otp|mfa|ssn|iban|card|cv[vc]"
-)
-# Ordinary words that contain a fragment; blanked out of a word before the fragments are
-# looked for, so ``keyword``, ``passenger`` or ``hashtag`` stay readable while
-# ``keywordhash`` does not. Any other word with a fragment in it is denied: a false denial
-# costs a column, a false allowance a credential.
-_ORDINARY_WORD: Final = re.compile(
-    r"keyword|keyboard|keynote|monkey|donkey|turkey|hockey|jockey|whiskey|passenger|passage"
-    r"|passive|passion|compass|bypass|surpass|hashtag|cardinal|discard|privacy|privilege"
-    r"|footprint|upward"
-)
 # Words that make a whole table sensitive: people, accounts and logs, besides the credential
 # words.
 _ACCOUNT_OR_LOG_WORD: Final = re.compile(
-    r"(?:be|fe)?users?|accounts?|logins?|members?|admins?|customers?|profiles?|people"
+    r"(?:be|fe)?users?|accounts?|logins?|members?|admins?|customers?|profiles?|people|sessions?"
     r"|\w*logs?|logging"
 )
 # Ordinary words ending in "log" that are not logs.
@@ -103,17 +77,13 @@ def _words(name: str) -> list[str]:
 
 
 def _has_secret_shape(name: str) -> bool:
-    name = _looks_like(name)
-    if _SECRET_FRAGMENT.search(_SEPARATORS.sub("", name).lower()):
-        return True
-    return any(
-        _SECRET_WORD.fullmatch(word) or _CREDENTIAL_FRAGMENT.search(_ORDINARY_WORD.sub(" ", word))
-        for word in _words(name)
-    )
+    # Read as written (``пароль``, ``contraseña``) and as it looks (``p\u0430ssword``).
+    return names_a_credential(name) or names_a_credential(_looks_like(name))
 
 
 def is_sensitive_column(name: str) -> bool:
-    """Whether a column name looks like it holds credentials, tokens or sessions."""
+    """Whether a column name is named with a credential word (core's vocabulary, in any of the
+    languages it knows), as written or as its look-alike letters read."""
     return _has_secret_shape(name)
 
 

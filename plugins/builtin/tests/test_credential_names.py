@@ -120,3 +120,68 @@ def test_allow_columns_entries_are_table_dot_column(entry):
         load_settings({"allow_columns": [entry]})
 
     assert str(caught.value) == "builtin.allow_columns: expected table.column entries"
+
+
+# Issue 33, item 5: credential columns in other languages and in other words were shown to
+# the model; ordinary columns sharing a word with a credential were withheld.
+IN_OTHER_WORDS = [
+    "contraseña", "senha", "clave", "kennwort", "wachtwoord", "parola", "hasło", "пароль",
+    "密码", "cc_number", "ccnum", "pincode", "access_code", "verification_code", "reset_code",
+    "account_number", "connection_string", "security_answer",
+    # More of the same vocabulary, written the ways column names are.
+    "mot_de_passe", "Passwort", "userKennwort", "haslo_uzytkownika", "パスワード", "用户密码",
+    "clave_acceso", "ADMIN_PIN", "smtp_creds", "connStr", "CcNum",
+]  # fmt: skip
+ORDINARY_COLUMNS = [
+    "prompt_tokens", "completion_tokens", "total_tokens", "session_id", "is_private",
+    "sort_key", "cache_key", "commit_hash", "pass_rate", "card_id", "secretary",
+    "country_code", "phone_number", "twitter_card", "promptTokens", "max_tokens",
+    "partition_key", "file_hash", "auth_type",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", IN_OTHER_WORDS)
+def test_a_credential_column_is_withheld_in_any_language(name):
+    assert is_sensitive_column(name)
+    assert not TablePolicy.from_settings(BuiltinSettings()).can_read_column("pages", name)
+
+
+@pytest.mark.parametrize("name", ORDINARY_COLUMNS)
+def test_a_column_sharing_a_word_with_a_credential_is_readable(name):
+    assert not is_sensitive_column(name)
+    assert TablePolicy.from_settings(BuiltinSettings()).can_read_column("pages", name)
+
+
+def test_sessions_tables_stay_withheld_when_a_session_id_column_is_readable():
+    assert is_sensitive_table("sessions")
+    assert is_sensitive_table("user_sessions")
+    assert not is_sensitive_column("session_id")
+
+
+def test_read_records_shows_ordinary_columns_and_withholds_credentials_in_any_language(
+    call, tmp_path
+):
+    from sqlalchemy import create_engine, text
+
+    url = f"sqlite+pysqlite:///{tmp_path / 'usage.db'}"
+    engine = create_engine(url)
+    secret = ["contraseña", "senha", "пароль", "密码", "ccnum", "reset_code", "security_answer"]
+    shown = ["prompt_tokens", "session_id", "sort_key", "commit_hash", "pass_rate", "secretary"]
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "CREATE TABLE usage (id INTEGER PRIMARY KEY, "
+                + ", ".join(f'"{name}" TEXT' for name in [*secret, *shown])
+                + ")"
+            )
+        )
+        values = ", ".join(f"'v{index}'" for index in range(len(secret) + len(shown)))
+        connection.execute(text(f"INSERT INTO usage VALUES (1, {values})"))
+    engine.dispose()
+
+    read = call("read_records", {"table": "usage"}, {"records_url": url})
+
+    start = len(secret)
+    assert read.content == "Records in usage (1, offset 0):\n- usage:1\n" + "\n".join(
+        f"  {name}: v{start + index}" for index, name in enumerate(shown)
+    )

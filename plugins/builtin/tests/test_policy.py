@@ -41,7 +41,7 @@ def test_ordinary_tables_are_readable(name):
 @pytest.mark.parametrize(
     "name",
     [
-        "password", "password_hash", "passwd", "api_token", "apiKey", "session_id", "salt",
+        "password", "password_hash", "passwd", "api_token", "apiKey", "salt",
         "secret", "client_secret", "mfa_secret", "private_key", "refreshToken", "dsn",
         "pass", "pw", "pin", "hashed", "hashed_pw", "hash_pw", "hashedPw", "digest", "totp",
         "otp", "jwt", "bearer", "auth", "recovery", "mfa", "recovery_codes", "PIN", "auth_code",
