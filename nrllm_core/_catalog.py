@@ -18,6 +18,10 @@ __all__ = ["GROUP_DEFAULTS", "RegisteredTool", "ToolCatalog", "ToolRegistry", "W
 
 # A withholding reason is a short word, shown as ``no: REASON``: never text from a tool's source.
 _REASON: Final = re.compile(r"[a-z][A-Za-z0-9]{0,31}")
+# Its detail can quote what a tool's source sent (an MCP server's schema, hostile) and is shown
+# on a terminal: kept to printable ASCII, every other code point written as U+XXXX, and cut.
+_DETAIL_MAX: Final = 300
+_CUT: Final = "..."
 
 GROUP_DEFAULTS: Final[Mapping[str, DataClass]] = {
     "content": DataClass.EDITOR_CONTENT,
@@ -75,30 +79,54 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: list[Tool] = []
-        self._withheld: list[tuple[str, str]] = []
+        self._withheld: list[tuple[str, str, str | None]] = []
 
     def register(self, tool: Tool) -> None:
         """Register a :class:`~nrllm_core.Tool`; a malformed one raises at once."""
         _validate(tool)
         self._tools.append(tool)
 
-    def withhold(self, name: str, reason: str) -> None:
+    def withhold(self, name: str, reason: str, *, detail: str | None = None) -> None:
         """Name a tool this plugin knows of but does not offer, with a one-word ``reason``
-        (``unpinned``, say): listed by ``nrllm tools`` as ``no: REASON``, never offered or run.
+        (``unpinned``, say) and optionally what exactly is wrong, ``detail``: listed by
+        ``nrllm tools`` as ``no: REASON (DETAIL)``, never offered or run. The detail is kept as
+        printable ASCII, every other code point written as ``U+XXXX``, cut to 300 characters.
         The name still counts for clashes, so no other plugin's tool takes its place."""
         if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise ValueError(f"tool name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$")
         if not isinstance(reason, str) or not _REASON.fullmatch(reason):
             raise ValueError(f"withholding reason {reason!r} must match ^[a-z][A-Za-z0-9]{{0,31}}$")
-        self._withheld.append((name, reason))
+        if detail is not None and not isinstance(detail, str):
+            raise ValueError("withholding detail must be a string or None")
+        self._withheld.append((name, reason, _shown(detail) if detail else None))
 
     @property
     def tools(self) -> tuple[Tool, ...]:
         return tuple(self._tools)
 
     @property
-    def withheld(self) -> tuple[tuple[str, str], ...]:
+    def withheld(self) -> tuple[tuple[str, str, str | None], ...]:
+        """Each withheld name with its reason and its detail, as shown."""
         return tuple(self._withheld)
+
+
+def _shown(detail: str) -> str:
+    """``detail`` as printable ASCII, every other code point written as ``U+XXXX``, at most
+    :data:`_DETAIL_MAX` characters; a longer one is cut between two code points and ends in
+    ``...``. Only as much of ``detail`` is read as can be shown."""
+    pieces: list[str] = []
+    size = 0
+    for char in detail:
+        piece = char if " " <= char <= "~" else f"U+{ord(char):04X}"
+        pieces.append(piece)
+        size += len(piece)
+        if size > _DETAIL_MAX:
+            break
+    else:
+        return "".join(pieces)
+    while size > _DETAIL_MAX - len(_CUT):
+        size -= len(pieces.pop())
+    return "".join(pieces) + _CUT
 
 
 def _validate(tool: object) -> None:
@@ -174,11 +202,13 @@ def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> Regist
 @final
 @attrs.frozen(kw_only=True)
 class WithheldTool:
-    """A tool its plugin withholds (``ToolRegistry.withhold``), and the plugin's reason."""
+    """A tool its plugin withholds (``ToolRegistry.withhold``), the plugin's reason, and what
+    exactly is wrong when the plugin says (printable ASCII, at most 300 characters)."""
 
     name: str
     plugin: str
     reason: str
+    detail: str | None = None
 
 
 @final

@@ -228,8 +228,8 @@ class PluginManager(pluggy.PluginManager):
         ]
 
     def _build_catalog(self, inputs: Mapping[str, tuple[Any, StoreConfig]] | None) -> ToolCatalog:
-        # A claim is a tool, or the reason its plugin withholds that name.
-        owners: dict[str, list[tuple[str, Tool | str]]] = {}
+        # A claim is a tool, or the reason (and its detail) its plugin withholds that name for.
+        owners: dict[str, list[tuple[str, Tool | tuple[str, str | None]]]] = {}
         errors: dict[str, str] = {}
         takers = self._config_takers()
         for plugin_name, alone in reversed(self.one_by_one("nrllm_register_tools")):
@@ -248,8 +248,8 @@ class PluginManager(pluggy.PluginManager):
                 continue
             for tool in registry.tools:
                 owners.setdefault(tool.name, []).append((plugin_name, tool))
-            for name, reason in registry.withheld:
-                owners.setdefault(name, []).append((plugin_name, reason))
+            for name, reason, detail in registry.withheld:
+                owners.setdefault(name, []).append((plugin_name, (reason, detail)))
         tools = {}
         withheld: dict[str, WithheldTool] = {}
         clashes: dict[str, tuple[str, ...]] = {}
@@ -259,8 +259,11 @@ class PluginManager(pluggy.PluginManager):
                 logger().error("nrllm.tool.name_clash", tool=name, plugins=clashes[name])
                 continue
             plugin_name, claim = claims[0]
-            if isinstance(claim, str):
-                withheld[name] = WithheldTool(name=name, plugin=plugin_name, reason=claim)
+            if isinstance(claim, tuple):
+                reason, detail = claim
+                withheld[name] = WithheldTool(
+                    name=name, plugin=plugin_name, reason=reason, detail=detail
+                )
                 continue
             tools[name] = snapshot(claim, plugin_name, self.tool_data_class(claim))
         return ToolCatalog(tools=tools, clashes=clashes, errors=errors, withheld=withheld)

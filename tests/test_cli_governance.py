@@ -125,6 +125,7 @@ def test_tools_json_has_exactly_the_documented_shape(config_file: Path) -> None:
         "requires_approval": True,
         "offered": True,
         "reason": None,
+        "detail": None,
         "observed": None,
     }
     assert by_name["off"]["reason"] == "toolDisabled"

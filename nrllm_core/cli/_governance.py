@@ -40,8 +40,10 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     catalog = _common.plugin_manager().catalog()
     report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
-    rows.extend(_withheld_row(name, "withheld") for name in sorted(catalog.clashes))
-    rows.extend(_withheld_row(w.name, w.reason) for _, w in sorted(catalog.withheld.items()))
+    rows.extend(_withheld_row(name, "withheld", None) for name in sorted(catalog.clashes))
+    rows.extend(
+        _withheld_row(w.name, w.reason, w.detail) for _, w in sorted(catalog.withheld.items())
+    )
     if as_json:
         echo_json(
             {
@@ -60,6 +62,8 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     table = [("TOOL", "GROUP", "DATA CLASS", "SOURCE", "EFFECT", "APPROVAL", "OFFERED")]
     for row in rows:
         verdict = "yes" if row["offered"] else f"no: {row['reason']}"
+        if row["detail"]:
+            verdict = f"{verdict} ({row['detail']})"
         if row["observed"]:
             verdict = f"yes (observed: {row['observed']})"
         table.append(
@@ -89,13 +93,15 @@ def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
         "requires_approval": tool.requires_approval,
         "offered": decision.offered,
         "reason": None if decision.reason is None else decision.reason.value,
+        "detail": None,
         "observed": None if decision.observed is None else decision.observed.value,
     }
 
 
-def _withheld_row(name: str, reason: str) -> dict[str, Any]:
+def _withheld_row(name: str, reason: str, detail: str | None) -> dict[str, Any]:
     """A name no run is offered: one two plugins registered (``nrllm plugins`` says whose), or
-    one its plugin withholds (``ToolRegistry.withhold``), with the plugin's reason."""
+    one its plugin withholds (``ToolRegistry.withhold``), with the plugin's reason and its
+    detail."""
     return {
         "name": name,
         "group": "-",
@@ -105,6 +111,7 @@ def _withheld_row(name: str, reason: str) -> dict[str, Any]:
         "requires_approval": False,
         "offered": False,
         "reason": reason,
+        "detail": detail,
         "observed": None,
     }
 

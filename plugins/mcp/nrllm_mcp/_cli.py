@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from nrllm_core import HostConfig, TrustZone
 from nrllm_core.cli import BadInput, echo, echo_json, host_config
-from nrllm_mcp._settings import SECTION, McpSettings, SettingsError, load_settings
+from nrllm_mcp._settings import SECTION, McpSettings, ServerSettings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from nrllm_mcp._pins import PinStore
 
 __all__ = ["mcp"]
 
@@ -54,7 +57,8 @@ def mcp() -> None:
 @click.pass_context
 def servers(ctx: click.Context, as_json: bool) -> None:
     """Each configured server: its transport, its state and its tools."""
-    from nrllm_mcp._client import UNREADABLE, survey
+    from nrllm_core import ToolRegistry
+    from nrllm_mcp._client import UNREADABLE, connection_for, register_survey, survey
     from nrllm_mcp._definition import nrllm_name
     from nrllm_mcp._pins import PinState
 
@@ -67,14 +71,20 @@ def servers(ctx: click.Context, as_json: bool) -> None:
             rows.append({**row, "state": "disabled", "reason": None, "tools": []})
             continue
         found = survey(server, os.environ, lambda: store, pin_first_use=False)
-        tools = [
-            {
-                "tool": d.name,
-                "name": nrllm_name(server.tool_prefix, d.name),
-                "pin": UNREADABLE if found.states is None else found.states[d.name],
-            }
-            for d in found.definitions
-        ]
+        # Registered as the catalog registers them, to say why a pinned tool is still withheld.
+        registry = ToolRegistry()
+        if found.failure is None:
+            register_survey(registry, found, connection_for(server, os.environ))
+        refused = {
+            n: {"reason": reason, "detail": detail} for n, reason, detail in registry.withheld
+        }
+        tools = []
+        for d in found.definitions:
+            name = nrllm_name(server.tool_prefix, d.name)
+            pin = UNREADABLE if found.states is None else found.states[d.name]
+            # A tool that is not pinned is withheld for its pin state, which ``pin`` says.
+            withheld = refused.get(name) if name is not None and pin == PinState.PINNED else None
+            tools.append({"tool": d.name, "name": name, "pin": pin, "withheld": withheld})
         state = "failed" if found.failure is not None else "connected"
         rows.append({**row, "state": state, "reason": found.failure, "tools": tools})
     if as_json:
@@ -87,6 +97,9 @@ def servers(ctx: click.Context, as_json: bool) -> None:
         echo(f"{row['name']} ({row['transport']}): {row['state']}{reason}")
         for tool in row["tools"]:
             pin = "new (pinned on first use)" if tool["pin"] == PinState.NEW else tool["pin"]
+            if tool["withheld"] is not None:
+                reason, detail = tool["withheld"]["reason"], tool["withheld"]["detail"]
+                pin = f"{pin}, withheld ({reason}{f': {detail}' if detail else ''})"
             echo(f"  {tool['name'] or '(no usable name)'}  {pin}  (server's {tool['tool']})")
 
 
@@ -132,18 +145,51 @@ _UNTRUSTED = {"tampered": "tampered", "missing": "unauthenticated"}
 
 
 @pins.command()
-@click.argument("server_name")
+@click.argument("server_name", required=False)
 @click.argument("tool_name", required=False)
+@click.option("--all", "every", is_flag=True, help="Every enabled server, one after the other.")
 @click.option("--yes", is_flag=True, help="Approve without asking (the diff is still shown).")
 @click.pass_context
-def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bool) -> None:
-    """Pin the server's changed and new tools (or only TOOL) as it lists them now."""
+def approve(
+    ctx: click.Context, server_name: str | None, tool_name: str | None, every: bool, yes: bool
+) -> None:
+    """Pin the server's changed and new tools (or only TOOL) as it lists them now; with
+    --all, every enabled server's, asking once per server."""
+    if every and server_name is not None:
+        raise BadInput("name a server or --all, not both")
+    if not every and server_name is None:
+        raise BadInput("name the server whose tools to approve, or --all for every server")
+    config, settings = _config(ctx)
+    by = config.actor().id
+    if server_name is not None:
+        server = _server(settings, server_name)
+        _approve_server(_pins(ctx, config), server, tool_name, yes=yes, by=by)
+        return
+    store = _pins(ctx, config)
+    # After an upgrade every server may need approving again: each is shown and asked for in
+    # turn, and one that cannot be read or is declined leaves the others to go on.
+    not_approved = []
+    for server in settings.servers.values():
+        if not server.enabled:
+            continue
+        echo(f"{server.name} ({server.transport}):")
+        try:
+            _approve_server(store, server, None, yes=yes, by=by)
+        except click.ClickException as exc:
+            echo(f"{server.name}: {exc.format_message()}", err=True)
+            not_approved.append(server.name)
+    if not_approved:
+        raise click.ClickException(f"not approved: {', '.join(not_approved)}")
+
+
+def _approve_server(
+    store: PinStore, server: ServerSettings, tool_name: str | None, *, yes: bool, by: str
+) -> None:
+    """Show the diff of each of ``server``'s tools (or only ``tool_name``) that does not match
+    its pin, ask (unless ``yes``), and pin them for ``by``."""
     from nrllm_mcp._client import survey
     from nrllm_mcp._pins import PinState
 
-    config, settings = _config(ctx)
-    server = _server(settings, server_name)
-    store = _pins(ctx, config)
     found = survey(server, os.environ, lambda: store, pin_first_use=False)
     if found.failure is not None:
         raise click.ClickException(f'MCP server "{server.name}" cannot be read: {found.failure}')
@@ -176,7 +222,7 @@ def approve(ctx: click.Context, server_name: str, tool_name: str | None, yes: bo
             echo(line)
     if not yes and not click.confirm("Pin these definitions?", default=False):
         raise click.ClickException("nothing was approved")
-    store.pin(server.name, pending, by=config.actor().id)
+    store.pin(server.name, pending, by=by)
     echo(f"pinned {len(pending)} tool(s) of {server.name}")
 
 

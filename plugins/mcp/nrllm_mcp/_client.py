@@ -17,7 +17,15 @@ from nrllm_mcp._definition import Definition, clean_description, clean_schema, n
 from nrllm_mcp._results import to_tool_result
 from nrllm_mcp._settings import McpSettings, ServerSettings
 
-__all__ = ["McpTool", "Survey", "close_all", "connection_for", "register_servers", "survey"]
+__all__ = [
+    "McpTool",
+    "Survey",
+    "close_all",
+    "connection_for",
+    "register_servers",
+    "register_survey",
+    "survey",
+]
 
 # Why a server's tool is withheld, as ``nrllm tools`` shows it (``no: REASON``).
 UNREADABLE: Final = "pinsUnreadable"
@@ -126,13 +134,15 @@ def register_servers(
         for server in settings.servers.values():
             if server.enabled:
                 found = survey(server, environ, pins, pin_first_use=True)
-                _register(registry, found, connection_for(server, environ))
+                register_survey(registry, found, connection_for(server, environ))
     finally:
         for store in opened:
             store.close()
 
 
-def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> None:
+def register_survey(registry: ToolRegistry, found: Survey, connection: Connection) -> None:
+    """Register the surveyed server's pinned tools that can be offered, and withhold the rest
+    with the reason (and, for a pinned one, what is wrong with it)."""
     server = found.server
     if found.failure is not None:
         logger().warning("nrllm.mcp.server_failed", server=server.name, reason=found.failure)
@@ -151,8 +161,10 @@ def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> 
         except ValueError as exc:
             _refuse_schema(registry, server, name, exc)
             continue
-        if tool.offered_bytes() > server.max_tool_bytes:
-            registry.withhold(name, TOO_LARGE)
+        size = tool.offered_bytes()
+        if size > server.max_tool_bytes:
+            detail = f"{size} bytes as offered, over max_tool_bytes {server.max_tool_bytes}"
+            registry.withhold(name, TOO_LARGE, detail=detail)
             continue
         try:
             registry.register(tool)
@@ -164,11 +176,11 @@ def _register(registry: ToolRegistry, found: Survey, connection: Connection) -> 
 def _refuse_schema(
     registry: ToolRegistry, server: ServerSettings, name: str, problem: Exception
 ) -> None:
-    # The withholding reason is one word; what in the schema is wrong goes to the log.
-    logger().warning(
-        "nrllm.mcp.schema_refused", server=server.name, tool=name, problem=str(problem)
-    )
-    registry.withhold(name, BAD_SCHEMA)
+    registry.withhold(name, BAD_SCHEMA, detail=str(problem))
+    # The log says what ``nrllm tools`` says: the problem as core recorded it, bounded and in
+    # printable ASCII (jsonschema's message quotes the server's schema as it is).
+    _, _, shown = registry.withheld[-1]
+    logger().warning("nrllm.mcp.schema_refused", server=server.name, tool=name, problem=shown)
 
 
 def effect_for(server: ServerSettings, definition: Definition) -> Effect:

@@ -632,6 +632,66 @@ def test_a_tool_whose_schema_cleaning_would_change_is_withheld_and_the_log_says_
     )
 
 
+ZERO_WIDTH_PROBLEM = "input schema: $.properties.mode.enum[0]: holds U+200B, which cleaning removes"
+
+
+def test_a_withheld_tool_names_its_problem_in_every_listing_and_the_log(shaped):
+    shaped({"type": "object", "properties": {"mode": {"enum": ["fast\u200b", "slow"]}}})
+    with capture_logs() as logs:
+        catalog = make_plugin_manager().catalog()
+    assert catalog.withheld["demo__shaped"].detail == ZERO_WIDTH_PROBLEM
+    (refused,) = [e for e in logs if e["event"] == "nrllm.mcp.schema_refused"]
+    assert refused["problem"] == ZERO_WIDTH_PROBLEM
+    text = nrllm("tools")
+    assert any(
+        line.startswith("demo__shaped")
+        and line.endswith(f"no: invalidSchema ({ZERO_WIDTH_PROBLEM})")
+        for line in text.stdout.splitlines()
+    ), text.stdout
+    rows = {row["name"]: row for row in json.loads(nrllm("tools", "--json").stdout)["tools"]}
+    assert (rows["demo__shaped"]["reason"], rows["demo__shaped"]["detail"]) == (
+        "invalidSchema",
+        ZERO_WIDTH_PROBLEM,
+    )
+    assert rows["demo__echo"]["detail"] is None
+    listed = nrllm("mcp", "servers")
+    assert (
+        f"  demo__shaped  pinned, withheld (invalidSchema: {ZERO_WIDTH_PROBLEM})  (server's shaped)"
+        in listed.stdout.splitlines()
+    ), listed.stdout
+    assert "  demo__echo  pinned  (server's echo)" in listed.stdout.splitlines()
+    (server,) = json.loads(nrllm("mcp", "servers", "--json").stdout)
+    tools = {t["name"]: t for t in server["tools"]}
+    assert tools["demo__shaped"]["pin"] == "pinned"
+    assert tools["demo__shaped"]["withheld"] == {
+        "reason": "invalidSchema",
+        "detail": ZERO_WIDTH_PROBLEM,
+    }
+    assert tools["demo__echo"]["withheld"] is None
+
+
+def test_a_problem_quoting_the_servers_schema_is_shown_bounded_and_in_printable_ascii(shaped):
+    # jsonschema's message quotes the value as Python's repr does, which keeps a Hangul filler
+    # (it shows as nothing, but Python counts it printable) as it is; and the value is long.
+    hostile = "\u3164" + "x" * 1000
+    shaped({"type": "object", "dependentRequired": hostile})
+    with capture_logs() as logs:
+        catalog = make_plugin_manager().catalog()
+    detail = catalog.withheld["demo__shaped"].detail
+    assert detail is not None
+    assert detail.startswith("argument_schema is not a valid JSON Schema: ")
+    assert "U+3164" in detail
+    assert detail.isascii()
+    assert detail.isprintable()
+    assert len(detail) == 300
+    assert detail.endswith("...")
+    (refused,) = [e for e in logs if e["event"] == "nrllm.mcp.schema_refused"]
+    assert refused["problem"] == detail
+    (server,) = json.loads(nrllm("mcp", "servers", "--json").stdout)
+    (shaped_tool,) = [t for t in server["tools"] if t["tool"] == "shaped"]
+    assert shaped_tool["withheld"] == {"reason": "invalidSchema", "detail": detail}
+
+
 # The server holds calls to what cleaning drops: a keyword nrllm does not offer, an unknown
 # format with a pattern beside it, a draft the schema declares.
 CHECKED_AS_GIVEN: dict[str, Any] = {
@@ -744,11 +804,16 @@ def test_a_tool_too_large_as_offered_is_withheld(shaped, home):
     shaped(schema)
     catalog = make_plugin_manager().catalog()
     assert "demo__shaped" not in catalog.tools
-    assert catalog.withheld["demo__shaped"].reason == "tooLarge"
+    withheld = catalog.withheld["demo__shaped"]
+    assert (withheld.reason, withheld.detail) == (
+        "tooLarge",
+        "106583 bytes as offered, over max_tool_bytes 16384",
+    )
     assert "demo__echo" in catalog.tools
     listed = nrllm("tools")
     assert any(
-        line.startswith("demo__shaped") and line.endswith("no: tooLarge")
+        line.startswith("demo__shaped")
+        and line.endswith("no: tooLarge (106583 bytes as offered, over max_tool_bytes 16384)")
         for line in listed.stdout.splitlines()
     ), listed.stdout
     # Still pinned as the server lists it: too large is about the offer, not the trust.

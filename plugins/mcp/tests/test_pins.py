@@ -431,3 +431,84 @@ def test_the_pin_store_on_a_new_database_has_the_audit_store_make_its_key(store_
         assert key == audit.derived_key("nrllm-mcp pins")
     finally:
         audit.close()
+
+
+# -- approving every server at once ----------------------------------------------------------
+
+
+@pytest.fixture
+def two_servers(configure, state, tmp_path):
+    """Two servers whose pins no longer hold: ``demo``'s echo changed, ``more``'s lost its
+    MACs (as pins made before an upgrade do)."""
+    other = tmp_path / "other-state"
+    other.mkdir()
+    settings = {"read_only_tools": READ_ONLY, "data_class": "publicContent"}
+    configure(
+        {
+            "demo": stdio_server(state, **settings),
+            "more": stdio_server(other, **settings),
+            "off": stdio_server(other, **settings, enabled=False),
+        }
+    )
+    make_plugin_manager().catalog()
+    (state / "description").write_text(RUG_PULL)
+    close_all()
+    with database(None, tmp_path / "home") as connection:
+        connection.execute(sa.text("UPDATE mcp_pins SET mac = NULL WHERE server = 'more'"))
+    reasons = {n: r["reason"] for n, r in tools_json().items() if n.endswith("__echo")}
+    assert reasons == {"demo__echo": "changed", "more__echo": "changed"}
+
+
+def test_approve_all_yes_shows_every_servers_diff_and_pins_them_all(two_servers):
+    approved = nrllm("mcp", "pins", "approve", "--all", "--yes")
+    assert approved.exit_code == 0, approved.output
+    out = approved.stdout.splitlines()
+    assert out.index("demo (stdio):") < out.index("changed: demo echo")
+    assert f'+  "description": "{RUG_PULL}",' in out
+    assert out.index("pinned 1 tool(s) of demo") < out.index("more (stdio):")
+    assert out.index("more (stdio):") < out.index("unauthenticated: more echo")
+    assert "pinned 8 tool(s) of more" in out
+    assert "off (stdio):" not in out
+    assert "Pin these definitions?" not in approved.stdout
+    rows = tools_json()
+    assert (rows["demo__echo"]["offered"], rows["more__echo"]["offered"]) == (True, True)
+
+
+def test_approve_all_asks_once_per_server_and_pins_only_what_was_confirmed(two_servers):
+    answered = nrllm("mcp", "pins", "approve", "--all", input="n\ny\n")
+    assert answered.exit_code == 1
+    assert answered.stdout.count("Pin these definitions?") == 2
+    assert "pinned 8 tool(s) of more" in answered.stdout
+    assert "demo: nothing was approved" in answered.stderr
+    assert "not approved: demo" in answered.stderr
+    rows = tools_json()
+    assert (rows["demo__echo"]["reason"], rows["more__echo"]["offered"]) == ("changed", True)
+    again = nrllm("mcp", "pins", "approve", "--all", input="y\n")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.count("Pin these definitions?") == 1
+    assert "nothing to approve: every listed tool matches its pin" in again.stdout
+
+
+def test_approve_all_without_an_answer_approves_nothing(two_servers, home):
+    # Off a terminal the answer is read from standard input, as for one server: none, no pin.
+    before = {p.tool: p.digest for p in PinStore.open(None, data_dir=home).pins()}
+    for args in (["demo"], ["--all"]):
+        aborted = nrllm("mcp", "pins", "approve", *args, input="")
+        assert aborted.exit_code == 1
+        assert "Aborted!" in aborted.output
+    assert tools_json()["demo__echo"]["reason"] == "changed"
+    with PinStore.open(None, data_dir=home) as store:
+        assert {p.tool: p.digest for p in store.pins()} == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--all", "demo"], "name a server or --all, not both"),
+        ([], "name the server whose tools to approve, or --all for every server"),
+    ],
+)
+def test_approve_takes_one_server_or_all(two_servers, args, message):
+    refused = nrllm("mcp", "pins", "approve", *args, "--yes")
+    assert refused.exit_code == 2
+    assert message in refused.stderr
