@@ -912,6 +912,25 @@ def test_a_kinds_settings_are_checked_and_unknown_keys_still_refused(section, me
         load_config(data=_section("openai", mode="slow"))
 
 
+def test_a_kinds_check_gets_its_settings_as_the_factory_does():
+    from nrllm_core import ConfigError, ProviderRegistry, load_config
+
+    seen: list[Any] = []
+
+    def check(name, settings, *, config_dir):
+        seen.append(settings["options"])
+        if settings["options"].mode == "slow":
+            yield "mode", "too slow"
+
+    registry = ProviderRegistry()
+    registry.register("moded", lambda *a, **k: _EchoProvider(), check=check, settings=_ModeSettings)
+    load_config(data=_section("moded", mode="fast"), provider_kinds=registry.registered)
+    with pytest.raises(ConfigError, match=r"providers\.p\.mode: too slow"):
+        load_config(data=_section("moded", mode="slow"), provider_kinds=registry.registered)
+
+    assert seen == [_ModeSettings(mode="fast"), _ModeSettings(mode="slow")]
+
+
 def test_a_kinds_settings_may_not_rename_cores_keys():
     from nrllm_core import ConfigError, ProviderRegistry, load_config
 

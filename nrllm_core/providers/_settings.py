@@ -64,11 +64,16 @@ class Settings:
         """The provider section's name."""
         return self._name
 
+    def _given(self, key: str, default: object) -> Any:
+        # A loaded section has every core key, None where the file set none: that is unset.
+        value = self._values.get(key)
+        return default if value is None else value
+
     def error(self, message: str) -> ProviderConfigError:
         return ProviderConfigError(f'provider "{self._name}": {message}')
 
     def text(self, key: str, default: str | None = None) -> str:
-        value = self._values.get(key, default)
+        value = self._given(key, default)
         if not isinstance(value, str) or not value:
             raise self.error(f'"{key}" must be a non-empty string')
         return value
@@ -79,13 +84,13 @@ class Settings:
         return self.text(key)
 
     def count(self, key: str, default: int, *, minimum: int = 0) -> int:
-        value = self._values.get(key, default)
+        value = self._given(key, default)
         if type(value) is not int or value < minimum:
             raise self.error(f'"{key}" must be an integer of at least {minimum}')
         return value
 
     def seconds(self, key: str, default: float) -> float:
-        value = self._values.get(key, default)
+        value = self._given(key, default)
         if type(value) not in (int, float) or not 0 < value <= 3600:
             raise self.error(f'"{key}" must be a number of seconds between 0 and 3600')
         return float(value)
