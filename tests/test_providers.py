@@ -837,7 +837,7 @@ def test_the_anthropic_check_is_the_kinds_own_and_applies_without_installed_kind
 
     registry = make_plugin_manager(load_entry_points=False).provider_registry()
     assert registry.kind("anthropic").check is not None
-    assert registry.kind("openai").check is None
+    assert registry.kind("openai").check is not None
     section = _section("anthropic", max_completion_tokens=10)
     for kinds in (None, registry.registered, registry.kinds):
         with pytest.raises(ConfigError, match="max_completion_tokens: is OpenAI's"):
@@ -888,7 +888,9 @@ def test_a_kind_from_a_plugin_takes_settings_of_its_own_typed():
     )
     assert plugin.given == [_ModeSettings(mode="slow")]
     # A kind without settings of its own has none.
-    assert load_config(data=_section("openai"), provider_kinds=kinds).providers["p"].options is None
+    assert (
+        load_config(data=_section("anthropic"), provider_kinds=kinds).providers["p"].options is None
+    )
 
 
 @pytest.mark.parametrize(
