@@ -465,17 +465,18 @@ def _build(
     document = structure(core, _Document, "", errors)
     config_dir = source.resolve().parent if source is not None else None
     if document is not None:
+        # Each section with its kind's own settings: its kind's check sees what its factory will.
+        providers = {
+            name: attrs.evolve(provider, options=options.get(name))
+            for name, provider in document.providers.items()
+        }
+        document = attrs.evolve(document, providers=providers)
         errors.extend(_cross_checks(document, provider_kinds, config_dir))
     if errors or document is None:
         raise ConfigError(_summary(source, errors))
     return HostConfig(
         tools=document.tools,
-        providers=MappingProxyType(
-            {
-                name: attrs.evolve(provider, options=options.get(name))
-                for name, provider in document.providers.items()
-            }
-        ),
+        providers=MappingProxyType(dict(document.providers)),
         skills=MappingProxyType(dict(document.skills)),
         actor_config=document.actor,
         defaults=document.defaults,

@@ -65,7 +65,8 @@ def kind_name(value: object) -> str:
 @functools.cache
 def _converter() -> Converter:
     """cattrs with no coercion: ``"yes"`` is not a bool and ``"3"`` is not an integer."""
-    from cattrs.gen import make_dict_structure_fn
+    from cattrs.cols import is_mapping
+    from cattrs.gen import make_dict_structure_fn, make_mapping_structure_fn
     from cattrs.preconf.tomllib import make_converter
 
     conv = make_converter(forbid_extra_keys=True)
@@ -88,6 +89,19 @@ def _converter() -> Converter:
         return structure
 
     conv.register_structure_hook_factory(attrs.has, table)
+
+    def mapping(kind: Any) -> Callable[[Any, Any], Any]:
+        # cattrs' own would call .items() on a string and fail with an AttributeError.
+        entries = make_mapping_structure_fn(kind, conv)
+
+        def structure(value: Any, wanted: Any) -> Any:
+            if not isinstance(value, Mapping):
+                raise TypeError(f"expected a table, got {kind_name(value)}")
+            return entries(value, wanted)
+
+        return structure
+
+    conv.register_structure_hook_factory(is_mapping, mapping)
     return conv
 
 

@@ -837,7 +837,7 @@ def test_the_anthropic_check_is_the_kinds_own_and_applies_without_installed_kind
 
     registry = make_plugin_manager(load_entry_points=False).provider_registry()
     assert registry.kind("anthropic").check is not None
-    assert registry.kind("openai").check is None
+    assert registry.kind("openai").check is not None
     section = _section("anthropic", max_completion_tokens=10)
     for kinds in (None, registry.registered, registry.kinds):
         with pytest.raises(ConfigError, match="max_completion_tokens: is OpenAI's"):
@@ -888,7 +888,9 @@ def test_a_kind_from_a_plugin_takes_settings_of_its_own_typed():
     )
     assert plugin.given == [_ModeSettings(mode="slow")]
     # A kind without settings of its own has none.
-    assert load_config(data=_section("openai"), provider_kinds=kinds).providers["p"].options is None
+    assert (
+        load_config(data=_section("anthropic"), provider_kinds=kinds).providers["p"].options is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -910,6 +912,25 @@ def test_a_kinds_settings_are_checked_and_unknown_keys_still_refused(section, me
     # Without the kind installed, its keys are unknown.
     with pytest.raises(ConfigError, match=r"providers\.p\.mode: unknown key"):
         load_config(data=_section("openai", mode="slow"))
+
+
+def test_a_kinds_check_gets_its_settings_as_the_factory_does():
+    from nrllm_core import ConfigError, ProviderRegistry, load_config
+
+    seen: list[Any] = []
+
+    def check(name, settings, *, config_dir):
+        seen.append(settings["options"])
+        if settings["options"].mode == "slow":
+            yield "mode", "too slow"
+
+    registry = ProviderRegistry()
+    registry.register("moded", lambda *a, **k: _EchoProvider(), check=check, settings=_ModeSettings)
+    load_config(data=_section("moded", mode="fast"), provider_kinds=registry.registered)
+    with pytest.raises(ConfigError, match=r"providers\.p\.mode: too slow"):
+        load_config(data=_section("moded", mode="slow"), provider_kinds=registry.registered)
+
+    assert seen == [_ModeSettings(mode="fast"), _ModeSettings(mode="slow")]
 
 
 def test_a_kinds_settings_may_not_rename_cores_keys():

@@ -15,7 +15,8 @@ from nrllm_core._serde import to_json
 from nrllm_core.cli import _common, _main
 from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._terminal import echo, echo_json
-from nrllm_core.providers._settings import Settings
+from nrllm_core.providers._openai import openai_endpoint
+from nrllm_core.providers._settings import Settings, plain
 
 
 def require_names(config: HostConfig, *, provider: str | None, skill: str | None) -> None:
@@ -142,8 +143,14 @@ def check(ctx: click.Context) -> None:
         request = Settings(name, attrs.asdict(provider)).request_fields()
         echo(f"provider {name} request: {to_json(request) if request else '-'}")
         if provider.options is not None:
-            own = attrs.asdict(provider.options)
+            own = plain(attrs.asdict(provider.options))
             echo(f"provider {name} {provider.kind} settings: {to_json(own)}")
+        if provider.kind == "openai":
+            url, variables = openai_endpoint(name, provider.section())
+            echo(f"provider {name} url: {_shown_url(url)}")
+            # The names of the variables only: their values are never read here.
+            read = ", ".join(f"{variable} ({header})" for variable, header in variables)
+            echo(f"provider {name} environment: {read or '-'}")
     for name, skill in sorted(settings.skills.items()):
         echo(
             f"skill {name}: enabled {_yes(skill.enabled)}, "
@@ -176,7 +183,8 @@ def check(ctx: click.Context) -> None:
 
 
 def _shown_url(url: str | None) -> str:
-    """The store URL without its password, which has no business on a terminal."""
+    """The store's or a provider's URL without its password, which has no business on a
+    terminal."""
     if url is None:
         return "(embedded SQLite)"
     from urllib.parse import urlsplit

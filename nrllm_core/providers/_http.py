@@ -109,6 +109,18 @@ class HttpSettings:
         return f"HttpSettings(provider={self.provider!r}, url={self.url!r})"
 
 
+def request_url(
+    read: Settings, *, path: str, default_base_url: str, query: Mapping[str, str] | None = None
+) -> str:
+    """``{base_url}{path}``, with ``query`` URL-encoded after a ``?`` when there is one."""
+    url = read.text("base_url", default_base_url).rstrip("/") + path
+    if not query:
+        return url
+    from urllib.parse import quote, urlencode
+
+    return f"{url}?{urlencode(query, quote_via=quote)}"
+
+
 def http_settings(
     read: Settings,
     *,
@@ -118,13 +130,14 @@ def http_settings(
     secrets: tuple[str, ...],
     sleep: Callable[[float], None],
     asleep: Callable[[float], Awaitable[None]] | None,
+    query: Mapping[str, str] | None = None,
 ) -> HttpSettings:
     """The POST target and limits every HTTP provider kind reads the same way from its section:
-    ``base_url`` (+ ``path``), ``timeout_seconds`` (60) and ``max_retries`` (2)."""
-    base_url = read.text("base_url", default_base_url).rstrip("/")
+    ``base_url`` (+ ``path`` and ``query``, see :func:`request_url`), ``timeout_seconds`` (60)
+    and ``max_retries`` (2)."""
     return HttpSettings(
         provider=read.name,
-        url=f"{base_url}{path}",
+        url=request_url(read, path=path, default_base_url=default_base_url, query=query),
         headers=headers,
         secrets=secrets,
         timeout=read.seconds("timeout_seconds", 60.0),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, final
+
+import attrs
 
 from nrllm_core import _json
 from nrllm_core._messages import (
@@ -22,12 +26,14 @@ from nrllm_core._messages import (
     ToolSpec,
     Usage,
 )
+from nrllm_core._providers import ProviderConfigError
 from nrllm_core.providers._api import HttpProvider
 from nrllm_core.providers._http import (
     HttpSettings,
     StreamBroken,
     StreamFailed,
     http_settings,
+    request_url,
     response_id,
     response_model,
     token_count,
@@ -35,12 +41,104 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["OpenAIProvider", "openai_factory"]
+__all__ = ["OpenAIProvider", "OpenAISettings", "openai_check", "openai_endpoint", "openai_factory"]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+PATH: Final = "/chat/completions"
+# RFC 9110's token: what a header's name may be made of.
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# What the HTTP client writes itself to frame the request and type its body.
+_CLIENT_HEADERS: Final = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection"}
+)
+# A variable's name as a shell writes it; a value pasted in its place (an "sk-..." key) is not one.
+_VARIABLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STOPS: Final = {"length": Stop.LENGTH, "content_filter": Stop.REFUSAL}
 CONTENT_FILTERED: Final = "The provider's content filter stopped the answer."
 _REASONING_KEYS: Final = ("reasoning_content", "reasoning")
+
+
+def _table(value: Mapping[str, str]) -> Mapping[str, str]:
+    # A read-only copy, as core's params are: the settings cannot change after the load.
+    return MappingProxyType(dict(value))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class OpenAISettings:
+    """The ``openai`` kind's own keys, for a gateway in front of the API (Azure OpenAI,
+    OpenRouter, a proxy): ``headers``, each header's name with the environment variable its
+    value is read from (never a value: the file holds no secret), and ``query``, parameters
+    added to every request's URL."""
+
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_table)
+    query: Mapping[str, str] = attrs.field(factory=dict, converter=_table)
+
+
+def endpoint_problems(name: str, settings: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(key, problem)`` for what of an ``openai`` section's endpoint cannot be sent to: an
+    empty ``base_url`` or ``api_key_env``, a header or a query parameter. A header's name is
+    an RFC 9110 token, none of the headers the client writes (``host``, ``content-length``,
+    ``content-type``, ``transfer-encoding``, ``connection``), nor ``authorization`` when
+    ``api_key_env`` sends that, and no two names differ only in case; its variable's name is
+    letters, digits and ``_``."""
+    own = _own(name, settings)
+    for key in ("base_url", "api_key_env"):
+        if settings.get(key) == "":
+            yield key, "must not be empty (leave it out instead)"
+    seen: dict[str, str] = {}
+    for header, variable in own.headers.items():
+        folded = header.lower()
+        if not _HEADER_NAME.fullmatch(header):
+            yield (
+                "headers",
+                f"{header!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~)",
+            )
+        elif folded in _CLIENT_HEADERS:
+            yield f"headers.{header}", "is written by the HTTP client and cannot be set"
+        elif folded == "authorization" and settings.get("api_key_env") is not None:
+            yield f"headers.{header}", "is sent with the key of api_key_env: set one of the two"
+        elif folded in seen:
+            yield f"headers.{header}", f"repeats {seen[folded]} (header names ignore case)"
+        # The value is not quoted: it may be a key pasted where its variable's name belongs.
+        if not _VARIABLE.fullmatch(variable):
+            yield (
+                f"headers.{header}",
+                "must name an environment variable (letters, digits and _), not hold a value",
+            )
+        seen.setdefault(folded, header)
+    if "" in own.query:
+        yield "query", "a parameter's name must not be empty"
+
+
+def openai_check(
+    name: str, settings: Mapping[str, Any], *, config_dir: Path | None
+) -> Iterator[tuple[str, str]]:
+    """The ``openai`` kind's check: its endpoint (:func:`endpoint_problems`)."""
+    return endpoint_problems(name, settings)
+
+
+def openai_endpoint(
+    name: str, settings: Mapping[str, Any]
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Where the section's requests go (the URL, query included) and the environment
+    variables it reads, each with the header its value is sent as; no variable is read."""
+    read, own = Settings(name, settings), _own(name, settings)
+    url = request_url(read, path=PATH, default_base_url=DEFAULT_BASE_URL, query=own.query)
+    key = read.optional_text("api_key_env")
+    variables = tuple((variable, header) for header, variable in own.headers.items())
+    return url, ((key, "authorization"), *variables) if key is not None else variables
+
+
+def _own(name: str, settings: Mapping[str, Any]) -> OpenAISettings:
+    """The section's own settings: those the load structured, or the defaults for a section
+    built in code without them."""
+    own = settings.get("options")
+    if own is None:
+        return OpenAISettings()
+    if not isinstance(own, OpenAISettings):
+        raise ProviderConfigError(f'provider "{name}": its options must be OpenAISettings')
+    return own
 
 
 @final
@@ -74,26 +172,34 @@ class OpenAIProvider(HttpProvider):
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> OpenAIProvider:
-        """Build from a provider section; ``api_key_env`` is optional (local servers need none)."""
-        read = Settings(name, settings)
+        """Build from a provider section; ``api_key_env`` is optional (local servers need none),
+        and so are the gateway's ``headers`` and ``query`` (:class:`OpenAISettings`)."""
+        read, own = Settings(name, settings), _own(name, settings)
+        first = next(endpoint_problems(name, settings), None)
+        if first is not None:
+            key, problem = first
+            raise read.error(f"{key} {problem}")
         headers: dict[str, str] = {}
-        secrets: tuple[str, ...] = ()
+        secrets: list[str] = []
         if read.optional_text("api_key_env") is not None:
-            key = read.secret("api_key_env", environ)
-            headers["authorization"] = f"Bearer {key}"
-            secrets = (key,)
+            secrets.append(read.secret("api_key_env", environ))
+            headers["authorization"] = f"Bearer {secrets[-1]}"
+        for header, variable in own.headers.items():
+            secrets.append(read.header_value(variable, environ, f"the {header} variable"))
+            headers[header] = secrets[-1]
         options = read.request_fields()
         if "max_tokens" in options and "max_completion_tokens" in options:
             # The API refuses both; o-series models take only max_completion_tokens.
             raise read.error('set "max_tokens" or "max_completion_tokens", not both')
         http = http_settings(
             read,
-            path="/chat/completions",
+            path=PATH,
             default_base_url=DEFAULT_BASE_URL,
             headers=headers,
-            secrets=secrets,
+            secrets=tuple(secrets),
             sleep=sleep,
             asleep=asleep,
+            query=own.query,
         )
         return cls(name=name, model=read.text("model"), http=http, options=options)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, final
 
 from nrllm_core._json import is_json
 from nrllm_core._providers import ProviderConfigError
 
-__all__ = ["Settings", "params_problems"]
+__all__ = ["Settings", "params_problems", "plain"]
 
 # Request fields a section sets under their own names.
 REQUEST_SETTINGS: Final = ("temperature", "max_tokens", "max_completion_tokens")
@@ -20,6 +21,8 @@ PARAMS_FORBIDDEN: Final = frozenset(
 # request that does not stream takes none of them.
 PARAMS_STREAMING: Final = frozenset({"stream_options"})
 _PARAMS_MAX_DEPTH: Final = 32
+# A header's value as httpx sends it: visible ASCII, with spaces and tabs only inside.
+_HEADER_VALUE: Final = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
 
 
 def params_problems(params: object) -> Iterator[tuple[str, str]]:
@@ -40,12 +43,12 @@ def params_problems(params: object) -> Iterator[tuple[str, str]]:
             yield key, "must be a JSON value (string, number, boolean, array or table)"
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A JSON value with plain dicts and lists, whatever mappings and sequences held it."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -64,11 +67,16 @@ class Settings:
         """The provider section's name."""
         return self._name
 
+    def _given(self, key: str, default: object) -> Any:
+        # A loaded section has every core key, None where the file set none: that is unset.
+        value = self._values.get(key)
+        return default if value is None else value
+
     def error(self, message: str) -> ProviderConfigError:
         return ProviderConfigError(f'provider "{self._name}": {message}')
 
     def text(self, key: str, default: str | None = None) -> str:
-        value = self._values.get(key, default)
+        value = self._given(key, default)
         if not isinstance(value, str) or not value:
             raise self.error(f'"{key}" must be a non-empty string')
         return value
@@ -79,13 +87,13 @@ class Settings:
         return self.text(key)
 
     def count(self, key: str, default: int, *, minimum: int = 0) -> int:
-        value = self._values.get(key, default)
+        value = self._given(key, default)
         if type(value) is not int or value < minimum:
             raise self.error(f'"{key}" must be an integer of at least {minimum}')
         return value
 
     def seconds(self, key: str, default: float) -> float:
-        value = self._values.get(key, default)
+        value = self._given(key, default)
         if type(value) not in (int, float) or not 0 < value <= 3600:
             raise self.error(f'"{key}" must be a number of seconds between 0 and 3600')
         return float(value)
@@ -113,13 +121,24 @@ class Settings:
         if first is not None:
             key, problem = first
             raise self.error(f"params{'.' + key if key else ''} {problem}")
-        fields.update({key: _plain(value) for key, value in params.items()})
+        fields.update({key: plain(value) for key, value in params.items()})
         return fields
 
     def secret(self, key: str, environ: Mapping[str, str], default: str | None = None) -> str:
         """The value of the environment variable that ``key`` names; the value is never shown."""
-        variable = self.text(key, default)
+        return self.header_value(self.text(key, default), environ, "the API key variable")
+
+    def header_value(self, variable: str, environ: Mapping[str, str], what: str) -> str:
+        """The value of the environment variable ``variable`` (``what``, in an error), to be
+        sent in a header: set, not empty, and sendable. Errors name the variable, never show
+        the value."""
         value = environ.get(variable)
         if not value:
-            raise self.error(f"the API key variable {variable} is not set")
+            raise self.error(f"{what} {variable} is not set")
+        if not _HEADER_VALUE.fullmatch(value):
+            # httpx would fail only at the request, or quote the character it cannot encode.
+            raise self.error(
+                f"{what} {variable} holds what a header cannot carry (a control or non-ASCII "
+                "character, or whitespace at either end)"
+            )
         return value

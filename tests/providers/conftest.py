@@ -42,6 +42,9 @@ class Loopback:
         self.replies: list[Reply] = []
         self.bodies: list[Any] = []
         self.raw: list[bytes] = []
+        # Each request's target (path and query) and its headers, names lowercased.
+        self.targets: list[str] = []
+        self.headers: list[dict[str, str]] = []
         self.connections = 0
         self.open = 0
         loopback = self
@@ -64,6 +67,8 @@ class Loopback:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 loopback.raw.append(raw)
+                loopback.targets.append(self.path)
+                loopback.headers.append({k.lower(): v for k, v in self.headers.items()})
                 loopback.bodies.append(json.loads(raw))
                 reply = loopback.replies.pop(0)
                 if isinstance(reply.body, Stream):

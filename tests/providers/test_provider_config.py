@@ -401,3 +401,32 @@ def test_run_json_and_the_runs_view_show_truncation_and_billed_tokens(cli_home, 
         "  usage: prompt_tokens 50, completion_tokens 5, cached_tokens 32, reasoning_tokens 0;"
         " truncated: true"
     )
+
+
+# -- a loaded section builds as written ----------------------------------------------------------
+
+
+def test_a_loaded_section_without_base_url_or_api_key_env_takes_the_defaults():
+    # A loaded section carries every core key, None where the file set none: None is unset.
+    config = load_config(
+        data={"providers": {"gpt": {"kind": "openai"}, "claude": {"kind": "anthropic"}}}
+    )
+    gpt = OpenAIProvider.from_settings(
+        "gpt", config.providers["gpt"].section() | {"model": "m"}, environ={}
+    )
+    claude = AnthropicProvider.from_settings(
+        "claude",
+        config.providers["claude"].section() | {"model": "m"},
+        environ={"ANTHROPIC_API_KEY": "k"},
+    )
+
+    assert gpt._http.url == "https://api.openai.com/v1/chat/completions"
+    assert claude._http.url == "https://api.anthropic.com/v1/messages"
+    assert claude._http.headers["x-api-key"] == "k"
+
+
+def test_params_that_are_not_a_table_are_refused_by_key():
+    with pytest.raises(
+        ConfigError, match=r"providers\.gpt\.params: expected a table, got a string"
+    ):
+        load_config(data={"providers": {"gpt": {"kind": "openai", "params": "top_p"}}})
