@@ -316,6 +316,7 @@ def main(home: Path) -> int:
     print("  $ nrllm repurpose jobs show 1")
     print(textwrap.indent(_nrllm(home, "repurpose", "jobs", "show", "1").rstrip(), "    "))
     server.shutdown()
+    server.server_close()
 
     _section("8. An MCP server's tool: pinned on first use, called, then changed and withheld")
     print("  $ nrllm tools   (the first listing pins the server's tools)")
