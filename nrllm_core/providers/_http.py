@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
@@ -156,7 +156,9 @@ class Clients:
     One ``httpx.Client`` serves every thread (httpx's clients are safe to share between
     threads). An ``httpx.AsyncClient``'s connections belong to the event loop that opened them,
     so the async client is kept for one loop: a request on another loop (a second
-    ``anyio.run``) gets a new client and never touches the old one's connections.
+    ``anyio.run``) gets a new client and never touches the old one's connections. Each async
+    client is closed on its own loop when that loop ends, however its provider was left (see
+    :func:`_closed_with_its_loop`).
 
     ``close`` closes the sync client and ``aclose``, on the async client's loop, both;
     a client still open when its ``Clients`` is collected is closed then if it is the sync one
@@ -170,7 +172,8 @@ class Clients:
         self._lock = threading.Lock()
         # A one-item list the finalizer holds, so that it closes whichever client is open.
         self._sync: list[httpx.Client] = []
-        self._async: tuple[object, httpx.AsyncClient] | None = None
+        # The loop, its client, and what closes that client when the loop ends.
+        self._async: tuple[object, httpx.AsyncClient, AsyncGenerator[None, None]] | None = None
         weakref.finalize(self, _close_all, self._sync)
 
     def client(self) -> httpx.Client:
@@ -182,16 +185,22 @@ class Clients:
                 self._sync.append(httpx.Client(timeout=self._timeout))
             return self._sync[0]
 
-    def aclient(self) -> httpx.AsyncClient:
+    async def aclient(self) -> httpx.AsyncClient:
         """The async client of the running event loop, opened on its first use there."""
         import anyio.lowlevel
         import httpx
 
         loop = anyio.lowlevel.current_token().native_token
         with self._lock:
-            if self._async is None or self._async[0] is not loop:
-                self._async = (loop, httpx.AsyncClient(timeout=self._timeout))
-            return self._async[1]
+            kept = self._async
+        if kept is not None and kept[0] is loop:
+            return kept[1]
+        client = httpx.AsyncClient(timeout=self._timeout)
+        closer = _closed_with_its_loop(client)
+        await anext(closer)
+        with self._lock:
+            self._async = (loop, client, closer)
+        return client
 
     def close(self) -> None:
         """Close the sync client (the async one needs its event loop: :meth:`aclose`)."""
@@ -206,8 +215,20 @@ class Clients:
         with self._lock:
             kept, self._async = self._async, None
         if kept is not None and kept[0] is loop:
-            await kept[1].aclose()
+            await kept[2].aclose()
         self.close()
+
+
+async def _closed_with_its_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Started on the loop ``client`` belongs to, it closes the client when finalized: by
+    :meth:`Clients.aclose`, or by the loop itself, which finalizes the async generators still
+    alive when it ends (``asyncio.run``, ``anyio.run``, ``trio.run``) or that it lost track of.
+    A client left by a provider used on one loop and then another is so closed on its own
+    loop, with its connections, which no other loop could do."""
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 def _close_all(clients: list[httpx.Client]) -> None:
@@ -261,7 +282,7 @@ def post_json(clients: Clients, http: HttpSettings, body: Mapping[str, Any]) -> 
 
 async def apost_json(clients: Clients, http: HttpSettings, body: Mapping[str, Any]) -> Any:
     """:func:`post_json` on the running event loop."""
-    return await _apost(clients.aclient(), http, body, lambda content_type: _JsonReader(http))
+    return await _apost(await clients.aclient(), http, body, lambda content_type: _JsonReader(http))
 
 
 def post_stream(
@@ -294,7 +315,7 @@ async def apost_stream(
 ) -> Any:
     """:func:`post_stream` on the running event loop; ``on_delta`` is called on its thread."""
     readers = _stream_readers(http, assembler, on_delta)
-    return await _apost(clients.aclient(), http, body, readers)
+    return await _apost(await clients.aclient(), http, body, readers)
 
 
 # -- the sans-IO pieces ------------------------------------------------------------------------

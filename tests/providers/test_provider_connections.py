@@ -203,3 +203,21 @@ def test_each_host_closes_the_provider_it_built_and_a_failing_close_keeps_the_ou
         ]
         * 2
     )
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_provider_left_open_on_an_event_loop_has_its_client_closed_when_that_loop_ends(
+    server, plain_answer, backend
+):
+    server.answer(plain_answer("openai"), plain_answer("openai"))
+    model = OpenAIProvider.from_settings(
+        "p", {"model": "m", "base_url": f"{server.url}/v1"}, environ={}
+    )
+
+    # Used on one loop, never closed there, then on another: each loop's client (and its
+    # connection) is closed on that loop as the loop ends.
+    anyio.run(model.acomplete, [], [], backend=backend)
+    assert (server.connections, closed(server)) == (1, True)
+    anyio.run(model.acomplete, [], [], backend=backend)
+
+    assert (server.connections, closed(server)) == (2, True)
