@@ -197,6 +197,7 @@ class Clients:
             return kept[1]
         client = httpx.AsyncClient(timeout=self._timeout)
         closer = _closed_with_its_loop(client)
+        # Runs to its yield without giving the loop a turn: no second client between check and set.
         await anext(closer)
         with self._lock:
             self._async = (loop, client, closer)
@@ -222,9 +223,8 @@ class Clients:
 async def _closed_with_its_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
     """Started on the loop ``client`` belongs to, it closes the client when finalized: by
     :meth:`Clients.aclose`, or by the loop itself, which finalizes the async generators still
-    alive when it ends (``asyncio.run``, ``anyio.run``, ``trio.run``) or that it lost track of.
-    A client left by a provider used on one loop and then another is so closed on its own
-    loop, with its connections, which no other loop could do."""
+    alive when it ends (``asyncio.run``, ``anyio.run``, ``trio.run``) or unreferenced: so a
+    client is closed on its own loop with its connections, which no other loop could do."""
     try:
         yield
     finally:
