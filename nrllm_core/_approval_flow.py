@@ -10,12 +10,10 @@ from typing import Any
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import live_gate
 from nrllm_core._loop import SuspendedRunState, TerminationReason, resumed_segment
-from nrllm_core._messages import ProviderError
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._segment import (
-    Drive,
     Flow,
     HostParts,
     approval_step,
@@ -90,11 +88,6 @@ def _resume_segment(
     permits = live_gate(
         parts.pm, parts.load, provider=state.provider, skill=state.skill, actor=actor
     )
-    # Built last: nothing between it and the drive that closes it can raise.
-    try:
-        model = parts.provider(config, state.provider)
-    except ProviderError as exc:
-        return parts.settle(recorder, config, failed(run_id, str(exc)))
     core = resumed_segment(
         pm=parts.pm,
         state=state,
@@ -104,5 +97,4 @@ def _resume_segment(
         context_for=context_for(run_id, actor, config, deps),
         limits=config.run,
     )
-    outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
-    return parts.settle(recorder, config, outcome)
+    return (yield from parts.driven(recorder, config, state.provider, core))

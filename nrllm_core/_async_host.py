@@ -15,7 +15,7 @@ from nrllm_core._host import Host
 from nrllm_core._loop import RunCancelled
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
-from nrllm_core._providers import aclosing
+from nrllm_core._providers import aclosed
 from nrllm_core._segment import Drive, Flow, record_step
 
 if TYPE_CHECKING:
@@ -117,32 +117,37 @@ class AsyncHost:
         import anyio
 
         while effect is not None:
-            with self.host.flows.cancellable(effect.recorder.run_id) as cancellation:
-                try:
-                    walker.answer(await self._drive(effect, cancellation, watchers))
-                except anyio.get_cancelled_exc_class():
-                    # The driver recorded what happened; the run settles cancelled, then the
-                    # task's cancellation goes on.
-                    await _settle_cancelled(walker)
-                    raise
-                except Exception as exc:
-                    walker.fail(exc)
-            effect = await _next(walker)
+            following: Drive | None = None
+            try:
+                with self.host.flows.cancellable(effect.recorder.run_id) as cancellation:
+                    try:
+                        walker.answer(await self._drive(effect, cancellation, watchers))
+                    except anyio.get_cancelled_exc_class():
+                        # The driver recorded what happened; the run settles cancelled, then
+                        # the task's cancellation goes on.
+                        await _settle_cancelled(walker)
+                        raise
+                    except Exception as exc:
+                        walker.fail(exc)
+                following = await _next(walker)
+            finally:
+                # Once the run has settled, on this loop: a run that waits for a person keeps
+                # its provider.
+                await aclosed(self.host.flows.parts.to_close(effect, following))
+            effect = following
         return walker.result()
 
     async def _drive(self, effect: Drive, cancellation: Cancellation, watchers: Watchers) -> Any:
-        # The provider was built for this core: its connections end with it, on this loop.
-        async with aclosing(effect.provider):
-            return await adrive(
-                effect.core,
-                pm=self.host.pm,
-                provider=effect.provider,
-                record=functools.partial(record_step, effect.recorder),
-                limits=effect.limits,
-                limiter=self._threads(effect.limits.tool_threads),
-                cancellation=cancellation,
-                watchers=watchers,
-            )
+        return await adrive(
+            effect.core,
+            pm=self.host.pm,
+            provider=effect.provider,
+            record=functools.partial(record_step, effect.recorder),
+            limits=effect.limits,
+            limiter=self._threads(effect.limits.tool_threads),
+            cancellation=cancellation,
+            watchers=watchers,
+        )
 
     def _threads(self, count: int) -> CapacityLimiter:
         """The worker threads sync tools share, as many as ``[run] tool_threads`` says now."""

@@ -120,6 +120,7 @@ class Flows:
         digest = parts.suspensions.cancel(run_id, by=by)
         if digest is None:
             return False
+        parts.kept.discard(run_id)
         recorder = parts.recorder(
             config, run_id, first_sequence=parts.store.last_sequence(run_id) + 1
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from nrllm_core._gate import GateReport
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
-from nrllm_core._providers import closing
+from nrllm_core._providers import closed
 from nrllm_core._segment import Drive, Flow, HostParts, record_step
 from nrllm_core._suspension import Suspensions
 from nrllm_core._values import Actor
@@ -77,6 +78,8 @@ class Host:
         )
         # The host's runs, approvals and direct calls, as both drivers walk them.
         self.flows = Flows(parts)
+        # The providers its suspended runs kept end with the host.
+        weakref.finalize(self, parts.kept.close)
         # Plugins register their tools with this host's own configuration.
         pm.use_config(config_loader)
         from nrllm_core.store import StoreAuditSink
@@ -256,26 +259,28 @@ class Host:
     def _walked(self, walker: Driver[Drive, T], effect: Drive | None, watchers: Watchers) -> T:
         """Go on with a flow whose next effect is ``effect``, to its end."""
         while effect is not None:
+            following: Drive | None = None
             try:
-                # The provider was built for this core: its connections end with it.
-                with (
-                    self.flows.cancellable(effect.recorder.run_id) as cancellation,
-                    closing(effect.provider),
-                ):
-                    walker.answer(
-                        drive(
-                            effect.core,
-                            pm=self.pm,
-                            provider=effect.provider,
-                            record=functools.partial(record_step, effect.recorder),
-                            limits=effect.limits,
-                            cancellation=cancellation,
-                            watchers=watchers,
+                try:
+                    with self.flows.cancellable(effect.recorder.run_id) as cancellation:
+                        walker.answer(
+                            drive(
+                                effect.core,
+                                pm=self.pm,
+                                provider=effect.provider,
+                                record=functools.partial(record_step, effect.recorder),
+                                limits=effect.limits,
+                                cancellation=cancellation,
+                                watchers=watchers,
+                            )
                         )
-                    )
-            except Exception as exc:
-                walker.fail(exc)
-            effect = walker.next()
+                except Exception as exc:
+                    walker.fail(exc)
+                following = walker.next()
+            finally:
+                # Once the run has settled: a run that waits for a person keeps its provider.
+                closed(self.flows.parts.to_close(effect, following))
+            effect = following
         return walker.result()
 
 

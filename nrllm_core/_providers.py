@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, final, runtime_checkable
 
@@ -30,11 +29,11 @@ __all__ = [
     "ProviderFactory",
     "ProviderKind",
     "ProviderRegistry",
-    "aclosing",
+    "aclosed",
     "acomplete",
     "astream",
     "build_provider",
-    "closing",
+    "closed",
     "complete",
     "stream",
 ]
@@ -185,34 +184,26 @@ async def astream(
     return streamed
 
 
-@contextlib.contextmanager
-def closing(provider: Provider | None) -> Iterator[None]:
-    """The block, then ``provider.close()`` when the provider has one."""
-    try:
-        yield
-    finally:
-        close = getattr(provider, "close", None)
-        if callable(close):
-            _closed(close)
+def closed(provider: Provider | None) -> None:
+    """``provider.close()`` when the provider has one."""
+    close = getattr(provider, "close", None)
+    if callable(close):
+        _closed(close)
 
 
-@contextlib.asynccontextmanager
-async def aclosing(provider: Provider | None) -> AsyncIterator[None]:
-    """The block, then ``await provider.aclose()``, else ``provider.close()`` in a worker
-    thread, when the provider has one; shielded, so that a cancelled run closes it too."""
-    try:
-        yield
-    finally:
-        import anyio
-        import anyio.to_thread
+async def aclosed(provider: Provider | None) -> None:
+    """``await provider.aclose()``, else ``provider.close()`` in a worker thread, when the
+    provider has one; shielded, so that a cancelled run closes it too."""
+    import anyio
+    import anyio.to_thread
 
-        aclose = getattr(provider, "aclose", None)
-        close = getattr(provider, "close", None)
-        with anyio.CancelScope(shield=True):
-            if callable(aclose):
-                await _aclosed(aclose)
-            elif callable(close):
-                await anyio.to_thread.run_sync(_closed, close)
+    aclose = getattr(provider, "aclose", None)
+    close = getattr(provider, "close", None)
+    with anyio.CancelScope(shield=True):
+        if callable(aclose):
+            await _aclosed(aclose)
+        elif callable(close):
+            await anyio.to_thread.run_sync(_closed, close)
 
 
 def _closed(close: Callable[[], object]) -> None:

@@ -12,17 +12,15 @@ from nrllm_core._config import HostConfig
 from nrllm_core._gate import GateReport, gate_step, live_gate
 from nrllm_core._invoke import new_run_id
 from nrllm_core._loop import PendingCall, clamp_rounds, first_segment
-from nrllm_core._messages import ChatMessage, ProviderError
+from nrllm_core._messages import ChatMessage
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._segment import (
-    Drive,
     Flow,
     HostParts,
     context_for,
     decision_records,
-    failed,
     names,
     start_step,
 )
@@ -110,11 +108,6 @@ def _first_segment(
     messages.append(ChatMessage.user(prompt))
     catalog = parts.pm.catalog()
     permits = live_gate(parts.pm, parts.load, provider=provider_name, skill=skill, actor=actor)
-    # Built last: nothing between it and the drive that closes it can raise.
-    try:
-        model = parts.provider(config, provider_name)
-    except ProviderError as exc:
-        return parts.settle(recorder, config, failed(run_id, str(exc)))
     core = first_segment(
         pm=parts.pm,
         run_id=run_id,
@@ -128,5 +121,4 @@ def _first_segment(
         max_rounds=rounds,
         limits=config.run,
     )
-    outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
-    return parts.settle(recorder, config, outcome)
+    return (yield from parts.driven(recorder, config, provider_name, core))

@@ -13,6 +13,7 @@ import attrs
 
 from nrllm_core._config import HostConfig, RunConfig
 from nrllm_core._gate import GateReport, decide
+from nrllm_core._kept_providers import KeptProviders
 from nrllm_core._loop import (
     Effect,
     LoopOutcome,
@@ -74,7 +75,8 @@ Flow = Generator[Drive, Any, T]
 @attrs.frozen(kw_only=True)
 class HostParts:
     """What a host is made of, as its flows use it: the plugins, the configuration (read
-    again on every access), the store, its suspended turns, the environment and the clock."""
+    again on every access), the store, its suspended turns, the environment, the clock, and
+    the providers its suspended runs keep."""
 
     pm: PluginManager
     load: Callable[[], HostConfig]
@@ -82,6 +84,7 @@ class HostParts:
     suspensions: Suspensions
     environ: Mapping[str, str]
     clock: Callable[[], datetime]
+    kept: KeptProviders = attrs.field(factory=KeptProviders)
 
     @property
     def config(self) -> HostConfig:
@@ -103,17 +106,54 @@ class HostParts:
             )
         return name
 
-    def provider(self, config: HostConfig, name: str | None) -> Provider:
+    def provider(
+        self, config: HostConfig, name: str | None, run_id: str
+    ) -> tuple[Mapping[str, Any], Provider]:
+        """The provider ``name`` and the section it is built from: the one kept from the run's
+        last segment in this process while that section stands, else a new one."""
         if name is None or name not in config.providers:
             raise ProviderError(f'provider "{name}" is no longer configured')
-        settings = config.providers[name].section()
-        return build_provider(
+        section = config.providers[name].section()
+        kept = self.kept.take(run_id, section)
+        if kept is not None:
+            return section, kept
+        built = build_provider(
             self.pm.provider_registry(),
             name,
-            settings,
+            section,
             config_dir=config.config_dir,
             environ=self.environ,
         )
+        return section, built
+
+    def driven(
+        self,
+        recorder: RunRecorder,
+        config: HostConfig,
+        provider: str | None,
+        core: Generator[Effect, Any, Any],
+    ) -> Flow[RunOutcome]:
+        """``core`` driven with the run's provider, then the run settled; a run that then waits
+        for a person keeps its provider here for the segment its approval starts."""
+        run_id = recorder.run_id
+        # Built last: nothing between it and the drive that closes it can raise.
+        try:
+            section, model = self.provider(config, provider, run_id)
+        except ProviderError as exc:
+            return self.settle(recorder, config, failed(run_id, str(exc)))
+        outcome = yield Drive(core=core, recorder=recorder, limits=config.run, provider=model)
+        settled = self.settle(recorder, config, outcome)
+        if settled.status is RunStatus.AWAITING_APPROVAL:
+            self.kept.keep(run_id, section, model)
+        return settled
+
+    def to_close(self, driven: Drive, following: Drive | None) -> Provider | None:
+        """What a driver closes once the flow has gone on from ``driven``: its provider, unless
+        the run keeps it, for a later segment or for the ``following`` one."""
+        provider = driven.provider
+        if self.kept.holds(provider) or (following is not None and following.provider is provider):
+            return None
+        return provider
 
     def recorder(
         self,
