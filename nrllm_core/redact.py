@@ -234,7 +234,10 @@ _WORD_CONTINUED: Final = rf"\\(?:\r\n|[\n\r])[ \t]*{_WORD_VALUE}"
 def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
     """A credential assignment: a quoted value keeps its quotes (and an ``f``, ``b`` or ``@``
     prefix); an unquoted one ends as ``_LINE_VALUE`` (with ``whole_line``) or ``_WORD_VALUE``
-    says, or goes on over lines ending in a backslash."""
+    says, or goes on over lines ending in a backslash. A ``#`` and a space after a space start a
+    comment there, as Python, YAML and shell read them (``access_token:  # pragma: no cover``),
+    not a value; ``password = #hunter2`` is a value (an INI or ``.properties`` file reads it
+    so)."""
     if whole_line:
         unquoted = _LINE_VALUE + _LINE_CONTINUED
     else:
@@ -243,7 +246,7 @@ def _assignment(kind: str, name_and_join: str, *, whole_line: bool) -> str:
         rf"(?P<{kind}>(?P<{kind}_keep>{name_and_join}{_ANNOTATION}[ \t]*)"
         rf"(?:(?P<{kind}_open>[rRbBfFuU]{{0,2}}[@$]?(?P<{kind}_quote>[\"'`]))"
         rf"(?P<{kind}_body>(?:(?!(?P={kind}_quote))[^\\{_BREAKS}]|\\[^{_BREAKS}])*+)"
-        rf"(?P<{kind}_close>(?P={kind}_quote)?)|{unquoted}))"
+        rf"(?P<{kind}_close>(?P={kind}_quote)?)|(?!(?<=[ \t])\#[ \t]){unquoted}))"
     )
 
 

@@ -514,6 +514,8 @@ ISSUE_33 = [
     pytest.param("password = hunter2", "password = ***", id="a-word-is-no-code"),
     # "Password" in other languages.
     pytest.param("senha=hunter2", "senha=***", id="pt"),
+    # A ``#`` glued to the value is the value's (an INI or .properties file reads it so).
+    pytest.param("password = #hunter2", "password = ***", id="hash-value"),
     pytest.param("x DB_KENNWORT=hunter2", "x DB_KENNWORT=***", id="de"),
     pytest.param("x пароль=hunter2", "x пароль=***", id="ru"),
     pytest.param('{"密码": "hunter2"}', '{"密码": "***"}', id="zh"),
@@ -555,6 +557,8 @@ def test_issue_33_reproductions_are_masked(text: str, expected: str) -> None:
         ":param password: database password.  Is typically a string, but may",
         ":param identity_token: optional identity token",
         "if self.settings.auth:  # pragma: no cover",
+        "if self.context.current_tokens.access_token:  # pragma: no branch",
+        'if revocation_request.token_type_hint == "refresh_token":  # pragma: no cover',
         'decoded = base64.b64decode(encoded_credentials).decode("utf-8")',
     ],
 )
