@@ -102,9 +102,7 @@ class HttpProvider(abc.ABC):
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
         return self._parse(
-            await apost_stream(
-                self._clients, self._stream_http, body, assembler, on_delta=on_delta
-            )
+            await apost_stream(self._clients, self._stream_http, body, assembler, on_delta=on_delta)
         )
 
     def close(self) -> None:
