@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from google import genai
 from google.genai import types as gt
 
@@ -35,6 +36,7 @@ from nrllm_core import (
 from nrllm_core._host import Host
 from nrllm_core._messages import Stop
 from nrllm_core._providers import ProviderConfigError, ProviderRegistry
+from nrllm_core.cli import cli
 from nrllm_core.providers import GeminiProvider
 from nrllm_core.providers._gemini import GENERATION_FIELDS, GeminiSettings, gemini_check
 from nrllm_core.providers._kinds import register_core_kinds
@@ -819,3 +821,41 @@ def test_nrllm_never_imports_the_google_genai_sdk():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+def test_config_check_prints_the_url_and_the_variables(tmp_path):
+    config = tmp_path / "nrllm.toml"
+    config.write_text(
+        '[providers.flash]\nkind = "gemini"\nmodel = "gemini-2.5-flash"\n\n'
+        '[providers.vertex]\nkind = "gemini"\nmodel = "gemini-2.5-pro"\n'
+        'vertex_project = "acme"\nvertex_location = "europe-west4"\n'
+        'access_token_env = "VERTEX_TOKEN"\n',
+        encoding="utf-8",
+    )
+
+    result = CliRunner().invoke(cli, ["--config", str(config), "config", "check"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        "provider flash url: https://generativelanguage.googleapis.com/v1beta/models/"
+        "gemini-2.5-flash:generateContent"
+    ) in lines
+    assert "provider flash environment: GEMINI_API_KEY (x-goog-api-key)" in lines
+    assert (
+        "provider vertex url: https://europe-west4-aiplatform.googleapis.com/v1/projects/acme/"
+        "locations/europe-west4/publishers/google/models/gemini-2.5-pro:generateContent"
+    ) in lines
+    assert "provider vertex environment: VERTEX_TOKEN (authorization)" in lines
+
+
+def test_config_check_refuses_what_the_api_would(tmp_path):
+    config = tmp_path / "nrllm.toml"
+    config.write_text(
+        '[providers.flash]\nkind = "gemini"\nmodel = "m"\n'
+        "[providers.flash.params]\nthinkingConfig = { thinkingBudget = -5 }\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(cli, ["--config", str(config), "config", "check"])
+    assert result.exit_code != 0
+    assert "thinkingBudget" in result.output
