@@ -548,7 +548,10 @@ def test_a_stream_that_ends_without_a_finish_reason_is_broken(server, sleeps):
 
 def test_an_error_mid_stream_fails_at_once(server, sleeps):
     error = {"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}}
-    server.stream(*sse(response(part(text="Hal"), finish=None), error))
+    chunks = sse(response(part(text="Hal"), finish=None), error)
+    with pytest.raises(genai.errors.APIError, match="Internal error"):
+        sdk_stream(server, chunks)
+    server.stream(*chunks)
     with pytest.raises(ProviderError, match="Internal error"):
         gemini(server, sleeps).stream(HELLO, [], on_delta=ignore)
     assert sleeps == []
