@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -98,6 +99,7 @@ GENERATION_FIELDS: Final = frozenset(
         "topP",
     }
 )
+_LOCATION: Final = re.compile(r"[a-z]+(?:-[a-z0-9]+)*")
 _THINKING_LEVELS: Final = frozenset({"minimal", "low", "medium", "high"})
 # Parts the portable message fields carry (plain text and calls); a turn with any other part,
 # or a signed one, goes back as its own parts.
@@ -144,7 +146,13 @@ def endpoint_problems(name: str, settings: Mapping[str, Any]) -> Iterator[tuple[
     ):
         if value == "":
             yield key, "must not be empty (leave it out instead)"
+    model = settings.get("model")
+    if not isinstance(model, str) or not model:
+        yield "model", "must be set: the model is part of the request's URL"
     vertex = own.vertex_project is not None
+    if own.vertex_location and not _LOCATION.fullmatch(own.vertex_location):
+        # It names the endpoint's host: nothing but a region's name may go there.
+        yield "vertex_location", "must be a region's name (us-central1, europe-west4, global)"
     if vertex and own.vertex_location is None:
         yield "vertex_location", "must be set with vertex_project"
     if own.vertex_location is not None and not vertex:
@@ -171,7 +179,9 @@ def _endpoint(
     project = quote(own.vertex_project, safe="")
     location = quote(own.vertex_location or "", safe="")
     path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:{method}"
-    base = f"https://{location}-aiplatform.googleapis.com"
+    # The global endpoint has no region in its host name.
+    host = "aiplatform" if location == "global" else f"{location}-aiplatform"
+    base = f"https://{host}.googleapis.com"
     url = request_url(read, path=path, default_base_url=base, query=query)
     variable = own.access_token_env or DEFAULT_TOKEN_VARIABLE
     return url, "authorization", variable, "Bearer "

@@ -317,6 +317,10 @@ def test_the_default_endpoints():
         "/publishers/google/models/gemini-2.5-flash:generateContent",
         (("GOOGLE_ACCESS_TOKEN", "authorization"),),
     )
+    worldwide = {**plain, "options": GeminiSettings(vertex_project="p", vertex_location="global")}
+    assert gemini_endpoint("g", worldwide)[0].startswith(
+        "https://aiplatform.googleapis.com/v1/projects/p/locations/global/"
+    )
 
 
 # -- schemas ------------------------------------------------------------------------------------
@@ -642,6 +646,11 @@ def problems(**section: Any) -> list[tuple[str, str]]:
             "params.thinkingConfig",
         ),
         ({"options": GeminiSettings(vertex_project="p")}, "vertex_location"),
+        (
+            {"options": GeminiSettings(vertex_project="p", vertex_location="evil.example/")},
+            "vertex_location",
+        ),
+        ({"model": None}, "model"),
         ({"options": GeminiSettings(access_token_env="T")}, "access_token_env"),
         (
             {
