@@ -871,3 +871,24 @@ def test_config_check_refuses_what_the_api_would(tmp_path):
     result = CliRunner().invoke(cli, ["--config", str(config), "config", "check"])
     assert result.exit_code != 0
     assert "thinkingBudget" in result.output
+
+
+@pytest.mark.parametrize(
+    ("headers", "delay", "expected"),
+    [
+        ({}, "7.5s", 7.5),
+        ({}, "3600s", 30.0),
+        ({"retry-after": "2"}, "7.5s", 2.0),
+        ({}, "soon", None),
+    ],
+)
+def test_retry_info_comes_after_the_headers_and_is_capped(headers, delay, expected):
+    from nrllm_core.providers._retry import retry_after
+
+    body = {
+        "error": {
+            "code": 429,
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}],
+        }
+    }
+    assert retry_after(headers, json.dumps(body).encode()) == expected
