@@ -59,6 +59,25 @@ FINISH_REASONS: Final = frozenset(
         "tool_use",
         "pause_turn",
         "refusal",
+        # Gemini's finishReason values, and the blockReason of a blocked prompt.
+        "STOP",
+        "MAX_TOKENS",
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "OTHER",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "MISSING_THOUGHT_SIGNATURE",
+        "MODEL_ARMOR",
+        "JAILBREAK",
     }
 )
 OTHER_FINISH_REASON: Final = "other"
@@ -100,6 +119,7 @@ def _redacted(step: RunStep) -> dict[str, Any]:
     data = step.to_dict()
     # Before the content is masked: a call id is cut only after its mask, wherever it stands.
     _mask_call_ids(data)
+    _without_replays(data)
     for key in CONTENT_KEYS:
         if key in data:
             data[key] = redact_tree(data[key], keys=True)
@@ -108,6 +128,23 @@ def _redacted(step: RunStep) -> dict[str, Any]:
     if isinstance(reason, str):
         data["finish_reason"] = redact(reason)
     return data
+
+
+def _without_replays(data: dict[str, Any]) -> None:
+    """A replayed turn's blocks (thinking, thought signatures: the model's reasoning state,
+    opaque to masking) are kept at ``full`` only; below it, their origin and number."""
+    messages = data.get("messages_sent")
+    if not isinstance(messages, _SEQUENCES):
+        return
+    kept: list[object] = []
+    for message in messages:
+        replay = message.get("replay") if isinstance(message, Mapping) else None
+        if isinstance(replay, Mapping):
+            blocks = replay.get("blocks")
+            count = len(blocks) if isinstance(blocks, _SEQUENCES) else 0
+            message = {**message, "replay": {"origin": replay.get("origin"), "blocks": count}}
+        kept.append(message)
+    data["messages_sent"] = kept
 
 
 def _metadata(step: RunStep) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Core's provider kinds: ``scripted``, ``openai`` and ``anthropic``, registered as a plugin.
+"""Core's provider kinds: ``scripted``, ``openai``, ``anthropic`` and ``gemini``, registered as
+a plugin.
 
 ``make_plugin_manager`` registers this module as ``nrllm.providers``; httpx loads on the first
 request, never here.
@@ -9,11 +10,18 @@ from __future__ import annotations
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core.hookspecs import hookimpl
 from nrllm_core.providers._anthropic import AnthropicProvider
+from nrllm_core.providers._gemini import GeminiProvider
 from nrllm_core.providers._kinds import register_core_kinds
 from nrllm_core.providers._openai import OpenAIProvider
 from nrllm_core.providers._scripted import ScriptedProvider
 
-__all__ = ["AnthropicProvider", "OpenAIProvider", "ScriptedProvider", "nrllm_register_providers"]
+__all__ = [
+    "AnthropicProvider",
+    "GeminiProvider",
+    "OpenAIProvider",
+    "ScriptedProvider",
+    "nrllm_register_providers",
+]
 
 
 @hookimpl

@@ -31,10 +31,12 @@ class HttpProvider(abc.ABC):
     ``close`` or ``aclose``: the host that built the provider for a run calls them when the run
     ends."""
 
-    __slots__ = ("_clients", "_http")
+    __slots__ = ("_clients", "_http", "_stream_http")
 
-    def __init__(self, http: HttpSettings) -> None:
+    def __init__(self, http: HttpSettings, *, stream_http: HttpSettings | None = None) -> None:
         self._http = http
+        # An API that streams on a URL of its own (Gemini's :streamGenerateContent) says so.
+        self._stream_http = http if stream_http is None else stream_http
         self._clients = Clients(timeout=http.timeout)
 
     # What a request adds to ask for a stream.
@@ -86,7 +88,7 @@ class HttpProvider(abc.ABC):
     ) -> ProviderAnswer:
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
-        answer = post_stream(self._clients, self._http, body, assembler, on_delta=on_delta)
+        answer = post_stream(self._clients, self._stream_http, body, assembler, on_delta=on_delta)
         return self._parse(answer)
 
     async def astream(
@@ -100,7 +102,7 @@ class HttpProvider(abc.ABC):
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
         return self._parse(
-            await apost_stream(self._clients, self._http, body, assembler, on_delta=on_delta)
+            await apost_stream(self._clients, self._stream_http, body, assembler, on_delta=on_delta)
         )
 
     def close(self) -> None:

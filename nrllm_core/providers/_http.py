@@ -9,19 +9,17 @@ move the bytes and wait, through the clients a provider keeps (``Clients``).
 
 from __future__ import annotations
 
-import email.utils
-import math
 import re
 import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 from nrllm_core import _json
 from nrllm_core._messages import Delta, ProviderError, StreamRestarted
 from nrllm_core.log import logger
+from nrllm_core.providers._retry import RETRY_AFTER_CAP_SECONDS, retried, retry_after
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent, SseParser
 
@@ -47,7 +45,6 @@ __all__ = [
 
 BACKOFF_BASE_SECONDS: Final = 0.5
 BACKOFF_CAP_SECONDS: Final = 8.0
-RETRY_AFTER_CAP_SECONDS: Final = 30.0
 EXCERPT_MAX_CHARS: Final = 300
 # An answer, whole or streamed, is read up to this size and refused beyond it.
 ANSWER_MAX_BYTES: Final = 16 * 1024 * 1024
@@ -58,10 +55,6 @@ _ERROR_READ_BYTES: Final = _SCAN_MAX_CHARS * 4
 # What a stream may send after its final event and still have its connection kept.
 _TRAILER_MAX_BYTES: Final = 4096
 _SPACE: Final = re.compile(r"\s+")
-# Retried as the official SDKs retry: request timeout, lock conflict, rate limit, server errors.
-_RETRIED_STATUSES: Final = frozenset({408, 409, 429})
-# A 429 that says the account is out of credit: waiting does not bring the credit back.
-_NOT_RETRIED_CODES: Final = frozenset({"insufficient_quota"})
 _TRAILING_WORD: Final = re.compile(r"\S*$")
 
 
@@ -272,9 +265,10 @@ def post_json(clients: Clients, http: HttpSettings, body: Mapping[str, Any]) -> 
     """The decoded JSON answer to POSTing ``body``.
 
     408, 409, 429, 5xx and transport failures (timeouts included) are retried ``max_retries``
-    times with exponential backoff, or after the server's ``retry-after-ms`` or ``Retry-After``
-    up to a cap; ``x-should-retry: true|false`` overrides the status, and a 429 whose error code
-    is ``insufficient_quota`` is not retried. Any other status fails at once, and so does a
+    times with exponential backoff, or after the wait the server asks for up to a cap
+    (``retry-after-ms``, ``Retry-After``, or Google's ``RetryInfo``: see ``_retry``);
+    ``x-should-retry: true|false`` overrides the status, and a 429 whose error code is
+    ``insufficient_quota`` is not retried. Any other status fails at once, and so does a
     2xx answer whose body is an error object or exceeds ``ANSWER_MAX_BYTES``.
     """
     return _post(clients.client(), http, body, lambda content_type: _JsonReader(http))
@@ -399,19 +393,20 @@ class _Attempts:
     def refused(self, status: int, headers: Mapping[str, str], content: bytes) -> float:
         """After an answer with a non-2xx ``status``."""
         failure = f"HTTP {status}: {excerpt(content, self._http.secrets)}"
-        if not _retried(status, headers, content):
+        if not retried(status, headers, content):
             raise ProviderError(f'provider "{self._http.provider}": {failure}', status_code=status)
-        return self.failed(failure, status=status, headers=headers)
+        return self.failed(failure, status=status, asked=retry_after(headers, content))
 
     def failed(
-        self, failure: str, *, status: int | None = None, headers: Mapping[str, str] | None = None
+        self, failure: str, *, status: int | None = None, asked: float | None = None
     ) -> float:
-        """After an attempt that failed with ``failure`` (safe text) and may be retried."""
+        """After an attempt that failed with ``failure`` (safe text) and may be retried:
+        ``asked`` seconds later when the server asked for that, else after a backoff."""
         http = self._http
         attempts = http.max_retries + 1
         delay = min(BACKOFF_BASE_SECONDS * 2.0**self._done, BACKOFF_CAP_SECONDS)
-        if headers is not None:
-            delay = _retry_after(headers, delay)
+        if asked is not None:
+            delay = asked
         self._done += 1
         if self._done < attempts:
             logger().warning(
@@ -662,54 +657,6 @@ def _error_code(error: dict[str, Any]) -> str | None:
         if isinstance(value, str | int) and not isinstance(value, bool):
             return str(value)
     return None
-
-
-def _retried(status: int, headers: Mapping[str, str], content: bytes) -> bool:
-    """Whether a failed status is worth another attempt, as the official SDKs decide."""
-    verdict = headers.get("x-should-retry")
-    if verdict in ("true", "false"):
-        return verdict == "true"
-    if status == 429:
-        try:
-            data = _json.loads(content[: _SCAN_MAX_CHARS * 4])
-        except ValueError:
-            return True
-        error = data.get("error") if isinstance(data, dict) else None
-        codes = (error.get("code"), error.get("type")) if isinstance(error, dict) else ()
-        return not any(code in _NOT_RETRIED_CODES for code in codes)
-    return status in _RETRIED_STATUSES or status >= 500
-
-
-def _retry_after(headers: Mapping[str, str], fallback: float) -> float:
-    """Seconds to wait as the server asks (``retry-after-ms``, else ``Retry-After`` in delta
-    seconds or as an HTTP date), capped."""
-    milliseconds = _finite(headers.get("retry-after-ms"))
-    if milliseconds is not None:
-        return min(max(milliseconds / 1000, 0.0), RETRY_AFTER_CAP_SECONDS)
-    value = headers.get("retry-after")
-    if value is None:
-        return fallback
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return fallback
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    if math.isnan(seconds):
-        return fallback
-    return min(max(seconds, 0.0), RETRY_AFTER_CAP_SECONDS)
-
-
-def _finite(value: str | None) -> float | None:
-    try:
-        number = float(value) if value is not None else math.nan
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def excerpt(body: bytes, secrets: tuple[str, ...]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core.providers._anthropic import anthropic_check, anthropic_factory
+from nrllm_core.providers._gemini import GeminiSettings, gemini_check, gemini_factory
 from nrllm_core.providers._openai import OpenAISettings, openai_check, openai_factory
 from nrllm_core.providers._scripted import scripted_check, scripted_factory
 
@@ -16,3 +17,4 @@ def register_core_kinds(registry: ProviderRegistry) -> None:
     registry.register("scripted", scripted_factory, check=scripted_check)
     registry.register("openai", openai_factory, check=openai_check, settings=OpenAISettings)
     registry.register("anthropic", anthropic_factory, check=anthropic_check)
+    registry.register("gemini", gemini_factory, check=gemini_check, settings=GeminiSettings)
