@@ -84,10 +84,11 @@ def main() -> None:
             sorted_out = [(verdict(plugins, *c[:2]), c) for c in changed]
             counts = Counter(kind for kind, _ in sorted_out)
             totals.update(counts)
+            alarm_rate = 100 * counts["false alarm"] / lines
             print(
                 f"{name}: {len(changed)} of {lines} lines changed; "
                 f"{counts['credential-shaped']} credential-shaped, {counts['address']} addresses, "
-                f"{counts['false alarm']} false alarms ({100 * counts['false alarm'] / lines:.3f} %)"
+                f"{counts['false alarm']} false alarms ({alarm_rate:.3f} %)"
             )
             alarms = [c for kind, c in sorted_out if kind == "false alarm"]
             for file, line, masked in alarms[:examples]:
