@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         ProviderFactory,
         ProviderKind,
         ProviderRegistry,
+        ToolCheck,
         build_provider,
     )
     from nrllm_core._recorder import RunRecorder
@@ -161,6 +162,7 @@ __all__ = [
     "ToolCall",
     "ToolCallStarted",
     "ToolCatalog",
+    "ToolCheck",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
@@ -276,6 +278,7 @@ _LAZY_MODULES: Final = {
         "ProviderFactory",
         "ProviderKind",
         "ProviderRegistry",
+        "ToolCheck",
         "build_provider",
     ),
     "nrllm_core._recorder": ("RunRecorder",),

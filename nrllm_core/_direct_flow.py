@@ -144,6 +144,7 @@ def _gate(
         actor=actor,
         requested=[tool_name],
         zone=zone,
+        kinds=parts.pm.provider_registry().registered,
     )
     recorder.record(gate_step(report))
     # Like the gate's step, its decisions guard nothing: the call's first guarded write (its

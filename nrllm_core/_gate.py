@@ -10,7 +10,9 @@ import attrs
 
 from nrllm_core._catalog import RegisteredTool, ToolCatalog
 from nrllm_core._config import HostConfig
+from nrllm_core._messages import ToolSpec
 from nrllm_core._payloads import RunStep, StepKind
+from nrllm_core._providers import ProviderKind, ToolCheck
 from nrllm_core._values import Actor, DataClass, TrustZone
 from nrllm_core.log import logger
 
@@ -36,6 +38,8 @@ class DenialReason(enum.StrEnum):
     REQUIRES_ADMIN = "requiresAdmin"
     CONFIGURATION_GROUP = "configurationGroup"
     TRUST_ZONE = "trustZone"
+    # The provider's API cannot express the tool (its schema, its name): see ``detail``.
+    SCHEMA_UNSUPPORTED = "schemaUnsupported"
 
 
 @final
@@ -55,6 +59,8 @@ class GateDecision:
     data_class_source: str | None
     zone: TrustZone
     ceiling: DataClass
+    # What the provider's API cannot express, for ``schemaUnsupported`` (keyword and path).
+    detail: str | None = None
 
 
 @final
@@ -89,6 +95,8 @@ class _Run:
     # None: no skill, no restriction. A set, possibly empty: only these names.
     allowed: frozenset[str] | None
     actor: Actor
+    # What the provider's kind cannot take of a tool, when the kind says.
+    tool_check: ToolCheck | None
 
 
 def decide(
@@ -100,15 +108,17 @@ def decide(
     actor: Actor,
     requested: Iterable[str] = (),
     zone: TrustZone | None = None,
+    kinds: Mapping[str, ProviderKind] | None = None,
 ) -> GateReport:
     """Decide every registered tool, or only the ``requested`` names when there are any.
 
     ``provider=None`` means ``[defaults] provider``, and without one the strictest zone. A
     provider name that is not configured also counts as the strictest zone. A skill that is
     unknown or disabled allows no tool. ``zone`` decides for a zone no provider stands for
-    (an MCP client's), with no provider.
+    (an MCP client's), with no provider. ``kinds`` are the registered provider kinds: a tool
+    the provider's kind cannot express is withheld.
     """
-    run = _prepare(config, provider=provider, skill=skill, actor=actor, zone=zone)
+    run = _prepare(config, provider=provider, skill=skill, actor=actor, zone=zone, kinds=kinds)
     names = list(dict.fromkeys(requested)) or sorted(catalog.tools)
     decisions = tuple(_decide_one(catalog.get(name), name, run) for name in names)
     for decision in decisions:
@@ -128,6 +138,7 @@ def decide(
                 data_class=decision.data_class.value,
                 zone=decision.zone.value,
                 ceiling=decision.ceiling.value,
+                **_detail(decision),
             )
     return GateReport(
         provider=run.provider,
@@ -145,10 +156,13 @@ def _prepare(
     skill: str | None,
     actor: Actor,
     zone: TrustZone | None = None,
+    kinds: Mapping[str, ProviderKind] | None = None,
 ) -> _Run:
     chosen = provider if provider is not None else config.defaults.provider
     if zone is not None:
         chosen = None
+    section = config.providers.get(chosen) if chosen is not None else None
+    kind = None if section is None or kinds is None else kinds.get(section.kind)
     allowed: frozenset[str] | None = None
     if skill is not None:
         settings = config.skills.get(skill)
@@ -162,6 +176,7 @@ def _prepare(
         skill=skill,
         allowed=allowed,
         actor=actor,
+        tool_check=None if kind is None else kind.tools,
     )
 
 
@@ -179,9 +194,13 @@ def _decide_one(tool: RegisteredTool | None, name: str, run: _Run) -> GateDecisi
             ceiling=zone.ceiling,
         )
     reason = _refusal(tool, run)
-    observed = None
+    observed = detail = None
     if reason is DenialReason.TRUST_ZONE and run.config.tools.observing:
         reason, observed = None, DenialReason.TRUST_ZONE
+    if reason is None and run.tool_check is not None:
+        spec = ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+        detail = run.tool_check(spec)
+        reason = None if detail is None else DenialReason.SCHEMA_UNSUPPORTED
     return GateDecision(
         tool=name,
         offered=reason is None,
@@ -191,6 +210,7 @@ def _decide_one(tool: RegisteredTool | None, name: str, run: _Run) -> GateDecisi
         data_class_source=tool.data_class_source,
         zone=zone,
         ceiling=zone.ceiling,
+        detail=detail,
     )
 
 
@@ -245,6 +265,7 @@ def live_gate(
             actor=actor,
             requested=[tool.name],
             zone=zone,
+            kinds=pm.provider_registry().registered,
         )
         return report.permits(tool)
 
@@ -274,4 +295,10 @@ def _decision_fields(decision: GateDecision) -> Mapping[str, Any]:
         "zone": decision.zone.value,
         "ceiling": decision.ceiling.value,
         "data_class": decision.data_class.value,
+        **_detail(decision),
     }
+
+
+def _detail(decision: GateDecision) -> dict[str, str]:
+    # Only a refusal for what the provider cannot express says more than its reason.
+    return {} if decision.detail is None else {"detail": decision.detail}

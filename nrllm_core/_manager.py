@@ -298,7 +298,8 @@ class PluginManager(pluggy.PluginManager):
                 logger().error("nrllm.provider.kind_clash", kind=kind, plugins=plugins)
                 continue
             found = owners[0][1]
-            registry.register(kind, found.factory, check=found.check, settings=found.settings)
+            # Everything the kind registered, as it registered it.
+            registry.register(kind, **attrs.asdict(found, recurse=False))
         return registry
 
     # -- plugin settings -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ __all__ = [
     "ProviderFactory",
     "ProviderKind",
     "ProviderRegistry",
+    "ToolCheck",
     "aclosed",
     "acomplete",
     "astream",
@@ -274,6 +275,15 @@ class ProviderCheck(Protocol):
     ) -> Iterable[tuple[str, str]]: ...
 
 
+class ToolCheck(Protocol):
+    """What a kind's API cannot take of a tool it would be offered (a keyword of its schema
+    the API does not express, a name it refuses), said as a short phrase naming the keyword
+    and its path; ``None`` when it can take the tool. The gate withholds such a tool from the
+    kind's runs (``schemaUnsupported``) instead of sending it changed. It must not raise."""
+
+    def __call__(self, tool: ToolSpec) -> str | None: ...
+
+
 class ProviderConfigError(ProviderError):
     """A provider section cannot be turned into a provider."""
 
@@ -288,6 +298,7 @@ class ProviderKind:
     factory: ProviderFactory
     check: ProviderCheck | None = None
     settings: type[Any] | None = None
+    tools: ToolCheck | None = None
 
 
 @final
@@ -306,12 +317,14 @@ class ProviderRegistry:
         *,
         check: ProviderCheck | None = None,
         settings: type[Any] | None = None,
+        tools: ToolCheck | None = None,
     ) -> None:
         """Register ``factory`` for ``kind = "<kind>"`` in a provider section, once per kind,
-        with the :class:`ProviderCheck` its sections must pass and the attrs class of the
+        with the :class:`ProviderCheck` its sections must pass, the attrs class of the
         settings of its own (``region``, say): a section of this kind takes those keys beyond
         core's, checked and structured into an instance of the class (the factory gets it as
-        ``settings["options"]``)."""
+        ``settings["options"]``), and the :class:`ToolCheck` of the tools its runs are
+        offered."""
         if not isinstance(kind, str) or not kind:
             raise ValueError("a provider kind is a non-empty string")
         if not callable(factory):
@@ -320,9 +333,13 @@ class ProviderRegistry:
             raise TypeError(f"the check for provider kind {kind!r} is not callable")
         if settings is not None and not (isinstance(settings, type) and attrs.has(settings)):
             raise TypeError(f"the settings of provider kind {kind!r} are not an attrs class")
+        if tools is not None and not callable(tools):
+            raise TypeError(f"the tool check for provider kind {kind!r} is not callable")
         if kind in self._kinds:
             raise ValueError(f"provider kind {kind!r} is already registered")
-        self._kinds[kind] = ProviderKind(factory=factory, check=check, settings=settings)
+        self._kinds[kind] = ProviderKind(
+            factory=factory, check=check, settings=settings, tools=tools
+        )
 
     def get(self, kind: str) -> ProviderFactory | None:
         found = self._kinds.get(kind)

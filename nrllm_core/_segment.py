@@ -93,7 +93,14 @@ class HostParts:
     def gate(
         self, config: HostConfig, *, provider: str | None, skill: str | None, actor: Actor
     ) -> GateReport:
-        return decide(self.pm.catalog(), config, provider=provider, skill=skill, actor=actor)
+        return decide(
+            self.pm.catalog(),
+            config,
+            provider=provider,
+            skill=skill,
+            actor=actor,
+            kinds=self.pm.provider_registry().registered,
+        )
 
     def provider_name(self, config: HostConfig, provider: str | None) -> str:
         """The provider a run names, else the configured default; one that is configured."""

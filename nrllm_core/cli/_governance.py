@@ -40,7 +40,10 @@ def tools(ctx: click.Context, provider: str | None, skill: str | None, as_json: 
     config = host_config(ctx)
     require_names(config, provider=provider, skill=skill)
     catalog = _common.plugin_manager().catalog()
-    report = decide(catalog, config, provider=provider, skill=skill, actor=config.actor())
+    kinds = _common.plugin_manager().provider_registry().registered
+    report = decide(
+        catalog, config, provider=provider, skill=skill, actor=config.actor(), kinds=kinds
+    )
     rows = [_tool_row(catalog.tools[d.tool], d) for d in report.decisions]
     rows.extend(_withheld_row(name, "withheld", None) for name in sorted(catalog.clashes))
     rows.extend(
@@ -95,7 +98,7 @@ def _tool_row(tool: RegisteredTool, decision: GateDecision) -> dict[str, Any]:
         "requires_approval": tool.requires_approval,
         "offered": decision.offered,
         "reason": None if decision.reason is None else decision.reason.value,
-        "detail": None,
+        "detail": decision.detail,
         "observed": None if decision.observed is None else decision.observed.value,
     }
 

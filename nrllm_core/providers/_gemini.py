@@ -31,7 +31,7 @@ from nrllm_core._messages import (
 )
 from nrllm_core._providers import ProviderConfigError
 from nrllm_core.providers._api import HttpProvider
-from nrllm_core.providers._gemini_schema import NAME, schema_problems
+from nrllm_core.providers._gemini_schema import gemini_tool_problem
 from nrllm_core.providers._http import (
     HttpSettings,
     StreamBroken,
@@ -355,17 +355,12 @@ class GeminiProvider(HttpProvider):
     def _declaration(self, tool: ToolSpec) -> dict[str, Any]:
         # parametersJsonSchema, not the OpenAPI-subset "parameters": it takes JSON Schema as
         # the catalog holds it, so a schema Gemini can take is sent unchanged.
-        if not NAME.fullmatch(tool.name):
-            raise ProviderError(
-                f'provider "{self.name}" cannot offer the tool "{tool.name}": Gemini takes '
-                "names of letters, digits and _.:- up to 128 characters, not starting with one "
-                "of .:- or a digit"
-            )
-        problem = next(schema_problems(tool.parameters), None)
+        # The gate withholds such a tool; one offered anyway (a provider built by hand) is
+        # refused, never sent changed.
+        problem = gemini_tool_problem(tool)
         if problem is not None:
             raise ProviderError(
-                f'provider "{self.name}" cannot offer the tool "{tool.name}": Gemini cannot '
-                f"take its parameter schema ({problem})"
+                f'provider "{self.name}" cannot offer the tool "{tool.name}": {problem}'
             )
         return {
             "name": tool.name,

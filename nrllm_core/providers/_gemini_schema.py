@@ -7,7 +7,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-__all__ = ["NAME", "schema_problems"]
+from nrllm_core._messages import ToolSpec
+
+__all__ = ["NAME", "gemini_tool_problem", "schema_problems"]
 
 # A function declaration's name, as the API takes it.
 NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
@@ -51,6 +53,19 @@ TYPES: Final = frozenset({"null", "boolean", "object", "array", "number", "integ
 _ONE: Final = ("items",)
 _LIST: Final = ("prefixItems", "anyOf", "oneOf")
 _NAMED: Final = ("properties", "$defs")
+
+
+def gemini_tool_problem(tool: ToolSpec) -> str | None:
+    """What Gemini cannot take of ``tool`` (its name, or the first keyword of its schema
+    outside the subset, with its path); ``None`` when it can take it. The gate withholds such a
+    tool from a ``gemini`` provider's runs; the adapter refuses to send it."""
+    if not NAME.fullmatch(tool.name):
+        return (
+            "Gemini takes names of letters, digits and _.:- up to 128 characters, not starting "
+            "with one of .:- or a digit"
+        )
+    problem = next(schema_problems(tool.parameters), None)
+    return None if problem is None else f"Gemini cannot take its parameter schema ({problem})"
 
 
 def schema_problems(schema: Mapping[str, Any]) -> Iterator[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core.providers._anthropic import anthropic_check, anthropic_factory
 from nrllm_core.providers._gemini import GeminiSettings, gemini_check, gemini_factory
+from nrllm_core.providers._gemini_schema import gemini_tool_problem
 from nrllm_core.providers._openai import OpenAISettings, openai_check, openai_factory
 from nrllm_core.providers._scripted import scripted_check, scripted_factory
 
@@ -12,9 +13,15 @@ __all__ = ["register_core_kinds"]
 
 
 def register_core_kinds(registry: ProviderRegistry) -> None:
-    """``scripted``, ``openai`` and ``anthropic``: what core's plugin registers, and what a
-    configuration loaded without a plugin manager is checked against."""
+    """``scripted``, ``openai``, ``anthropic`` and ``gemini``: what core's plugin registers,
+    and what a configuration loaded without a plugin manager is checked against."""
     registry.register("scripted", scripted_factory, check=scripted_check)
     registry.register("openai", openai_factory, check=openai_check, settings=OpenAISettings)
     registry.register("anthropic", anthropic_factory, check=anthropic_check)
-    registry.register("gemini", gemini_factory, check=gemini_check, settings=GeminiSettings)
+    registry.register(
+        "gemini",
+        gemini_factory,
+        check=gemini_check,
+        settings=GeminiSettings,
+        tools=gemini_tool_problem,
+    )

@@ -39,6 +39,7 @@ from nrllm_core._providers import ProviderConfigError, ProviderRegistry
 from nrllm_core.cli import cli
 from nrllm_core.providers import GeminiProvider
 from nrllm_core.providers._gemini import GENERATION_FIELDS, GeminiSettings, gemini_check
+from nrllm_core.providers._gemini_schema import gemini_tool_problem
 from nrllm_core.providers._kinds import register_core_kinds
 
 KEY = "AIzaSy-test-0123456789abcdefghijklmn"
@@ -701,7 +702,11 @@ def test_gemini_is_a_core_kind_with_its_check_and_settings():
     register_core_kinds(registry)
     kind = registry.kind("gemini")
     assert kind is not None
-    assert (kind.check, kind.settings) == (gemini_check, GeminiSettings)
+    assert (kind.check, kind.settings, kind.tools) == (
+        gemini_check,
+        GeminiSettings,
+        gemini_tool_problem,
+    )
 
 
 # -- a governed run -------------------------------------------------------------------------------
@@ -794,6 +799,44 @@ def test_a_suspended_turn_goes_back_with_its_signatures_after_approval(make_host
     assert sent[2]["parts"] == [
         {"functionResponse": {"name": "write_note", "response": {"output": "noted"}}}
     ]
+
+
+class Picky(Tool):
+    name = "picky"
+    description = "Takes a value that must be a string and a date."
+    group = "content"
+    data_class = DataClass.PUBLIC_CONTENT
+    parameters = {  # noqa: RUF012 - read once by the catalog
+        "type": "object",
+        "properties": {"a": {"allOf": [{"type": "string"}, {"format": "date"}]}},
+    }
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        return ToolResult.text("never")
+
+
+def test_a_tool_gemini_cannot_express_is_withheld_by_the_gate_with_its_keyword(make_host, server):
+    server.answer(wire(response(part(text="Nur lookup."))))
+    host = make_host(Lookup(), Picky())
+    report = host.gate(provider="model", skill=None, actor=host.config.actor())
+    outcome = host.run("Was kannst du?")
+    detail = host.store.get_run(outcome.run_id)
+    host.store.close()
+
+    (picky,) = [d for d in report.decisions if d.tool == "picky"]
+    assert (picky.offered, picky.reason) == (False, "schemaUnsupported")
+    assert picky.detail == (
+        'Gemini cannot take its parameter schema (the keyword "allOf" at #/properties/a)'
+    )
+    assert report.offered_names == ("lookup",)
+    (declarations,) = server.bodies[0]["tools"]
+    assert [d["name"] for d in declarations["functionDeclarations"]] == ["lookup"]
+    assert outcome.final_content == "Nur lookup."
+    assert detail is not None
+    (gate,) = [s.payload for s in detail.steps if s.kind == "gate"]
+    assert {"tool": "picky", "reason": "schemaUnsupported", "detail": picky.detail}.items() <= (
+        next(d for d in gate["decisions"] if d["tool"] == "picky").items()
+    )
 
 
 @pytest.mark.parametrize("level", ["none", "metadata", "redacted", "full"])
