@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import click
@@ -16,6 +16,7 @@ from nrllm_core.cli import _common, _main
 from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._terminal import echo, echo_json
 from nrllm_core.providers._openai import openai_endpoint
+from nrllm_core.providers._responses import responses_endpoint
 from nrllm_core.providers._settings import Settings, plain
 
 
@@ -145,8 +146,9 @@ def check(ctx: click.Context) -> None:
         if provider.options is not None:
             own = plain(attrs.asdict(provider.options))
             echo(f"provider {name} {provider.kind} settings: {to_json(own)}")
-        if provider.kind == "openai":
-            url, variables = openai_endpoint(name, provider.section())
+        endpoint = _ENDPOINTS.get(provider.kind)
+        if endpoint is not None:
+            url, variables = endpoint(name, provider.section())
             echo(f"provider {name} url: {_shown_url(url)}")
             # The names of the variables only: their values are never read here.
             read = ", ".join(f"{variable} ({header})" for variable, header in variables)
@@ -180,6 +182,10 @@ def check(ctx: click.Context) -> None:
         f"unfinished_retention_days {store.unfinished_retention_days}"
     )
     echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
+
+
+# The kinds whose URL and environment variables config check prints.
+_ENDPOINTS: Final = {"openai": openai_endpoint, "openai-responses": responses_endpoint}
 
 
 def _shown_url(url: str | None) -> str:

@@ -1,4 +1,5 @@
-"""Core's provider kinds: ``scripted``, ``openai`` and ``anthropic``, registered as a plugin.
+"""Core's provider kinds: ``scripted``, ``openai``, ``openai-responses`` and ``anthropic``,
+registered as a plugin.
 
 ``make_plugin_manager`` registers this module as ``nrllm.providers``; httpx loads on the first
 request, never here.
@@ -11,9 +12,16 @@ from nrllm_core.hookspecs import hookimpl
 from nrllm_core.providers._anthropic import AnthropicProvider
 from nrllm_core.providers._kinds import register_core_kinds
 from nrllm_core.providers._openai import OpenAIProvider
+from nrllm_core.providers._responses import ResponsesProvider
 from nrllm_core.providers._scripted import ScriptedProvider
 
-__all__ = ["AnthropicProvider", "OpenAIProvider", "ScriptedProvider", "nrllm_register_providers"]
+__all__ = [
+    "AnthropicProvider",
+    "OpenAIProvider",
+    "ResponsesProvider",
+    "ScriptedProvider",
+    "nrllm_register_providers",
+]
 
 
 @hookimpl
