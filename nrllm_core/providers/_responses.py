@@ -321,9 +321,9 @@ class ResponsesProvider(HttpProvider):
 class _Events:
     """A response stream, assembled into the response the API sends unstreamed: the
     response of its final event (``response.completed``, or ``response.incomplete``), whose
-    output, should a server send it empty, is made of the items of the
+    output, should a server leave it out, is made of the items of the
     ``response.output_item.done`` events, each whole (a reasoning item's encrypted content
-    included).
+    included), as the openai SDK makes it.
 
     The viewer sees ``response.output_text.delta`` as ``TextDelta`` and the reasoning's
     summary and text deltas as ``ThinkingDelta``, with ``THOUGHT_SEPARATOR`` before the text of
@@ -394,8 +394,7 @@ class _Events:
         if self._response is None:
             raise StreamBroken("the stream ended before its response")
         response = dict(self._response)
-        output = response.get("output")
-        if not (isinstance(output, list) and output):
+        if response.get("output") is None:
             response["output"] = [item for _, item in sorted(self._items.items())]
         return response
 
