@@ -44,10 +44,14 @@ CONTENT_KEYS: Final = (
 
 _CONTENT_SET: Final = frozenset(CONTENT_KEYS)
 
-# The finish reasons the OpenAI and Anthropic APIs document; any other is stored as "other"
-# below ``redacted``, so a provider cannot write free text into a metadata-only audit.
+# The finish reasons the OpenAI and Anthropic APIs document (the Responses API's being its
+# status and why it is incomplete); any other is stored as "other" below ``redacted``, so a
+# provider cannot write free text into a metadata-only audit.
 FINISH_REASONS: Final = frozenset(
     {
+        "completed",
+        "incomplete",
+        "max_output_tokens",
         "stop",
         "length",
         "tool_calls",
@@ -98,6 +102,11 @@ def _full(step: RunStep) -> dict[str, Any]:
 
 def _redacted(step: RunStep) -> dict[str, Any]:
     data = step.to_dict()
+    messages = data.get("messages_sent")
+    if isinstance(messages, _SEQUENCES):
+        # A replay is the provider's own state of a turn (signed or encrypted reasoning), no
+        # text a person reads nor one a mask can make safe: only the full audit keeps it.
+        data["messages_sent"] = [_without_replay(message) for message in messages]
     # Before the content is masked: a call id is cut only after its mask, wherever it stands.
     _mask_call_ids(data)
     for key in CONTENT_KEYS:
@@ -182,6 +191,12 @@ def _mask_call_ids(data: dict[str, Any]) -> None:
     messages = data.get("messages_sent")
     if isinstance(messages, _SEQUENCES):
         data["messages_sent"] = [_message_with_stored_ids(message) for message in messages]
+
+
+def _without_replay(message: object) -> object:
+    if not isinstance(message, Mapping) or "replay" not in message:
+        return message
+    return {key: value for key, value in message.items() if key != "replay"}
 
 
 def _message_with_stored_ids(message: object) -> object:
