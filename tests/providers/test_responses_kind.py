@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from click.testing import CliRunner
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -21,6 +23,7 @@ from nrllm_core import ChatMessage, ProviderError, StreamRestarted, TextDelta, T
 from nrllm_core import ToolSpec as Spec
 from nrllm_core._messages import ProviderAnswer, Replay, Stop
 from nrllm_core._providers import acomplete, astream, stream
+from nrllm_core.cli import _common, cli
 from nrllm_core.providers import ResponsesProvider
 from nrllm_core.providers._openai import OpenAISettings
 
@@ -698,3 +701,63 @@ def test_a_section_the_check_refuses_is_not_built(server, sleeps):
         provider(server, sleeps, max_completion_tokens=10)
     with pytest.raises(ProviderConfigError, match="the API key variable OPENAI_API_KEY is not set"):
         ResponsesProvider.from_settings("gpt", {"model": "m"}, environ={})
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "reference" / "providers.md"
+
+
+def test_config_check_prints_what_the_docs_show_and_no_value(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.delenv("NRLLM_CONFIG", raising=False)
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setattr(
+        _common,
+        "plugin_manager",
+        lambda **_: __import__("nrllm_core").make_plugin_manager(load_entry_points=False),
+    )
+    section = DOCS.read_text(encoding="utf-8").split("## `openai-responses`", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    shown = section.split("as for `openai`:\n\n```\n", 1)[1].split("```", 1)[0]
+    gateway = """
+[providers.azure]
+kind = "openai-responses"
+model = "gpt-5"
+base_url = "https://res.openai.azure.com/openai"
+api_key_env = "AZ_KEY"
+headers = { "OpenAI-Project" = "PROJECT" }
+query = { "api-version" = "preview" }
+"""
+    config = tmp_path / "nrllm.toml"
+    config.write_text(example + gateway, encoding="utf-8")
+
+    result = CliRunner().invoke(cli, ["--config", str(config), "config", "check"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    for line in shown.splitlines():
+        assert line in lines
+    assert (
+        "provider azure url: https://res.openai.azure.com/openai/v1/responses?api-version=preview"
+    ) in lines
+    assert "provider azure environment: AZ_KEY (authorization), PROJECT (OpenAI-Project)" in lines
+    assert KEY not in result.output
+
+
+def test_config_check_refuses_a_section_the_api_would_refuse(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.delenv("NRLLM_CONFIG", raising=False)
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path / "home"))
+    config = tmp_path / "nrllm.toml"
+    config.write_text(
+        '[providers.o4]\nkind = "openai-responses"\nmodel = "o4-mini"\n'
+        'base_url = "https://api.openai.com/v1"\n',
+        encoding="utf-8",
+    )
+
+    result = CliRunner().invoke(cli, ["--config", str(config), "config", "check"])
+
+    assert result.exit_code == 2
+    assert "providers.o4.base_url: must not end in /v1" in result.output
