@@ -235,6 +235,17 @@ def sdk_final(server: Any, chunks: list[bytes]) -> tuple[dict[str, Any], str]:
     return _wire(final.model_dump(mode="json")), "".join(texts)
 
 
+def sdk_response(server: Any, whole: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """What the openai SDK makes of ``whole``, answered unstreamed, and its ``output_text``."""
+    import openai
+
+    server.answer(whole)
+    client = openai.OpenAI(api_key=KEY, base_url=f"{server.url}/v1", max_retries=0)
+    with client:
+        answer = client.responses.create(model="gpt-test", input="hi")
+    return _wire(answer.model_dump(mode="json")), answer.output_text
+
+
 def _wire(value: Any) -> Any:
     # The SDK adds what it parsed from the text and the arguments; the API sent neither.
     if isinstance(value, dict):
@@ -280,10 +291,12 @@ def test_a_streamed_answer_is_the_whole_answer_and_what_the_sdk_assembles(
     unstreamed = model.complete(HELLO, [LOOKUP])
     streamed = model.stream(HELLO, [LOOKUP], on_delta=deltas.append)
     sdk, sdk_text = sdk_final(server, chunks)
+    sdk_whole, sdk_output_text = sdk_response(server, whole)
 
     assert streamed == unstreamed
     # The SDK's dump adds null keys of its own (``async``): nulls mean nothing on the wire.
     assert meaning(model._parse(sdk)) == meaning(streamed)
+    assert meaning(model._parse(sdk_whole)) == meaning(unstreamed)
     responses_oracle(server.bodies[0])
     responses_stream_oracle(server.bodies[1])
     assert server.bodies[1] == {**server.bodies[0], "stream": True}
@@ -291,7 +304,7 @@ def test_a_streamed_answer_is_the_whole_answer_and_what_the_sdk_assembles(
     thinking = "".join(d.text for d in deltas if isinstance(d, ThinkingDelta))
     assert text == sdk_text
     if streamed.stop is not Stop.REFUSAL:
-        assert text == streamed.content
+        assert text == streamed.content == sdk_output_text
     assert thinking == (streamed.thinking or "")
     assert streamed.response_id == "resp_1"
     assert streamed.response_model == "gpt-test-2026"
