@@ -146,9 +146,11 @@ class ResponsesProvider(HttpProvider):
         options = dict(options or {})
         if "max_tokens" in options:
             options["max_output_tokens"] = options.pop("max_tokens")
-        # The encrypted reasoning is asked for whatever else the section includes.
-        include = [*options.pop("include", ()), ENCRYPTED_REASONING]
-        self._options = {"store": False, **options, "include": list(dict.fromkeys(include))}
+        # A section's own include replaces this one: a model that does not reason (gpt-4o,
+        # gpt-4.1) refuses it ("Encrypted content is not supported with this model").
+        if options.setdefault("include", [ENCRYPTED_REASONING]) == []:
+            del options["include"]
+        self._options = {"store": False, **options}
 
     @classmethod
     def from_settings(
@@ -230,7 +232,7 @@ class ResponsesProvider(HttpProvider):
             return [{"type": "function_call_output", "call_id": call_id, "output": message.content}]
         replay = message.replay
         if replay is not None and replay.origin == self.origin:
-            return [_request_item(b) for b in replay.blocks]
+            return [_request_item(b) for b in replay.blocks if self._sendable(b)]
         items: list[dict[str, Any]] = []
         if message.content or not message.tool_calls:
             items.append({"role": "assistant", "content": message.content})
@@ -246,6 +248,14 @@ class ResponsesProvider(HttpProvider):
             for c in message.tool_calls
         )
         return items
+
+    def _sendable(self, item: Mapping[str, Any]) -> bool:
+        # Nothing stored, a reasoning item is its encrypted state: one that came without it
+        # (a section that did not include it) would be looked up by its id, and not found.
+        stateless = self._options.get("store") is False
+        return not (
+            stateless and item.get("type") == "reasoning" and not item.get("encrypted_content")
+        )
 
     def _assembler(self, on_delta: Callable[[Delta], None]) -> _Events:
         return _Events(on_delta)

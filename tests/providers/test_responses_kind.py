@@ -507,6 +507,35 @@ def test_the_request_carries_the_transcript_as_items_and_replays_reasoning_to_it
     ]
 
 
+def test_an_empty_include_asks_for_no_encrypted_reasoning_and_unencrypted_items_stay_home(
+    server, sleeps, responses_oracle
+):
+    # A model that does not reason refuses the include; a reasoning one then sends its
+    # reasoning items without their state, which a stateless request cannot send back.
+    model = provider(server, sleeps, params={"include": []})
+    whole = response(reasoning("rs_1", "Hm.", encrypted=None), call("call_1", "lookup", "{}"))
+    server.answer(whole)
+    answer = model.complete(HELLO, [LOOKUP])
+    transcript = [
+        *HELLO,
+        ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay),
+        ChatMessage.tool_result("call_1", "found"),
+    ]
+
+    body = model.request_body(transcript, [LOOKUP])
+
+    responses_oracle(server.bodies[0])
+    responses_oracle(body)
+    assert "include" not in server.bodies[0]
+    assert [item.get("type") for item in body["input"]] == [
+        None,
+        "function_call",
+        "function_call_output",
+    ]
+    stored = provider(server, sleeps, params={"include": [], "store": True})
+    assert stored.request_body(transcript, [LOOKUP])["input"][1]["type"] == "reasoning"
+
+
 def test_tool_choice_none_keeps_the_tools_and_asks_for_text(server, sleeps, responses_oracle):
     body = provider(server, sleeps).request_body(HELLO, [LOOKUP], tool_choice="none")
 
@@ -539,7 +568,8 @@ def test_the_request_goes_to_v1_responses_with_the_bearer_key_headers_and_query(
     assert server.headers[0]["openai-project"] == "proj_1"
     body = server.bodies[0]
     assert body["store"] is True
-    assert body["include"] == ["message.output_text.logprobs", "reasoning.encrypted_content"]
+    # The section's own include replaces the adapter's.
+    assert body["include"] == ["message.output_text.logprobs"]
     assert KEY not in repr(model)
 
 
