@@ -81,6 +81,10 @@ def message(text: str, *, item_id: str = "msg_1", refusal: bool = False) -> dict
     }
 
 
+def _thought(text: str) -> dict[str, Any]:
+    return {"type": "reasoning_text", "text": text}
+
+
 def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {
         "type": "function_call",
@@ -213,6 +217,11 @@ def _item_events(index: int, item: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 yield {"type": "response.reasoning_summary_text.delta", **where, "delta": piece}
             yield {"type": "response.reasoning_summary_text.done", **where, "text": part["text"]}
             yield {"type": "response.reasoning_summary_part.done", **where, "part": part}
+        for content_index, part in enumerate(item.get("content") or ()):
+            where = {**at, "content_index": content_index}
+            for piece in _halves(part["text"]):
+                yield {"type": "response.reasoning_text.delta", **where, "delta": piece}
+            yield {"type": "response.reasoning_text.done", **where, "text": part["text"]}
     yield {"type": "response.output_item.done", "output_index": index, "item": item}
 
 
@@ -265,6 +274,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         call("call_2", "lookup", '{"q": "about"}'),
     ),
     "text": response(message("Hallo Welt 👋")),
+    # As vLLM serves gpt-oss: the reasoning as text parts, in two items, no encrypted state.
+    "reasoning text": response(
+        {
+            **reasoning("rs_1", encrypted=None),
+            "content": [_thought("Erst dies."), _thought("Dann das.")],
+        },
+        {**reasoning("rs_2", encrypted=None), "content": [_thought("Fertig.")]},
+        message("Gut."),
+    ),
     "refusal": response(message("Dabei helfe ich nicht.", refusal=True)),
     "truncated": response(
         reasoning("rs_1", "Lang."),
@@ -306,6 +324,8 @@ def test_a_streamed_answer_is_the_whole_answer_and_what_the_sdk_assembles(
     if streamed.stop is not Stop.REFUSAL:
         assert text == streamed.content == sdk_output_text
     assert thinking == (streamed.thinking or "")
+    if scenario == "reasoning text":
+        assert thinking == "Erst dies.\n\nDann das.\n\nFertig."
     assert streamed.response_id == "resp_1"
     assert streamed.response_model == "gpt-test-2026"
 
