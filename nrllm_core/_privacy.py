@@ -44,10 +44,14 @@ CONTENT_KEYS: Final = (
 
 _CONTENT_SET: Final = frozenset(CONTENT_KEYS)
 
-# The finish reasons the OpenAI and Anthropic APIs document; any other is stored as "other"
-# below ``redacted``, so a provider cannot write free text into a metadata-only audit.
+# The finish reasons the OpenAI, Anthropic and Gemini APIs document (the Responses API's being
+# its status and why it is incomplete); any other is stored as "other" below ``redacted``, so a
+# provider cannot write free text into a metadata-only audit.
 FINISH_REASONS: Final = frozenset(
     {
+        "completed",
+        "incomplete",
+        "max_output_tokens",
         "stop",
         "length",
         "tool_calls",

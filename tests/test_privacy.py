@@ -225,6 +225,38 @@ def test_redacted_level_keeps_the_shape_and_masks_every_content_leaf() -> None:
     assert SECRET not in dumps(view).decode()
 
 
+@pytest.mark.parametrize(
+    ("origin", "block"),
+    [
+        ("anthropic:claude:m", {"type": "thinking", "thinking": "t", "signature": "SIGNED-STATE"}),
+        (
+            "openai-responses:gpt:m",
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "SIGNED-STATE"},
+        ),
+    ],
+)
+def test_a_replay_is_kept_at_full_only(origin: str, block: dict[str, Any]) -> None:
+    replayed = {"role": "assistant", "content": "", "replay": {"origin": origin, "blocks": [block]}}
+    step = RunStep(
+        kind=StepKind.REQUEST,
+        round=2,
+        duration_ms=0.0,
+        fields={"messages_sent": [{"role": "user", "content": "hi"}, replayed]},
+    )
+
+    kept = {level: dumps(privacy_view(step, level)).decode() for level in PrivacyLevel}
+
+    assert ["SIGNED-STATE" in kept[level] for level in PrivacyLevel] == [
+        level is PrivacyLevel.FULL for level in PrivacyLevel
+    ]
+    # Below full, what was replayed to whom, and how much: never the state itself.
+    assert privacy_view(step, PrivacyLevel.REDACTED)["messages_sent"][1] == {
+        "role": "assistant",
+        "content": "",
+        "replay": {"origin": origin, "blocks": 1},
+    }
+
+
 def test_redacted_level_masks_artifact_type_too() -> None:
     artifact = ToolArtifact(type=EMAIL, label="", data={})  # type: ignore[arg-type]
     step = RunStep(kind=StepKind.TOOL, round=1, duration_ms=1.0, tool_artifacts=(artifact,))

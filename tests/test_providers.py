@@ -176,7 +176,7 @@ HELLO = [ChatMessage.system("be brief"), ChatMessage.user("hi")]
 def test_the_core_kinds_are_registered_once_and_cached():
     pm = make_plugin_manager(load_entry_points=False)
     registry = pm.provider_registry()
-    assert registry.kinds == ("anthropic", "gemini", "openai", "scripted")
+    assert registry.kinds == ("anthropic", "gemini", "openai", "openai-responses", "scripted")
     assert pm.provider_registry() is registry
 
 
@@ -218,7 +218,7 @@ def test_a_clashing_kind_is_withheld_and_a_failing_plugin_adds_nothing():
     pm = make_plugin_manager(plugins=[_ClashingPlugin(), _BrokenPlugin()], load_entry_points=False)
     with capture_logs() as logs:
         kinds = pm.provider_registry().kinds
-    assert kinds == ("anthropic", "gemini", "scripted")
+    assert kinds == ("anthropic", "gemini", "openai-responses", "scripted")
     events = {e["event"] for e in logs}
     assert {"nrllm.provider.kind_clash", "nrllm.plugin.registration_failed"} <= events
 
@@ -237,8 +237,8 @@ def test_build_provider_names_the_known_kinds():
     with pytest.raises(ProviderConfigError) as info:
         build_provider(registry, "mine", {"kind": "bedrock"}, config_dir=None, environ={})
     assert str(info.value) == (
-        'provider "mine" has the unknown kind "bedrock"; known kinds: anthropic, gemini, openai, '
-        "scripted"
+        'provider "mine" has the unknown kind "bedrock"; '
+        "known kinds: anthropic, gemini, openai, openai-responses, scripted"
     )
     with pytest.raises(ProviderConfigError, match="has no kind; known kinds: anthropic"):
         build_provider(registry, "mine", {}, config_dir=None, environ={})

@@ -17,6 +17,7 @@ from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._terminal import echo, echo_json
 from nrllm_core.providers._gemini import gemini_endpoint
 from nrllm_core.providers._openai import openai_endpoint
+from nrllm_core.providers._responses import responses_endpoint
 from nrllm_core.providers._settings import Settings, plain
 
 
@@ -187,8 +188,12 @@ def check(ctx: click.Context) -> None:
     echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
 
 
-# The core kinds whose check prints where their requests go and the variables they read.
-_ENDPOINTS: Final = {"openai": openai_endpoint, "gemini": gemini_endpoint}
+# The kinds whose URL and environment variables config check prints.
+_ENDPOINTS: Final = {
+    "openai": openai_endpoint,
+    "openai-responses": responses_endpoint,
+    "gemini": gemini_endpoint,
+}
 
 
 def _shown_url(url: str | None) -> str:

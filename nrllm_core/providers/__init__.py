@@ -1,5 +1,5 @@
-"""Core's provider kinds: ``scripted``, ``openai``, ``anthropic`` and ``gemini``, registered as
-a plugin.
+"""Core's provider kinds: ``scripted``, ``openai``, ``openai-responses``, ``anthropic`` and
+``gemini``, registered as a plugin.
 
 ``make_plugin_manager`` registers this module as ``nrllm.providers``; httpx loads on the first
 request, never here.
@@ -13,12 +13,14 @@ from nrllm_core.providers._anthropic import AnthropicProvider
 from nrllm_core.providers._gemini import GeminiProvider
 from nrllm_core.providers._kinds import register_core_kinds
 from nrllm_core.providers._openai import OpenAIProvider
+from nrllm_core.providers._responses import ResponsesProvider
 from nrllm_core.providers._scripted import ScriptedProvider
 
 __all__ = [
     "AnthropicProvider",
     "GeminiProvider",
     "OpenAIProvider",
+    "ResponsesProvider",
     "ScriptedProvider",
     "nrllm_register_providers",
 ]

@@ -7,16 +7,21 @@ from nrllm_core.providers._anthropic import anthropic_check, anthropic_factory
 from nrllm_core.providers._gemini import GeminiSettings, gemini_check, gemini_factory
 from nrllm_core.providers._gemini_schema import gemini_tool_problem
 from nrllm_core.providers._openai import OpenAISettings, openai_check, openai_factory
+from nrllm_core.providers._responses import responses_check, responses_factory
 from nrllm_core.providers._scripted import scripted_check, scripted_factory
 
 __all__ = ["register_core_kinds"]
 
 
 def register_core_kinds(registry: ProviderRegistry) -> None:
-    """``scripted``, ``openai``, ``anthropic`` and ``gemini``: what core's plugin registers,
-    and what a configuration loaded without a plugin manager is checked against."""
+    """``scripted``, ``openai``, ``openai-responses``, ``anthropic`` and ``gemini``: what core's
+    plugin registers, and what a configuration loaded without a plugin manager is checked
+    against."""
     registry.register("scripted", scripted_factory, check=scripted_check)
     registry.register("openai", openai_factory, check=openai_check, settings=OpenAISettings)
+    registry.register(
+        "openai-responses", responses_factory, check=responses_check, settings=OpenAISettings
+    )
     registry.register("anthropic", anthropic_factory, check=anthropic_check)
     registry.register(
         "gemini",

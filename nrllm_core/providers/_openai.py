@@ -41,7 +41,14 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["OpenAIProvider", "OpenAISettings", "openai_check", "openai_endpoint", "openai_factory"]
+__all__ = [
+    "OpenAIProvider",
+    "OpenAISettings",
+    "gateway_http",
+    "openai_check",
+    "openai_endpoint",
+    "openai_factory",
+]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 PATH: Final = "/chat/completions"
@@ -75,14 +82,17 @@ class OpenAISettings:
     query: Mapping[str, str] = attrs.field(factory=dict, converter=_table)
 
 
-def endpoint_problems(name: str, settings: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def endpoint_problems(
+    name: str, settings: Mapping[str, Any], *, key_default: str | None = None
+) -> Iterator[tuple[str, str]]:
     """``(key, problem)`` for what of an ``openai`` section's endpoint cannot be sent to: an
     empty ``base_url`` or ``api_key_env``, a header or a query parameter. A header's name is
     an RFC 9110 token, none of the headers the client writes (``host``, ``content-length``,
     ``content-type``, ``transfer-encoding``, ``connection``), nor ``authorization`` when
-    ``api_key_env`` sends that, and no two names differ only in case; its variable's name is
-    letters, digits and ``_``."""
+    ``api_key_env`` sends that (always, for a kind whose key has a ``key_default`` variable),
+    and no two names differ only in case; its variable's name is letters, digits and ``_``."""
     own = _own(name, settings)
+    keyed = settings.get("api_key_env") is not None or key_default is not None
     for key in ("base_url", "api_key_env"):
         if settings.get(key) == "":
             yield key, "must not be empty (leave it out instead)"
@@ -96,7 +106,7 @@ def endpoint_problems(name: str, settings: Mapping[str, Any]) -> Iterator[tuple[
             )
         elif folded in _CLIENT_HEADERS:
             yield f"headers.{header}", "is written by the HTTP client and cannot be set"
-        elif folded == "authorization" and settings.get("api_key_env") is not None:
+        elif folded == "authorization" and keyed:
             yield f"headers.{header}", "is sent with the key of api_key_env: set one of the two"
         elif folded in seen:
             yield f"headers.{header}", f"repeats {seen[folded]} (header names ignore case)"
@@ -119,15 +129,61 @@ def openai_check(
 
 
 def openai_endpoint(
-    name: str, settings: Mapping[str, Any]
+    name: str,
+    settings: Mapping[str, Any],
+    *,
+    path: str = PATH,
+    default_base_url: str = DEFAULT_BASE_URL,
+    key_default: str | None = None,
 ) -> tuple[str, tuple[tuple[str, str], ...]]:
     """Where the section's requests go (the URL, query included) and the environment
-    variables it reads, each with the header its value is sent as; no variable is read."""
+    variables it reads, each with the header its value is sent as; no variable is read.
+    ``path``, ``default_base_url`` and ``key_default`` are those of the kind (another API of
+    OpenAI's, whose key is not optional, takes the same settings)."""
     read, own = Settings(name, settings), _own(name, settings)
-    url = request_url(read, path=PATH, default_base_url=DEFAULT_BASE_URL, query=own.query)
-    key = read.optional_text("api_key_env")
+    url = request_url(read, path=path, default_base_url=default_base_url, query=own.query)
+    key = read.optional_text("api_key_env") or key_default
     variables = tuple((variable, header) for header, variable in own.headers.items())
     return url, ((key, "authorization"), *variables) if key is not None else variables
+
+
+def gateway_http(
+    read: Settings,
+    settings: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    path: str,
+    default_base_url: str,
+    key_default: str | None,
+    sleep: Callable[[float], None],
+    asleep: Callable[[float], Awaitable[None]] | None,
+) -> HttpSettings:
+    """Where and with which headers a section of an OpenAI API's kind posts: its endpoint
+    checked (:func:`endpoint_problems`), the key of ``api_key_env`` (or of ``key_default``;
+    none without either) as a bearer token, and each of ``headers`` read from its variable."""
+    own = _own(read.name, settings)
+    first = next(endpoint_problems(read.name, settings, key_default=key_default), None)
+    if first is not None:
+        key, problem = first
+        raise read.error(f"{key} {problem}")
+    headers: dict[str, str] = {}
+    secrets: list[str] = []
+    if key_default is not None or read.optional_text("api_key_env") is not None:
+        secrets.append(read.secret("api_key_env", environ, key_default))
+        headers["authorization"] = f"Bearer {secrets[-1]}"
+    for header, variable in own.headers.items():
+        secrets.append(read.header_value(variable, environ, f"the {header} variable"))
+        headers[header] = secrets[-1]
+    return http_settings(
+        read,
+        path=path,
+        default_base_url=default_base_url,
+        headers=headers,
+        secrets=tuple(secrets),
+        sleep=sleep,
+        asleep=asleep,
+        query=own.query,
+    )
 
 
 def _own(name: str, settings: Mapping[str, Any]) -> OpenAISettings:
@@ -174,33 +230,21 @@ class OpenAIProvider(HttpProvider):
     ) -> OpenAIProvider:
         """Build from a provider section; ``api_key_env`` is optional (local servers need none),
         and so are the gateway's ``headers`` and ``query`` (:class:`OpenAISettings`)."""
-        read, own = Settings(name, settings), _own(name, settings)
-        first = next(endpoint_problems(name, settings), None)
-        if first is not None:
-            key, problem = first
-            raise read.error(f"{key} {problem}")
-        headers: dict[str, str] = {}
-        secrets: list[str] = []
-        if read.optional_text("api_key_env") is not None:
-            secrets.append(read.secret("api_key_env", environ))
-            headers["authorization"] = f"Bearer {secrets[-1]}"
-        for header, variable in own.headers.items():
-            secrets.append(read.header_value(variable, environ, f"the {header} variable"))
-            headers[header] = secrets[-1]
+        read = Settings(name, settings)
+        http = gateway_http(
+            read,
+            settings,
+            environ,
+            path=PATH,
+            default_base_url=DEFAULT_BASE_URL,
+            key_default=None,
+            sleep=sleep,
+            asleep=asleep,
+        )
         options = read.request_fields()
         if "max_tokens" in options and "max_completion_tokens" in options:
             # The API refuses both; o-series models take only max_completion_tokens.
             raise read.error('set "max_tokens" or "max_completion_tokens", not both')
-        http = http_settings(
-            read,
-            path=PATH,
-            default_base_url=DEFAULT_BASE_URL,
-            headers=headers,
-            secrets=tuple(secrets),
-            sleep=sleep,
-            asleep=asleep,
-            query=own.query,
-        )
         return cls(name=name, model=read.text("model"), http=http, options=options)
 
     def __repr__(self) -> str:

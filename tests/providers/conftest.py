@@ -346,3 +346,17 @@ def anthropic_semantics(body: dict[str, Any]) -> None:
 @pytest.fixture(scope="session")
 def semantics() -> dict[str, Callable[[dict[str, Any]], None]]:
     return {"openai": openai_semantics, "anthropic": anthropic_semantics}
+
+
+@pytest.fixture(scope="session")
+def responses_oracle() -> Callable[[Any], None]:
+    from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+
+    return _oracle(ResponseCreateParamsNonStreaming)
+
+
+@pytest.fixture(scope="session")
+def responses_stream_oracle() -> Callable[[Any], None]:
+    from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+    return _oracle(ResponseCreateParamsStreaming)
