@@ -653,13 +653,15 @@ def redact_tree(value: object, *, keys: bool = False) -> object:
     its key as context.
 
     A value under a key that names a credential (``password``, ``db_password``,
-    ``client_secret``, ``api_key``, ``token``, ``Authorization``: any key the catalogue reads
-    as the name of a credential assignment) is masked whole, strings and numbers at any depth
-    below it. A string that holds a JSON object or array is read as one, its leaves masked with
-    their keys as context, and written back as JSON. With ``keys``, every string key is masked
-    like a value too (keys that mask alike are numbered, so none is lost); otherwise keys are
-    kept as they are. Tuples come back as lists and other scalars are unchanged. A container
-    nested more than 100 levels deep, or one that contains itself, becomes ``***``.
+    ``client_secret``, ``api_key``, ``token``, ``Authorization``, ``contraseña``, ``cvv``: any
+    key :func:`names_a_credential` reads so, the vocabulary the builtin plugin's column rule
+    uses) is masked whole, strings and numbers at any depth below it; ``prompt_tokens`` or
+    ``sort_key`` stay readable. A string that holds a JSON object or array is read as one, its
+    leaves masked with their keys as context, and written back as JSON. With ``keys``, every
+    string key is masked like a value too (keys that mask alike are numbered, so none is
+    lost); otherwise keys are kept as they are. Tuples come back as lists and other scalars
+    are unchanged. A container nested more than 100 levels deep, or one that contains itself,
+    becomes ``***``.
     """
     return _Walk(keys=keys).node(value, 1, under_credential=False)
 
@@ -667,14 +669,6 @@ def redact_tree(value: object, *, keys: bool = False) -> object:
 # Read as JSON: a string that is one object or array, not longer than a leaf may be kept
 # whole many times over (a longer one is masked as text).
 _JSON_MAX_CHARS: Final = 50 * LEAF_MAX_CHARS
-_PROBE: Final = '"nrllm-probe"'
-
-
-@functools.lru_cache(maxsize=4096)
-def _names_credential(key: str) -> bool:
-    """Whether the catalogue masks a value assigned to ``key`` (in a JSON member, whose quoted
-    value every credential shape takes whole)."""
-    return not mask_secrets(f"{json.dumps(key)}: {_PROBE}").endswith(_PROBE)
 
 
 class _Walk:
@@ -707,7 +701,7 @@ class _Walk:
         out: dict[object, object] = {}
         numbers: dict[str, int] = {}
         for key, item in value.items():
-            secret = under_credential or (isinstance(key, str) and _names_credential(key))
+            secret = under_credential or (isinstance(key, str) and names_a_credential(key))
             if self._keys and isinstance(key, str):
                 key = masked = redact(key)
                 number = numbers.get(masked, 1)

@@ -117,7 +117,9 @@ LEVELS = [PrivacyLevel.NONE, PrivacyLevel.METADATA]
         ("stop", "stop"),
         ("please store this sentence: sk-live-0123456789abcdef", "other"),
         ("x" * 100_000, "other"),
-        ("STOP", "other"),
+        # Gemini's own word is known as it writes it; a case it does not write is not.
+        ("STOP", "STOP"),
+        ("Stop", "other"),
     ],
 )
 def test_finish_reason_is_a_known_value_or_other(run_at, level, sent, stored):

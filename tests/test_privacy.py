@@ -29,7 +29,7 @@ from nrllm_core._privacy import (
     audit_view_for,
     privacy_view,
 )
-from nrllm_core.redact import redact_tree
+from nrllm_core.redact import names_a_credential, redact_tree
 
 from .conftest import Counting, ToolsPlugin
 
@@ -356,15 +356,18 @@ def test_metadata_never_keeps_a_content_key_and_measures_strings(step: RunStep) 
             assert view[key] == value
 
 
-# Lower-case words and spaces cannot form a credential, an address or an over-long leaf.
+# Lower-case words and spaces cannot form a credential, an address or an over-long leaf; as a
+# key, they must not name a credential either (``iban``, ``pin``).
 _benign = st.text(alphabet="abcdefghij klmnop", max_size=60)
+_benign_key = _benign.filter(lambda key: not names_a_credential(key))
 
 
 @given(
     st.dictionaries(
         st.sampled_from(CONTENT_KEYS[:-1]),
         st.recursive(
-            _benign, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_benign, inner)
+            _benign,
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_benign_key, inner),
         ),
     )
 )
@@ -624,6 +627,35 @@ def test_redact_tree_reads_a_value_with_its_key_and_leaves_ordinary_values() -> 
         "body": '{"client_secret": "***", "note": "fine"}',
         "list": '[{"token": "***"}]',
         "not json": "{this is prose}",
+    }
+
+
+def test_redact_tree_reads_keys_with_the_column_rules_vocabulary() -> None:
+    # One vocabulary for keys and columns: what read_records withholds as a column is masked
+    # as a key, in any language, and what it shows stays readable.
+    value = {
+        "contraseña": "hunter2",
+        "пароль": "hunter2",
+        "密码": "hunter2",
+        "cvv": 123,
+        "connection_string": "Server=db;Pwd=x",
+        "prompt_tokens": 12,
+        "session_id": "s-1",
+        "commit_hash": "abc123",
+        "pass_rate": 0.9,
+    }
+    masked = redact_tree(value)
+
+    assert isinstance(masked, dict)
+    assert {key for key in value if masked[key] == "***"} == {
+        key for key in value if names_a_credential(key)
+    }
+    assert {key for key, item in masked.items() if item == "***"} == {
+        "contraseña",
+        "пароль",
+        "密码",
+        "cvv",
+        "connection_string",
     }
 
 

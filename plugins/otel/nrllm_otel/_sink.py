@@ -181,7 +181,8 @@ class OtelSink:
             {
                 names.GEN_AI_OPERATION_NAME: names.OPERATION_INVOKE_AGENT,
                 names.GEN_AI_AGENT_NAME: self._agent_name,
-                names.GEN_AI_PROVIDER_NAME: _text(payload.get("provider_kind")) or provider,
+                names.GEN_AI_PROVIDER_NAME: _provider_name(_text(payload.get("provider_kind")))
+                or provider,
                 names.GEN_AI_REQUEST_MODEL: _text(payload.get("model")),
                 names.GEN_AI_CONVERSATION_ID: record.run_id,
                 "nrllm.provider": provider,
@@ -463,3 +464,17 @@ def _count(value: object) -> int | None:
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+# ``gen_ai.provider.name`` for the provider kinds whose API the conventions name otherwise
+# (upstream: GenAiProviderNameValues); any other kind is its own name.
+_PROVIDER_NAMES: Final = {
+    "openai-responses": "openai",
+    "gemini": "gcp.gemini",
+    "bedrock": "aws.bedrock",
+}
+
+
+def _provider_name(kind: str | None) -> str | None:
+    """The conventions' name of the API a provider kind speaks."""
+    return None if kind is None else _PROVIDER_NAMES.get(kind, kind)

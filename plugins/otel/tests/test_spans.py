@@ -457,6 +457,30 @@ def test_a_chat_span_without_a_model_is_named_chat(otel):
     assert chat.attributes["gen_ai.provider.name"] == "openai"
 
 
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("openai", "openai"),
+        ("openai-responses", "openai"),
+        ("anthropic", "anthropic"),
+        ("gemini", "gcp.gemini"),
+        ("bedrock", "aws.bedrock"),
+    ],
+)
+def test_the_provider_name_is_the_conventions_name_of_the_kinds_api(otel, kind, name):
+    from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
+        GenAiProviderNameValues,
+    )
+
+    otel.sink.nrllm_audit(start_record(provider="p", provider_kind=kind, model="m"))
+    otel.sink.nrllm_audit(step_record(1, StepKind.REQUEST))
+    otel.sink.nrllm_audit(step_record(2, StepKind.LLM, finish_reason="stop"))
+    otel.sink.nrllm_audit(step_record(3, StepKind.FINISH, status="completed"))
+    (chat,) = otel.named("chat m")
+    assert chat.attributes["gen_ai.provider.name"] == name
+    assert name in {v.value for v in GenAiProviderNameValues}
+
+
 def start_record(**payload) -> AuditRecord:
     return step_record(0, StepKind.START, run_kind="run", **payload)
 
