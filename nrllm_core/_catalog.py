@@ -11,7 +11,7 @@ import attrs
 
 from nrllm_core._schema import argument_error, compile_schema
 from nrllm_core._tool import NAME_PATTERN, Tool
-from nrllm_core._values import DataClass, Effect
+from nrllm_core._values import DataClass, Effect, Integrity
 from nrllm_core.redact import redact
 
 __all__ = ["GROUP_DEFAULTS", "RegisteredTool", "ToolCatalog", "ToolRegistry", "WithheldTool"]
@@ -61,6 +61,10 @@ class RegisteredTool:
     checks_own_arguments: bool
     data_class: DataClass
     data_class_source: str
+    # Who writes its results, as declared; undeclared is untrusted.
+    integrity: Integrity
+    # The most sensitive data class it may send out of the host; None: it sends nothing out.
+    egress: DataClass | None
     # Whether ``execute`` is a coroutine function (the call runs on an event loop); read
     # once, like the declaration, instead of on every call.
     is_async: bool = attrs.field(eq=False, repr=False)
@@ -150,6 +154,10 @@ def _validate(tool: object) -> None:
             raise TypeError(f"tool {name!r}: {attribute} has the wrong type")
     if tool.data_class is not None and not isinstance(tool.data_class, DataClass):
         raise TypeError(f"tool {name!r}: data_class must be a DataClass or None")
+    if tool.integrity is not None and not isinstance(tool.integrity, Integrity):
+        raise TypeError(f"tool {name!r}: integrity must be an Integrity or None")
+    if tool.egress is not None and not isinstance(tool.egress, DataClass):
+        raise TypeError(f"tool {name!r}: egress must be a DataClass or None")
     if tool.parameters.get("type") != "object":
         raise ValueError(f"tool {name!r}: parameters must be a JSON Schema of type object")
     compile_schema(tool.parameters)
@@ -195,6 +203,8 @@ def snapshot(tool: Tool, plugin: str, answers: list[DataClass | None]) -> Regist
         checks_own_arguments=tool.checks_own_arguments,
         data_class=effective,
         data_class_source=source,
+        integrity=Integrity.UNTRUSTED if tool.integrity is None else tool.integrity,
+        egress=tool.egress,
         is_async=inspect.iscoroutinefunction(tool.execute),
     )
 

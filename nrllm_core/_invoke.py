@@ -21,7 +21,7 @@ from nrllm_core._payloads import RunStep, StepKind, WirePayload, builder
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._schema import argument_error
 from nrllm_core._tool import NO_SETTINGS, ToolContext
-from nrllm_core._values import ToolResult
+from nrllm_core._values import Integrity, ToolResult
 from nrllm_core.log import logger
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def deliver(
     else:
         artifacts = bound_artifacts(result.artifacts) if result.artifacts else ()
         if content is not result.content or artifacts is not result.artifacts:
-            result = ToolResult.text(content, *artifacts)
+            result = ToolResult.text(content, *artifacts, integrity=result.integrity)
     # The name comes from the model: bounded like any text it influences.
     shown_name = bound_content(tool_name)
     wire = _new_wire(
@@ -198,10 +198,21 @@ def deliver(
             "tool_description": None if registered is None else registered.audited_description,
             "tool_data_class": None if registered is None else registered.data_class._value_,
             "tool_effect": None if registered is None else registered.effect._value_,
+            # Who wrote what went on the wire; None when no tool ran (nrllm's own refusal).
+            "tool_integrity": (
+                None
+                if registered is None or outcome == REFUSED
+                else result_integrity(registered, result)._value_
+            ),
         },
         tool_artifacts=result.artifacts,
     )
     return wire, step
+
+
+def result_integrity(registered: RegisteredTool, result: ToolResult) -> Integrity:
+    """Who wrote a result a tool returned: as the result says, else as the tool declares."""
+    return registered.integrity if result.integrity is None else result.integrity
 
 
 def admit(

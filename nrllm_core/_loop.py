@@ -21,7 +21,16 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import MAX_ROUNDS_CAP, MAX_ROUNDS_DEFAULT, RunConfig
-from nrllm_core._invoke import REFUSED, Admitted, Executed, admit, deliver, own_context
+from nrllm_core._invoke import (
+    REFUSED,
+    Admitted,
+    Executed,
+    admit,
+    deliver,
+    own_context,
+    result_integrity,
+)
+from nrllm_core._label import RunLabel
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import (
     ChatMessage,
@@ -152,6 +161,8 @@ class SuspendedRunState:
     run_id: str
     # Fresh for every suspension, so two identical turns never share a digest.
     nonce: str
+    # What the model has seen; a state sealed without one stands for the strictest.
+    label: RunLabel = attrs.field(factory=RunLabel.unknown)
 
     @property
     def initiator(self) -> str:
@@ -256,6 +267,7 @@ class _Segment:
     invocations: list[ToolInvocation] = attrs.field(factory=list)
     # The calls a person approved: the only ones of a tool needing approval that may run.
     approved: frozenset[str] = frozenset()
+    label: RunLabel = attrs.field(factory=RunLabel)
 
 
 def first_segment(
@@ -402,6 +414,7 @@ def _ask(
                 "messages_sent": [m.to_dict() for m in seg.messages],
                 "tool_specs": [s.name for s in specs],
                 "tool_choice": tool_choice,
+                "label": seg.label.audited(),
             },
         )
     )
@@ -537,6 +550,7 @@ def _approval_scan(
         max_rounds=seg.max_rounds,
         run_id=seg.run_id,
         nonce=secrets.token_hex(16),
+        label=seg.label,
     )
 
 
@@ -608,6 +622,13 @@ def _answer_turn(
         )
         audited = yield Record(step=step, wire=wire)
         _answer(seg, call, wire.content, wire.is_error)
+        if isinstance(plan, Admitted):
+            seg.label = seg.label.rise(
+                tool=plan.registered.name,
+                call_id=call.id,
+                data_class=plan.registered.data_class,
+                integrity=result_integrity(plan.registered, result),
+            )
         if isinstance(plan, Admitted) and plan.registered.effect.is_write and not audited:
             lost.append(call.name)
     if lost:
@@ -681,6 +702,7 @@ def resumed_segment(
         usage=state.usage,
         iterations=state.iterations,
         approved=frozenset(p.call_id for p in state.pending) if approved else frozenset(),
+        label=state.label,
     )
 
     def answer_turn() -> Core:

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal, final
 import attrs
 
 from nrllm_core._json import is_json
-from nrllm_core._values import Actor, DataClass, Effect, ToolResult
+from nrllm_core._values import Actor, DataClass, Effect, Integrity, ToolResult
 
 __all__ = ["NAME_PATTERN", "NO_SETTINGS", "Tool", "ToolContext", "tool"]
 
@@ -52,8 +52,9 @@ class ToolContext:
 class Tool:
     """Subclass this to write a tool; or decorate a function with :func:`tool`.
 
-    The data class and the effect are properties of the code: host configuration cannot
-    change them.
+    The data class, the effect, the integrity of its results (``None``: untrusted) and its
+    egress (the most sensitive data class it may send out of the host, ``None`` when it sends
+    nothing out) are properties of the code: host configuration cannot change them.
     """
 
     name: str
@@ -69,6 +70,8 @@ class Tool:
     enabled_by_default: bool = True
     requires_admin: bool = False
     checks_own_arguments: bool = False
+    integrity: Integrity | None = None
+    egress: DataClass | None = None
 
     def execute(
         self, arguments: dict[str, Any], context: ToolContext
@@ -141,6 +144,8 @@ def tool(
     requires_admin: bool = False,
     checks_own_arguments: bool = False,
     preview: Callable[..., list[str] | None] | None = None,
+    integrity: Integrity | None = None,
+    egress: DataClass | None = None,
 ) -> Callable[[Callable[..., ToolResult | Awaitable[ToolResult]]], Tool]:
     """Turn a typed function into a :class:`Tool`.
 
@@ -174,6 +179,8 @@ def tool(
             enabled_by_default=enabled_by_default,
             requires_admin=requires_admin,
             checks_own_arguments=checks_own_arguments,
+            integrity=integrity,
+            egress=egress,
         )
 
     return decorate

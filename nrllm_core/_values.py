@@ -13,6 +13,7 @@ __all__ = [
     "ArtifactType",
     "DataClass",
     "Effect",
+    "Integrity",
     "ToolArtifact",
     "ToolResult",
     "TrustZone",
@@ -27,6 +28,15 @@ class ArtifactType(enum.StrEnum):
 
     TABLE = "table"
     TEXT = "text"
+
+
+class Integrity(enum.StrEnum):
+    """Who wrote what a tool returns: ``trusted``, the host's own people or systems;
+    ``untrusted``, anyone else (a web page, a stranger's email, a file shared with you, an MCP
+    server's answer). What a tool does not declare is untrusted."""
+
+    TRUSTED = "trusted"
+    UNTRUSTED = "untrusted"
 
 
 class _Ranked(enum.StrEnum):
@@ -219,19 +229,33 @@ class ToolResult:
     content: str
     is_error: bool
     artifacts: tuple[ToolArtifact, ...]
+    # Who wrote this result, when the tool says per call; ``None``: as the tool declares.
+    integrity: Integrity | None = None
     _token: object = attrs.field(
         default=None, alias="_token", repr=False, eq=False, hash=False, validator=_refuse_direct
     )
 
     @classmethod
-    def text(cls, content: str, *artifacts: ToolArtifact) -> ToolResult:
-        """A successful result, optionally with artifacts (order kept)."""
+    def text(
+        cls, content: str, *artifacts: ToolArtifact, integrity: Integrity | None = None
+    ) -> ToolResult:
+        """A successful result, optionally with artifacts (order kept). ``integrity`` says who
+        wrote this one result when the tool returns both kinds (your own email and one from a
+        stranger); without it, the tool's declared ``integrity`` holds."""
         if not isinstance(content, str):
             raise TypeError("ToolResult content must be a str")
         for artifact in artifacts:
             if not isinstance(artifact, ToolArtifact):
                 raise TypeError("ToolResult artifacts must be ToolArtifact instances")
-        return cls(content=content, is_error=False, artifacts=artifacts, _token=_CREATE)
+        if integrity is not None and not isinstance(integrity, Integrity):
+            raise TypeError("ToolResult integrity must be an Integrity or None")
+        return cls(
+            content=content,
+            is_error=False,
+            artifacts=artifacts,
+            integrity=integrity,
+            _token=_CREATE,
+        )
 
     @classmethod
     def error(cls, content: str) -> ToolResult:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from nrllm_builtin._policy import is_sensitive_column
 from nrllm_builtin._settings import settings_or_error
-from nrllm_core import Tool, ToolContext, ToolResult
+from nrllm_core import Integrity, Tool, ToolContext, ToolResult
 from nrllm_core.redact import mask_secrets
 
 __all__ = ["ReadSource", "SearchCode"]
@@ -187,6 +187,8 @@ class ReadSource(Tool):
             "additionalProperties": False,
         }
     )
+    # The host's own source tree.
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         roots = _roots(context, self.name)
@@ -233,6 +235,7 @@ class SearchCode(Tool):
             "additionalProperties": False,
         }
     )
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         roots = _roots(context, self.name)

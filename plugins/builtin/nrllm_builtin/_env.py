@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from nrllm_builtin._settings import settings_or_error
-from nrllm_core import DataClass, Tool, ToolContext, ToolResult
+from nrllm_core import DataClass, Integrity, Tool, ToolContext, ToolResult
 from nrllm_core.redact import REDACTION_MASK, mask_secrets
 
 __all__ = ["GetEnv"]
@@ -38,6 +38,8 @@ class GetEnv(Tool):
             "additionalProperties": False,
         }
     )
+    # The host's own environment.
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         settings = settings_or_error(context, self.name)

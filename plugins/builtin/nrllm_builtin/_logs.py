@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from nrllm_builtin._settings import settings_or_error
-from nrllm_core import Tool, ToolContext, ToolResult
+from nrllm_core import Integrity, Tool, ToolContext, ToolResult
 from nrllm_core.redact import redact
 
 __all__ = ["FetchLogs"]
@@ -34,6 +34,8 @@ class FetchLogs(Tool):
             "additionalProperties": False,
         }
     )
+    # Log lines quote what anyone sent the host (paths, headers, user agents).
+    integrity = Integrity.UNTRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         settings = settings_or_error(context, self.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from nrllm_core import Tool, ToolArtifact, ToolContext, ToolResult
+from nrllm_core import Integrity, Tool, ToolArtifact, ToolContext, ToolResult
 
 __all__ = ["ListPlugins"]
 
@@ -17,6 +17,7 @@ class ListPlugins(Tool):
         "List the installed nrllm plugins: entry-point name, module, distribution and version."
     )
     group = "system"
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         # Metadata only: listing a plugin never imports its code.

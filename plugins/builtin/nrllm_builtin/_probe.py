@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from nrllm_builtin._settings import settings_or_error
-from nrllm_core import Tool, ToolContext, ToolResult
+from nrllm_core import DataClass, Integrity, Tool, ToolContext, ToolResult
 from nrllm_core.redact import mask_secrets
 
 __all__ = ["ProbeUrl", "page_title"]
@@ -68,6 +68,9 @@ class ProbeUrl(Tool):
             "additionalProperties": False,
         }
     )
+    # A page anyone wrote; and the URL it asks for leaves the host (it can carry data out).
+    integrity = Integrity.UNTRUSTED
+    egress = DataClass.PUBLIC_CONTENT
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         from nrllm_core.net import FetchRefused, fetch_public

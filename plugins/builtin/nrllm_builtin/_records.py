@@ -19,7 +19,7 @@ from nrllm_builtin._access import (
 from nrllm_builtin._cells import RecordTable, fit_lines, format_cell, shows_whole
 from nrllm_builtin._database import reflect_table, table_names
 from nrllm_builtin._policy import TablePolicy
-from nrllm_core import CONTENT_MAX_BYTES, Tool, ToolArtifact, ToolContext, ToolResult
+from nrllm_core import CONTENT_MAX_BYTES, Integrity, Tool, ToolArtifact, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from sqlalchemy import Column, Connection, Table
@@ -64,6 +64,8 @@ class ReadRecords(Tool):
             "additionalProperties": False,
         }
     )
+    # Rows hold what the application's users typed, not only its own people.
+    integrity = Integrity.UNTRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return records_call(self.name, context, lambda conn, policy: _read(conn, policy, arguments))
@@ -146,6 +148,7 @@ class SearchRecords(Tool):
             "additionalProperties": False,
         }
     )
+    integrity = Integrity.UNTRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return records_call(
@@ -215,6 +218,8 @@ class ListTables(Tool):
     name = "list_tables"
     description = "List the tables the records tools may read, with their readable columns."
     group = "structure"
+    # The schema is the host's own.
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return records_call(self.name, context, _list_tables)
@@ -259,6 +264,7 @@ class GetTableSchema(Tool):
             "additionalProperties": False,
         }
     )
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return records_call(

@@ -6,10 +6,10 @@ import os
 import platform
 import sys
 
-from nrllm_core import ToolArtifact, ToolResult, tool
+from nrllm_core import Integrity, ToolArtifact, ToolResult, tool
 
 
-@tool(group="system")
+@tool(group="system", integrity=Integrity.TRUSTED)
 def get_system_status() -> ToolResult:
     """Report the Python version, platform, process id and load average of the host process."""
     rows = [

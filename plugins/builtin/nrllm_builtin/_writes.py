@@ -19,7 +19,7 @@ from nrllm_builtin._cells import format_cell
 from nrllm_builtin._database import connect
 from nrllm_builtin._policy import TablePolicy
 from nrllm_builtin._settings import settings_or_error
-from nrllm_core import Effect, Tool, ToolContext, ToolResult
+from nrllm_core import Effect, Integrity, Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table
@@ -89,6 +89,8 @@ class CreateRecordDraft(Tool):
             "additionalProperties": False,
         }
     )
+    # Its answer is its own confirmation, not the record's text.
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return records_call(
@@ -137,6 +139,7 @@ class UpdateRecord(Tool):
             "additionalProperties": False,
         }
     )
+    integrity = Integrity.TRUSTED
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         return records_call(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from nrllm_core import DataClass, ToolArtifact, ToolResult, tool
+from nrllm_core import DataClass, Integrity, ToolArtifact, ToolResult, tool
 
 FORMATS: Final = {
     "podcast": "a podcast script (audio where a speech provider is configured)",
@@ -19,7 +19,7 @@ FORMATS: Final = {
 }
 
 
-@tool(group="nr_repurpose", data_class=DataClass.PUBLIC_CONTENT)
+@tool(group="nr_repurpose", data_class=DataClass.PUBLIC_CONTENT, integrity=Integrity.TRUSTED)
 def list_repurpose_formats() -> ToolResult:
     """List the formats a repurpose job can turn a web page or a PDF into."""
     rows = [[name, about] for name, about in FORMATS.items()]

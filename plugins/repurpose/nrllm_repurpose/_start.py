@@ -7,7 +7,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolResult
+from nrllm_core import DataClass, Effect, Integrity, Tool, ToolContext, ToolResult
 from nrllm_core.log import logger
 from nrllm_core.net import redact_url
 from nrllm_repurpose._formats import FORMATS
@@ -153,6 +153,9 @@ class StartRepurposeJob(Tool):
     # A job costs provider money: an operator switches the tool on.
     enabled_by_default = False
     checks_own_arguments = True
+    # It fetches an article anyone wrote, from a URL that leaves the host.
+    integrity = Integrity.UNTRUSTED
+    egress = DataClass.PUBLIC_CONTENT
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         if not _permitted(context):
