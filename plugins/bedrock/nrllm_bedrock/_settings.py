@@ -14,6 +14,7 @@ from nrllm_core import ProviderConfigError
 __all__ = [
     "BedrockSettings",
     "bedrock_check",
+    "bedrock_endpoint",
     "endpoint",
     "own_settings",
 ]
@@ -75,6 +76,26 @@ def endpoint(name: str, settings: Mapping[str, Any]) -> str | None:
     if own.region is None:
         return None
     return f"https://bedrock-runtime.{own.region}.amazonaws.com"
+
+
+def bedrock_endpoint(
+    name: str, settings: Mapping[str, Any]
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Where the section's whole answers are asked for (streams go to ``converse-stream``
+    beside it), and the environment variables it reads; none is read here."""
+    from urllib.parse import quote
+
+    base = endpoint(name, settings) or "(no region)"
+    model = settings.get("model")
+    url = f"{base}/model/{quote(model if isinstance(model, str) else '', safe='')}/converse"
+    variable = settings.get("api_key_env")
+    if variable is not None:
+        return url, ((str(variable), "authorization"),)
+    region = own_settings(name, settings).region or "(no region)"
+    return url, (
+        (DEFAULT_KEY_VARIABLE, "authorization, when set"),
+        ("AWS_ACCESS_KEY_ID", f"else SigV4 for {region} with the AWS credential chain"),
+    )
 
 
 def bedrock_check(

@@ -311,3 +311,60 @@ def test_importing_the_plugin_and_building_a_provider_loads_neither_botocore_nor
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+# -- nrllm config check ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def config_check(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from nrllm_core.cli import _common, cli
+
+    monkeypatch.setattr(
+        _common,
+        "plugin_manager",
+        lambda **_: make_plugin_manager(plugins=[nrllm_bedrock], load_entry_points=False),
+    )
+
+    def check(text: str) -> Any:
+        config = tmp_path / "nrllm.toml"
+        config.write_text(text, encoding="utf-8")
+        return CliRunner().invoke(cli, ["--config", str(config), "config", "check"])
+
+    return check
+
+
+def test_config_check_prints_the_settings_the_url_and_the_variables(config_check):
+    result = config_check(
+        '[providers.claude]\nkind = "bedrock"\nmodel = "eu.anthropic.claude-v1:0"\n'
+        'region = "eu-central-1"\n\n'
+        '[providers.vpc]\nkind = "bedrock"\nmodel = "amazon.nova-pro-v1:0"\nregion = "us-east-1"\n'
+        'endpoint_url = "https://vpce.example"\napi_key_env = "NOVA_KEY"\n'
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        'provider claude bedrock settings: {"region":"eu-central-1","endpoint_url":null}' in lines
+    )
+    assert (
+        "provider claude url: https://bedrock-runtime.eu-central-1.amazonaws.com/model/"
+        "eu.anthropic.claude-v1%3A0/converse"
+    ) in lines
+    assert (
+        "provider claude environment: AWS_BEARER_TOKEN_BEDROCK (authorization, when set), "
+        "AWS_ACCESS_KEY_ID (else SigV4 for eu-central-1 with the AWS credential chain)"
+    ) in lines
+    assert "provider vpc url: https://vpce.example/model/amazon.nova-pro-v1%3A0/converse" in lines
+    assert "provider vpc environment: NOVA_KEY (authorization)" in lines
+
+
+def test_config_check_refuses_what_the_api_would(config_check):
+    result = config_check(
+        '[providers.claude]\nkind = "bedrock"\nmodel = "m"\nregion = "eu-central-1"\n'
+        "[providers.claude.params]\ntopK = 5\n"
+    )
+    assert result.exit_code == 2
+    assert "providers.claude.params.topK: is no Converse request field" in result.stderr
