@@ -91,7 +91,8 @@ class Events:
             self._role = role
             return False
         if name == "metadata":
-            self._started()
+            if not self._stopped:
+                raise StreamBroken("metadata before messageStop")
             self._message.update({k: data[k] for k in ("usage", "metrics", "trace") if k in data})
             return True
         if name == "messageStop":
@@ -144,7 +145,12 @@ class Events:
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
         ((field, value),) = delta.items()
-        block = self._blocks.setdefault(index, {})
+        block = self._blocks.get(index)
+        # A text or reasoning block starts with its first delta; a tool call with its start.
+        if block is None and field in ("text", "reasoningContent"):
+            block = self._blocks[index] = {}
+        if block is None or next(iter(block), field) != field:
+            raise StreamBroken("a delta of another kind than its block")
         if field == "text" and isinstance(value, str):
             block["text"] = _of(block, "text", str, "") + value
             self._show(TextDelta, index, value)
@@ -155,9 +161,7 @@ class Events:
         elif field == "reasoningContent" and isinstance(value, dict):
             self._reasoning(index, block.setdefault("reasoningContent", {}), value)
         else:
-            raise StreamBroken("a delta of another kind than its block")
-        if len(block) != 1:
-            raise StreamBroken("a delta of another kind than its block")
+            raise StreamBroken(f"a malformed {field} delta")
 
     def _reasoning(self, index: int, reasoning: dict[str, Any], value: dict[str, Any]) -> None:
         if isinstance(value.get("redactedContent"), str):

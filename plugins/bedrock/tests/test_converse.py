@@ -542,3 +542,31 @@ def test_a_validation_error_is_not_retried(make_provider, server, sleeps):
     with pytest.raises(ProviderError, match=r"HTTP 400 ValidationException: .*Malformed input"):
         make_provider().complete([ChatMessage.user("hi")], [])
     assert sleeps == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        [
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "a"}}),
+            (
+                "contentBlockDelta",
+                {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "b"}}},
+            ),
+        ],
+        [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}})],
+        [("metadata", {"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}})],
+        [("contentBlockDelta", {"delta": {"text": "a"}})],
+    ],
+    ids=["two kinds in one block", "tool input without its start", "metadata first", "no index"],
+)
+def test_events_that_make_no_sense_break_the_stream(broken, make_provider, server, sleeps, wire):
+    good = wire.stream_of(ANSWERS["text"])
+    events = [wire.event(kind, data) for kind, data in broken]
+    server.stream(good[0], *events, *good[1:])
+    server.stream(*good)
+    deltas: list[Any] = []
+    got = make_provider().stream([ChatMessage.user("?")], [], on_delta=deltas.append)
+    assert got.content == "Hallo, Welt."
+    assert len(server.bodies) == 2
+    assert StreamRestarted() in deltas
