@@ -12,11 +12,12 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 install: $(BIN)/python
-	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp -e ./plugins/otel
+	$(INSTALL) -e . -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp -e ./plugins/otel \
+		-e ./plugins/bedrock
 
 install-dev: $(BIN)/python
 	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp \
-		-e "./plugins/otel[test]"
+		-e "./plugins/otel[test]" -e ./plugins/bedrock
 
 demo: install
 	rm -rf .demo
@@ -30,7 +31,7 @@ test: install-dev
 
 bench: $(BIN)/python
 	$(INSTALL) -e ".[dev,bench]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp \
-		-e "./plugins/otel[test]"
+		-e "./plugins/otel[test]" -e ./plugins/bedrock
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_processes.py
 	$(BIN)/python benchmarks/bench_seam.py

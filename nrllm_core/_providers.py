@@ -26,6 +26,7 @@ __all__ = [
     "Provider",
     "ProviderCheck",
     "ProviderConfigError",
+    "ProviderEndpoint",
     "ProviderFactory",
     "ProviderKind",
     "ProviderRegistry",
@@ -284,6 +285,17 @@ class ToolCheck(Protocol):
     def __call__(self, tool: ToolSpec) -> str | None: ...
 
 
+class ProviderEndpoint(Protocol):
+    """Where a kind's section sends its requests and what it reads from the environment, for
+    ``nrllm config check`` to print: the URL, and each environment variable's name with what
+    its value is sent as (a header's name). It must not read the environment or reach the
+    network."""
+
+    def __call__(
+        self, name: str, settings: Mapping[str, Any]
+    ) -> tuple[str, tuple[tuple[str, str], ...]]: ...
+
+
 class ProviderConfigError(ProviderError):
     """A provider section cannot be turned into a provider."""
 
@@ -291,14 +303,15 @@ class ProviderConfigError(ProviderError):
 @final
 @attrs.frozen(kw_only=True)
 class ProviderKind:
-    """A registered kind: its factory, the :class:`ProviderCheck` of its sections, and the
+    """A registered kind: its factory, the :class:`ProviderCheck` of its sections, the
     attrs class of the settings of its own (the keys a ``[providers.NAME]`` section of this
-    kind takes beyond core's)."""
+    kind takes beyond core's), its :class:`ToolCheck` and its :class:`ProviderEndpoint`."""
 
     factory: ProviderFactory
     check: ProviderCheck | None = None
     settings: type[Any] | None = None
     tools: ToolCheck | None = None
+    endpoint: ProviderEndpoint | None = None
 
 
 @final
@@ -318,13 +331,14 @@ class ProviderRegistry:
         check: ProviderCheck | None = None,
         settings: type[Any] | None = None,
         tools: ToolCheck | None = None,
+        endpoint: ProviderEndpoint | None = None,
     ) -> None:
         """Register ``factory`` for ``kind = "<kind>"`` in a provider section, once per kind,
         with the :class:`ProviderCheck` its sections must pass, the attrs class of the
         settings of its own (``region``, say): a section of this kind takes those keys beyond
         core's, checked and structured into an instance of the class (the factory gets it as
-        ``settings["options"]``), and the :class:`ToolCheck` of the tools its runs are
-        offered."""
+        ``settings["options"]``), the :class:`ToolCheck` of the tools its runs are
+        offered, and the :class:`ProviderEndpoint` that ``nrllm config check`` prints."""
         if not isinstance(kind, str) or not kind:
             raise ValueError("a provider kind is a non-empty string")
         if not callable(factory):
@@ -335,10 +349,12 @@ class ProviderRegistry:
             raise TypeError(f"the settings of provider kind {kind!r} are not an attrs class")
         if tools is not None and not callable(tools):
             raise TypeError(f"the tool check for provider kind {kind!r} is not callable")
+        if endpoint is not None and not callable(endpoint):
+            raise TypeError(f"the endpoint of provider kind {kind!r} is not callable")
         if kind in self._kinds:
             raise ValueError(f"provider kind {kind!r} is already registered")
         self._kinds[kind] = ProviderKind(
-            factory=factory, check=check, settings=settings, tools=tools
+            factory=factory, check=check, settings=settings, tools=tools, endpoint=endpoint
         )
 
     def get(self, kind: str) -> ProviderFactory | None:

@@ -20,6 +20,7 @@ PACKAGES = {
     "nrllm_repurpose": ROOT / "plugins" / "repurpose" / "nrllm_repurpose",
     "nrllm_mcp": ROOT / "plugins" / "mcp" / "nrllm_mcp",
     "nrllm_otel": ROOT / "plugins" / "otel" / "nrllm_otel",
+    "nrllm_bedrock": ROOT / "plugins" / "bedrock" / "nrllm_bedrock",
 }
 
 

@@ -851,6 +851,19 @@ def test_the_registry_refuses_a_check_that_is_not_callable():
         registry.register(
             "x", lambda name, settings, *, config_dir, environ: _EchoProvider(), check="no"
         )
+    with pytest.raises(TypeError, match="endpoint of provider kind 'x' is not callable"):
+        registry.register(
+            "x", lambda name, settings, *, config_dir, environ: _EchoProvider(), endpoint="no"
+        )
+
+
+def test_core_kinds_register_the_endpoints_config_check_prints():
+    from nrllm_core.providers._kinds import register_core_kinds
+
+    registry = ProviderRegistry()
+    register_core_kinds(registry)
+    with_endpoint = {name for name, kind in registry.registered.items() if kind.endpoint}
+    assert with_endpoint == {"openai", "openai-responses", "gemini"}
 
 
 # -- a kind's own settings ---------------------------------------------------------------------

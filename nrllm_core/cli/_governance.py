@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import attrs
 import click
@@ -15,9 +15,6 @@ from nrllm_core._serde import to_json
 from nrllm_core.cli import _common, _main
 from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._terminal import echo, echo_json
-from nrllm_core.providers._gemini import gemini_endpoint
-from nrllm_core.providers._openai import openai_endpoint
-from nrllm_core.providers._responses import responses_endpoint
 from nrllm_core.providers._settings import Settings, plain
 
 
@@ -150,7 +147,9 @@ def check(ctx: click.Context) -> None:
         if provider.options is not None:
             own = plain(attrs.asdict(provider.options))
             echo(f"provider {name} {provider.kind} settings: {to_json(own)}")
-        endpoint = _ENDPOINTS.get(provider.kind)
+        # The kind says where it sends, when it registered an endpoint (core's HTTP kinds do).
+        kind = _common.plugin_manager().provider_registry().kind(provider.kind)
+        endpoint = None if kind is None else kind.endpoint
         if endpoint is not None:
             url, variables = endpoint(name, provider.section())
             echo(f"provider {name} url: {_shown_url(url)}")
@@ -186,14 +185,6 @@ def check(ctx: click.Context) -> None:
         f"unfinished_retention_days {store.unfinished_retention_days}"
     )
     echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
-
-
-# The kinds whose URL and environment variables config check prints.
-_ENDPOINTS: Final = {
-    "openai": openai_endpoint,
-    "openai-responses": responses_endpoint,
-    "gemini": gemini_endpoint,
-}
 
 
 def _shown_url(url: str | None) -> str:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from nrllm_core._messages import ChatMessage, Delta, ProviderAnswer, ToolChoice, ToolSpec
 from nrllm_core.providers._http import (
     Clients,
+    Framing,
     HttpSettings,
     StreamAssembler,
     apost_json,
@@ -18,6 +19,7 @@ from nrllm_core.providers._http import (
     post_json,
     post_stream,
 )
+from nrllm_core.providers._sse import SseParser
 
 __all__ = ["HttpProvider"]
 
@@ -41,6 +43,9 @@ class HttpProvider(abc.ABC):
 
     # What a request adds to ask for a stream.
     STREAM_FIELDS: ClassVar[Mapping[str, Any]]
+    # How a streamed answer's body is cut into events: server-sent events unless the API
+    # frames its stream otherwise (AWS event streams).
+    FRAMING: ClassVar[type[Framing]] = SseParser
 
     @abc.abstractmethod
     def request_body(
@@ -88,7 +93,14 @@ class HttpProvider(abc.ABC):
     ) -> ProviderAnswer:
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
-        answer = post_stream(self._clients, self._stream_http, body, assembler, on_delta=on_delta)
+        answer = post_stream(
+            self._clients,
+            self._stream_http,
+            body,
+            assembler,
+            on_delta=on_delta,
+            framing=self.FRAMING,
+        )
         return self._parse(answer)
 
     async def astream(
@@ -102,7 +114,14 @@ class HttpProvider(abc.ABC):
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
         return self._parse(
-            await apost_stream(self._clients, self._stream_http, body, assembler, on_delta=on_delta)
+            await apost_stream(
+                self._clients,
+                self._stream_http,
+                body,
+                assembler,
+                on_delta=on_delta,
+                framing=self.FRAMING,
+            )
         )
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ from nrllm_core._messages import Delta, ProviderError, StreamRestarted
 from nrllm_core.log import logger
 from nrllm_core.providers._retry import RETRY_AFTER_CAP_SECONDS, retried, retry_after
 from nrllm_core.providers._settings import Settings
-from nrllm_core.providers._sse import ServerSentEvent, SseParser
+from nrllm_core.providers._sse import SseParser
 
 if TYPE_CHECKING:
     import httpx
@@ -31,6 +31,7 @@ __all__ = [
     "BACKOFF_CAP_SECONDS",
     "RETRY_AFTER_CAP_SECONDS",
     "Clients",
+    "Framing",
     "HttpSettings",
     "StreamAssembler",
     "StreamBroken",
@@ -63,7 +64,9 @@ class HttpSettings:
     """Where and how to POST; the key is held here and never shown.
 
     ``sleep`` waits between attempts of the sync calls, ``asleep`` of the async ones
-    (``anyio.sleep`` when not given).
+    (``anyio.sleep`` when not given). ``sign``, when given, adds headers computed from each
+    attempt's URL and body (AWS SigV4 signs both, and its signature carries the time, so it
+    is made again for every attempt).
     """
 
     __slots__ = (
@@ -72,6 +75,7 @@ class HttpSettings:
         "max_retries",
         "provider",
         "secrets",
+        "sign",
         "sleep",
         "timeout",
         "url",
@@ -88,6 +92,7 @@ class HttpSettings:
         max_retries: int,
         sleep: Callable[[float], None] = time.sleep,
         asleep: Callable[[float], Awaitable[None]] | None = None,
+        sign: Callable[[str, bytes], Mapping[str, str]] | None = None,
     ) -> None:
         self.provider = provider
         self.url = url
@@ -97,6 +102,7 @@ class HttpSettings:
         self.max_retries = max_retries
         self.sleep = sleep
         self.asleep = asleep
+        self.sign = sign
 
     def __repr__(self) -> str:
         return f"HttpSettings(provider={self.provider!r}, url={self.url!r})"
@@ -242,10 +248,24 @@ class StreamFailed(Exception):
         self.error = error
 
 
+class Framing(Protocol):
+    """Cuts a streamed body into its events, sans I/O: :class:`SseParser` for server-sent
+    events, or an API's own framing (AWS event streams). ``feed`` may raise
+    :class:`StreamBroken` for bytes that frame nothing."""
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        """The events that ``chunk`` completes, in order."""
+        ...
+
+    def close(self) -> list[Any]:
+        """The events the end of the body completes."""
+        ...
+
+
 class StreamAssembler(Protocol):
     """Builds one streamed answer from its events, passing its text on as it arrives."""
 
-    def feed(self, event: ServerSentEvent) -> bool:
+    def feed(self, event: Any) -> bool:
         """Take the next event; ``True`` when it was the answer's final one. Raises
         :class:`StreamBroken` for an event that makes no sense, :class:`StreamFailed` for an
         error event."""
@@ -286,9 +306,11 @@ def post_stream(
     assembler: Callable[[], StreamAssembler],
     *,
     on_delta: Callable[[Delta], None],
+    framing: Callable[[], Framing] = SseParser,
 ) -> Any:
-    """The answer that a fresh ``assembler()`` builds from the server-sent events of POSTing
-    ``body`` (which asks for a stream).
+    """The answer that a fresh ``assembler()`` builds from the events of POSTing ``body``
+    (which asks for a stream), cut from the body by a fresh ``framing()``: server-sent
+    events unless told otherwise.
 
     Statuses and transport failures are retried as by :func:`post_json`. A stream that breaks
     before its final event (cut, malformed, or ended before its assembler ``may_end``) is
@@ -296,7 +318,8 @@ def post_stream(
     ``on_delta(StreamRestarted())``; an error event fails at once. A server that answers
     ``application/json`` instead is read as :func:`post_json` reads it.
     """
-    return _post(clients.client(), http, body, _stream_readers(http, assembler, on_delta))
+    readers = _stream_readers(http, assembler, on_delta, framing)
+    return _post(clients.client(), http, body, readers)
 
 
 async def apost_stream(
@@ -306,9 +329,10 @@ async def apost_stream(
     assembler: Callable[[], StreamAssembler],
     *,
     on_delta: Callable[[Delta], None],
+    framing: Callable[[], Framing] = SseParser,
 ) -> Any:
     """:func:`post_stream` on the running event loop; ``on_delta`` is called on its thread."""
-    readers = _stream_readers(http, assembler, on_delta)
+    readers = _stream_readers(http, assembler, on_delta, framing)
     return await _apost(await clients.aclient(), http, body, readers)
 
 
@@ -393,6 +417,12 @@ class _Attempts:
     def refused(self, status: int, headers: Mapping[str, str], content: bytes) -> float:
         """After an answer with a non-2xx ``status``."""
         failure = f"HTTP {status}: {excerpt(content, self._http.secrets)}"
+        # AWS names the error's type in a header, its body holding only the message.
+        aws_type = headers.get("x-amzn-errortype", "").partition(":")[0]
+        if aws_type:
+            failure = f"HTTP {status} {excerpt(aws_type.encode(), self._http.secrets)}: " + (
+                excerpt(content, self._http.secrets)
+            )
         if not retried(status, headers, content):
             raise ProviderError(f'provider "{self._http.provider}": {failure}', status_code=status)
         return self.failed(failure, status=status, asked=retry_after(headers, content))
@@ -487,12 +517,16 @@ class _StreamReader:
     __slots__ = ("_assembler", "_done", "_http", "_on_delta", "_parser", "_size", "_whole_at")
 
     def __init__(
-        self, http: HttpSettings, assembler: StreamAssembler, on_delta: Callable[[Delta], None]
+        self,
+        http: HttpSettings,
+        assembler: StreamAssembler,
+        on_delta: Callable[[Delta], None],
+        parser: Framing,
     ) -> None:
         self._http = http
         self._assembler = assembler
         self._on_delta = on_delta
-        self._parser = SseParser()
+        self._parser = parser
         self._size = 0
         self._whole_at = 0
         self._done = False
@@ -514,7 +548,7 @@ class _StreamReader:
             raise StreamBroken("the stream ended before its final event")
         return self._assembler.answer()
 
-    def _take(self, events: list[ServerSentEvent]) -> bool:
+    def _take(self, events: list[Any]) -> bool:
         for event in events:
             try:
                 self._done = self._assembler.feed(event)
@@ -533,13 +567,16 @@ class _StreamReader:
 
 
 def _stream_readers(
-    http: HttpSettings, assembler: Callable[[], StreamAssembler], on_delta: Callable[[Delta], None]
+    http: HttpSettings,
+    assembler: Callable[[], StreamAssembler],
+    on_delta: Callable[[Delta], None],
+    framing: Callable[[], Framing],
 ) -> Callable[[str], _Reader]:
     def reader(content_type: str) -> _Reader:
         # A gateway's error object, or a server that ignores "stream", comes as one JSON body.
         if content_type.startswith("application/json"):
             return _JsonReader(http)
-        return _StreamReader(http, assembler(), on_delta)
+        return _StreamReader(http, assembler(), on_delta, framing())
 
     return reader
 
@@ -551,13 +588,12 @@ def _check_size(http: HttpSettings, size: int) -> None:
         )
 
 
-def _request(http: HttpSettings, body: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "method": "POST",
-        "url": http.url,
-        "content": _json.dumps(body),
-        "headers": {**http.headers, "content-type": "application/json"},
-    }
+def _request(http: HttpSettings, content: bytes) -> dict[str, Any]:
+    """One attempt's request; signed anew, when the kind signs, for its own time."""
+    headers = {**http.headers, "content-type": "application/json"}
+    if http.sign is not None:
+        headers.update(http.sign(http.url, content))
+    return {"method": "POST", "url": http.url, "content": content, "headers": headers}
 
 
 # -- the two drivers ---------------------------------------------------------------------------
@@ -571,11 +607,11 @@ def _post(
 ) -> Any:
     import httpx
 
-    request = _request(http, body)
+    content = _json.dumps(body)
     attempts = _Attempts(http, reader)
     while True:
         try:
-            with client.stream(**request) as response:
+            with client.stream(**_request(http, content)) as response:
                 read = attempts.reading(response)
                 try:
                     for chunk in response.iter_bytes():
@@ -600,12 +636,12 @@ async def _apost(
     import anyio
     import httpx
 
-    request = _request(http, body)
+    content = _json.dumps(body)
     attempts = _Attempts(http, reader)
     sleep = anyio.sleep if http.asleep is None else http.asleep
     while True:
         try:
-            async with client.stream(**request) as response:
+            async with client.stream(**_request(http, content)) as response:
                 read = attempts.reading(response)
                 try:
                     async for chunk in response.aiter_bytes():

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from nrllm_core._providers import ProviderRegistry
 from nrllm_core.providers._anthropic import anthropic_check, anthropic_factory
-from nrllm_core.providers._gemini import GeminiSettings, gemini_check, gemini_factory
+from nrllm_core.providers._gemini import (
+    GeminiSettings,
+    gemini_check,
+    gemini_endpoint,
+    gemini_factory,
+)
 from nrllm_core.providers._gemini_schema import gemini_tool_problem
-from nrllm_core.providers._openai import OpenAISettings, openai_check, openai_factory
-from nrllm_core.providers._responses import responses_check, responses_factory
+from nrllm_core.providers._openai import (
+    OpenAISettings,
+    openai_check,
+    openai_endpoint,
+    openai_factory,
+)
+from nrllm_core.providers._responses import (
+    responses_check,
+    responses_endpoint,
+    responses_factory,
+)
 from nrllm_core.providers._scripted import scripted_check, scripted_factory
 
 __all__ = ["register_core_kinds"]
@@ -18,9 +32,19 @@ def register_core_kinds(registry: ProviderRegistry) -> None:
     plugin registers, and what a configuration loaded without a plugin manager is checked
     against."""
     registry.register("scripted", scripted_factory, check=scripted_check)
-    registry.register("openai", openai_factory, check=openai_check, settings=OpenAISettings)
     registry.register(
-        "openai-responses", responses_factory, check=responses_check, settings=OpenAISettings
+        "openai",
+        openai_factory,
+        check=openai_check,
+        settings=OpenAISettings,
+        endpoint=openai_endpoint,
+    )
+    registry.register(
+        "openai-responses",
+        responses_factory,
+        check=responses_check,
+        settings=OpenAISettings,
+        endpoint=responses_endpoint,
     )
     registry.register("anthropic", anthropic_factory, check=anthropic_check)
     registry.register(
@@ -29,4 +53,5 @@ def register_core_kinds(registry: ProviderRegistry) -> None:
         check=gemini_check,
         settings=GeminiSettings,
         tools=gemini_tool_problem,
+        endpoint=gemini_endpoint,
     )
