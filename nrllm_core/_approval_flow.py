@@ -96,5 +96,7 @@ def _resume_segment(
         permits=permits,
         context_for=context_for(run_id, actor, config, deps),
         limits=config.run,
+        zone=report.zone,
+        policy=config.policy,
     )
     return (yield from parts.driven(recorder, config, state.provider, core))

@@ -17,6 +17,7 @@ import attrs
 
 from nrllm_core._config_structure import kind_name, listing, structure
 from nrllm_core._identity import identity_refusal
+from nrllm_core._policy import PolicyConfig
 from nrllm_core._privacy import PrivacyLevel
 from nrllm_core._provider_sections import (
     KnownKinds,
@@ -234,6 +235,7 @@ class _Document:
     store: StoreConfig = StoreConfig()
     run: RunConfig = RunConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig)
 
 
 _CORE_SECTIONS: Final = frozenset(a.name for a in attrs.fields(_Document))
@@ -253,6 +255,7 @@ class HostConfig:
     store: StoreConfig = StoreConfig()
     run: RunConfig = RunConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig)
     # Each plugin's section by its name: an instance of its settings class, else a read-only
     # mapping.
     plugin_settings: Mapping[str, Any] = attrs.field(factory=lambda: MappingProxyType({}))
@@ -484,6 +487,7 @@ def _build(
         store=document.store,
         run=document.run,
         approvals=document.approvals,
+        policy=document.policy,
         plugin_settings=MappingProxyType(plugins),
         config_dir=config_dir,
         source=source,

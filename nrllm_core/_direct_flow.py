@@ -13,9 +13,10 @@ from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import decide, gate_step, live_gate
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
-from nrllm_core._loop import PendingCall, TerminationReason, preview_lines, single_call, turn_digest
+from nrllm_core._loop import PendingCall, TerminationReason, single_call, turn_digest
 from nrllm_core._messages import ToolCall
 from nrllm_core._payloads import TraceEvent, WirePayload
+from nrllm_core._preview import preview_lines
 from nrllm_core._recorder import RunRecorder
 from nrllm_core._segment import (
     Drive,

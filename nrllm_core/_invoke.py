@@ -161,8 +161,11 @@ def deliver(
     context: ToolContext,
     round: int,
     seconds: float,
+    *,
+    policy: Mapping[str, Any] | None = None,
 ) -> tuple[WirePayload, RunStep]:
-    """Bound both channels, hand the wire its payload, and build the call's step to record."""
+    """Bound both channels, hand the wire its payload, and build the call's step to record
+    (with the ``policy``'s decision on the call, when it made one)."""
     # Both channels bounded; the result is rebuilt through its factories unless bounding
     # returned the very same objects, in which case the tool's result already is that rebuild.
     content = bound_content(result.content)
@@ -204,6 +207,7 @@ def deliver(
                 if registered is None or outcome == REFUSED
                 else result_integrity(registered, result)._value_
             ),
+            "policy": policy,
         },
         tool_artifacts=result.artifacts,
     )

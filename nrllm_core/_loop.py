@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import re
 import secrets
 import sys
 import time
@@ -27,7 +26,6 @@ from nrllm_core._invoke import (
     Executed,
     admit,
     deliver,
-    own_context,
     result_integrity,
 )
 from nrllm_core._label import RunLabel
@@ -44,8 +42,10 @@ from nrllm_core._messages import (
     Usage,
 )
 from nrllm_core._payloads import RunStep, StepKind, WirePayload
+from nrllm_core._policy import CallDecision, PolicyConfig, decide_turn
+from nrllm_core._preview import preview_lines
 from nrllm_core._tool import ToolContext
-from nrllm_core._values import Actor, ToolResult
+from nrllm_core._values import Actor, ToolResult, TrustZone
 from nrllm_core.log import logger
 
 __all__ = [
@@ -64,20 +64,13 @@ __all__ = [
     "ToolLoopResult",
     "clamp_rounds",
     "first_segment",
-    "preview_lines",
     "resumed_segment",
     "single_call",
     "turn_digest",
 ]
 
-PREVIEW_MAX_LINES: Final = 20
-PREVIEW_MAX_LINE_CHARS: Final = 500
-_WHITESPACE: Final = re.compile(r"\s+")
 # The documented ``[run]`` defaults, for a loop driven without a host configuration.
 _DEFAULT_LIMITS: Final = RunConfig()
-PREVIEW_FAILED: Final = (
-    "The preview for this call failed, so it shows nothing about what the call would do."
-)
 CUT_OFF: Final = "Error: the model's answer was cut off before this call was complete."
 
 
@@ -141,6 +134,9 @@ class PendingCall:
     # The fixed answer of a call a turn cap refused (also its preview): it is answered so and
     # never runs.
     refusal: str | None = None
+    # Why the policy sent it to a person (``untrusted``, ``egress``); None: its tool's own
+    # declaration did.
+    policy_reason: str | None = None
 
 
 @final
@@ -268,6 +264,10 @@ class _Segment:
     # The calls a person approved: the only ones of a tool needing approval that may run.
     approved: frozenset[str] = frozenset()
     label: RunLabel = attrs.field(factory=RunLabel)
+    zone: TrustZone = TrustZone.EXTERNAL_GLOBAL
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig)
+    # This turn's policy decisions by call id, recorded with each call's step.
+    decided: dict[str, CallDecision] = attrs.field(factory=dict)
 
 
 def first_segment(
@@ -285,11 +285,15 @@ def first_segment(
     limits: RunConfig = _DEFAULT_LIMITS,
     usage: Usage | None = None,
     iterations: int = 0,
+    zone: TrustZone = TrustZone.EXTERNAL_GLOBAL,
+    policy: PolicyConfig | None = None,
 ) -> Core:
     """Rounds until the model answers without tool calls, a turn needs approval, or the cap.
 
     Only ``offered`` tools can run, and ``permits`` (the live gate) is asked again for every
-    call at execution time. ``limits`` caps each turn's calls and their arguments' size.
+    call at execution time. ``limits`` caps each turn's calls and their arguments' size;
+    ``policy`` decides, from what the model has read, which calls of a turn in the run's
+    ``zone`` wait for a person or are refused.
     """
     segment = _Segment(
         pm=pm,
@@ -305,6 +309,8 @@ def first_segment(
         messages=list(messages),
         usage=usage or Usage(),
         iterations=iterations,
+        zone=zone,
+        policy=policy or PolicyConfig(),
     )
     return _guarded(segment, _rounds(segment))
 
@@ -354,7 +360,17 @@ def _rounds(seg: _Segment) -> Core:
         seg.messages.append(
             ChatMessage.assistant(answer.content, answer.tool_calls, replay=answer.replay)
         )
-        refusals = _turn_caps(seg.limits, answer.tool_calls)
+        refusals, seg.decided = decide_turn(
+            {t.name: t for t in seg.offered},
+            answer.tool_calls,
+            _turn_caps(seg.limits, answer.tool_calls),
+            label=seg.label,
+            zone=seg.zone,
+            policy=seg.policy,
+        )
+        # A call the policy lets through without a person counts as approved: the seam's last
+        # check lets it run.
+        seg.approved |= {i for i, d in seg.decided.items() if d.decision == "allowed"}
         suspended = _approval_scan(seg, answer.tool_calls, refusals)
         if suspended is not None:
             return LoopOutcome(
@@ -506,19 +522,15 @@ def _approval_scan(
     offered = {t.name for t in seg.offered}
 
     def needs_approval(call: ToolCall, refusal: str | None) -> bool:
-        registered = catalog.get(call.name)
-        return (
-            refusal is None
-            and registered is not None
-            and call.name in offered
-            and registered.requires_approval
-        )
+        decided = seg.decided.get(call.id)
+        return refusal is None and decided is not None and decided.needs_approval
 
     turn = list(zip(calls, refusals, strict=True))
     if not any(needs_approval(c, r) for c, r in turn):
         return None
     pending = []
     for call, refusal in turn:
+        decided = seg.decided.get(call.id)
         # A tool the run was not offered shows no preview, a refused call its refusal: the
         # tool's code does not run for either.
         registered = catalog.get(call.name) if call.name in offered else None
@@ -536,6 +548,7 @@ def _approval_scan(
                 preview_failed=failed,
                 arguments_valid=call.arguments_valid,
                 refusal=refusal,
+                policy_reason=None if decided is None else decided.reason,
             )
         )
     return SuspendedRunState(
@@ -552,31 +565,6 @@ def _approval_scan(
         nonce=secrets.token_hex(16),
         label=seg.label,
     )
-
-
-def preview_lines(
-    registered: RegisteredTool | None, call: ToolCall, context: ToolContext
-) -> tuple[tuple[str, ...], bool]:
-    """The lines a person sees for ``call`` (bounded), and whether the tool's preview failed."""
-    if registered is None:
-        return (), False
-    try:
-        lines = registered.tool.preview(
-            dict(call.arguments), own_context(context, registered.plugin)
-        )
-    except Exception:
-        logger().warning("nrllm.preview.failed", tool=call.name, exc_info=True)
-        return (PREVIEW_FAILED,), True
-    if lines is None:
-        return (), False
-    if not isinstance(lines, list) or not lines or not all(isinstance(x, str) for x in lines):
-        return ("The tool produced no usable preview for this call.",), True
-    # At most 20 lines in all: a longer preview keeps 19 and says how many it left out.
-    kept = lines if len(lines) <= PREVIEW_MAX_LINES else lines[: PREVIEW_MAX_LINES - 1]
-    shown = [_WHITESPACE.sub(" ", line).strip()[:PREVIEW_MAX_LINE_CHARS] for line in kept]
-    if len(kept) < len(lines):
-        shown.append(f"… and {len(lines) - len(kept)} more line(s), not shown.")
-    return tuple(shown), False
 
 
 def _answer_turn(
@@ -617,8 +605,19 @@ def _answer_turn(
         # refused shows what the seam was given.
         shown = call.arguments if refusal is not None or call.arguments_valid else None
         context = seg.context_for(call.id)
+        decided = seg.decided.get(call.id)
         wire, step = deliver(
-            seg.pm, result, outcome, call.name, shown, context, seg.iterations, seconds
+            seg.pm,
+            result,
+            outcome,
+            call.name,
+            shown,
+            context,
+            seg.iterations,
+            seconds,
+            policy=None
+            if decided is None
+            else {"decision": decided.decision, "reason": decided.reason},
         )
         audited = yield Record(step=step, wire=wire)
         _answer(seg, call, wire.content, wire.is_error)
@@ -681,6 +680,8 @@ def resumed_segment(
     permits: Callable[[RegisteredTool], bool],
     context_for: Callable[[str], ToolContext],
     limits: RunConfig = _DEFAULT_LIMITS,
+    zone: TrustZone = TrustZone.EXTERNAL_GLOBAL,
+    policy: PolicyConfig | None = None,
 ) -> Core:
     """Answer the suspended turn as the person decided, re-gated live, then continue the loop.
 
@@ -703,6 +704,8 @@ def resumed_segment(
         iterations=state.iterations,
         approved=frozenset(p.call_id for p in state.pending) if approved else frozenset(),
         label=state.label,
+        zone=zone,
+        policy=policy or PolicyConfig(),
     )
 
     def answer_turn() -> Core:

@@ -120,5 +120,7 @@ def _first_segment(
         actor=actor,
         max_rounds=rounds,
         limits=config.run,
+        zone=report.zone,
+        policy=config.policy,
     )
     return (yield from parts.driven(recorder, config, provider_name, core))

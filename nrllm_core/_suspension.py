@@ -276,9 +276,12 @@ def suspension_step(state: SuspendedRunState) -> RunStep:
                     "id": p.call_id,
                     "name": redact(p.name),
                     "requires_approval": p.requires_approval,
+                    "policy_reason": p.policy_reason,
                 }
                 for p in state.pending
             ],
+            # What the model had read when it asked: why the policy may have stepped in.
+            "label": state.label.audited(),
         },
     )
 

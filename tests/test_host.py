@@ -28,7 +28,7 @@ from nrllm_core import (
     hookimpl,
 )
 from nrllm_core._host import Host
-from nrllm_core._loop import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES
+from nrllm_core._preview import PREVIEW_MAX_LINE_CHARS, PREVIEW_MAX_LINES
 from nrllm_core.store import Store
 
 from .conftest import Counting, ToolsPlugin
