@@ -8,7 +8,10 @@ process, one clock. Prints the median of each way over ``RUNS`` calls next to th
 
 from __future__ import annotations
 
+import binascii
+import json
 import statistics
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -69,18 +72,46 @@ GEMINI_EVENTS: Final = [
 ]
 
 
+def frame(kind: str, data: dict[str, Any]) -> bytes:
+    """One ConverseStream event in the AWS event-stream framing: prelude, string headers,
+    payload, each part checked by CRC32."""
+    headers = {":event-type": kind, ":content-type": "application/json", ":message-type": "event"}
+    encoded = b"".join(
+        struct.pack("!B", len(k)) + k.encode() + struct.pack("!BH", 7, len(v)) + v.encode()
+        for k, v in headers.items()
+    )
+    payload = json.dumps(data).encode()
+    prelude = struct.pack("!II", 16 + len(encoded) + len(payload), len(encoded))
+    message = prelude + struct.pack("!I", binascii.crc32(prelude)) + encoded + payload
+    return message + struct.pack("!I", binascii.crc32(message))
+
+
+BEDROCK_EVENTS: Final = [
+    frame("messageStart", {"role": "assistant"}),
+    frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Hallo"}}),
+    frame("contentBlockStop", {"contentBlockIndex": 0}),
+    frame("messageStop", {"stopReason": "end_turn"}),
+    frame("metadata", {"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}),
+]
+
+
 class Loopback:
     """Streams ``events`` to every POST, noting when the first body byte is written."""
 
     def __init__(self, events: list[bytes]) -> None:
         self.first_byte: list[float] = []
+        self.content_type = (
+            "application/vnd.amazon.eventstream"
+            if events is BEDROCK_EVENTS
+            else "text/event-stream"
+        )
         loopback = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", "0")))
                 self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-type", loopback.content_type)
                 self.send_header("content-length", str(sum(map(len, events))))
                 self.end_headers()
                 self.wfile.flush()
@@ -121,6 +152,10 @@ def make(kind: str) -> tuple[Any, Loopback]:
         model = ResponsesProvider.from_settings("bench", settings, environ=environ)
     elif kind == "gemini":
         model = GeminiProvider.from_settings("bench", settings, environ=environ)
+    elif kind == "bedrock":
+        from nrllm_bedrock import BedrockProvider
+
+        model = BedrockProvider.from_settings("bench", settings, environ=environ)
     else:
         model = AnthropicProvider.from_settings("bench", settings, environ=environ)
     return model, server
@@ -131,6 +166,7 @@ EVENTS: Final = {
     "openai-responses": RESPONSES_EVENTS,
     "anthropic": ANTHROPIC_EVENTS,
     "gemini": GEMINI_EVENTS,
+    "bedrock": BEDROCK_EVENTS,
 }
 
 

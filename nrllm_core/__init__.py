@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     )
     from nrllm_core._outcome import RunOutcome
     from nrllm_core._payloads import AuditRecord, RunStep, StepKind, TraceEvent, WirePayload
+    from nrllm_core._policy import ApproveWrites, PolicyAction, PolicyConfig, PolicyRule
     from nrllm_core._privacy import PrivacyLevel
     from nrllm_core._provider_sections import ProviderKinds
     from nrllm_core._providers import (
@@ -106,6 +107,7 @@ __all__ = [
     "ActorConfig",
     "ApprovalRefused",
     "ApprovalsConfig",
+    "ApproveWrites",
     "ArtifactType",
     "AsyncHost",
     "AuditRecord",
@@ -127,6 +129,9 @@ __all__ = [
     "PendingCall",
     "PluginManager",
     "PluginRecord",
+    "PolicyAction",
+    "PolicyConfig",
+    "PolicyRule",
     "PrivacyConfig",
     "PrivacyLevel",
     "Provider",
@@ -267,6 +272,7 @@ _LAZY_MODULES: Final = {
         "Usage",
     ),
     "nrllm_core._outcome": ("RunOutcome",),
+    "nrllm_core._policy": ("ApproveWrites", "PolicyAction", "PolicyConfig", "PolicyRule"),
     "nrllm_core._privacy": ("PrivacyLevel",),
     "nrllm_core._payloads": (
         "AuditRecord",

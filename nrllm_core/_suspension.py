@@ -276,7 +276,8 @@ def suspension_step(state: SuspendedRunState) -> RunStep:
                     "id": p.call_id,
                     "name": redact(p.name),
                     "requires_approval": p.requires_approval,
-                    "policy_reason": p.policy_reason,
+                    # Why the policy sent it to a person, when it did.
+                    **({} if p.policy_reason is None else {"policy_reason": p.policy_reason}),
                 }
                 for p in state.pending
             ],

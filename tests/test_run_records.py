@@ -194,6 +194,7 @@ def test_a_suspension_record_and_its_trace_context_next_to_the_sealed_state(tmp_
         "duration_ms": 0.0,
         "turn_digest": suspended.turn_digest,
         "pending_calls": [{"id": "c1", "name": "write_note", "requires_approval": True}],
+        "label": {"data_class": "publicContent", "integrity": "trusted", "untrusted_from": []},
         "content_redacted": True,
     }
     assert "secret text" not in json.dumps(plugin.payload("suspension"))
