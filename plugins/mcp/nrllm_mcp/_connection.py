@@ -7,6 +7,7 @@ the same task: one task holds them until it is told to stop, and calls use the s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -17,13 +18,15 @@ from typing import Any, Final, final
 from nrllm_mcp import _runner
 from nrllm_mcp._settings import ServerSettings
 
-__all__ = ["Connection", "ConnectionFailed"]
+__all__ = ["Connection", "ConnectionFailed", "wait_closed"]
 
 # How long a closing session may take to stop its child or its HTTP session.
 _CLOSE_SECONDS: Final = 10.0
-# Starting a server (an interpreter and the SDK, say) can take longer than a call should:
-# opening waits at least this long, however short the call timeout.
-_OPEN_SECONDS: Final = 30.0
+
+# Sessions being stopped in the background (a server that failed to start, a hung one):
+# ``wait_closed`` waits for them, so a command or a test leaves no child behind.
+_closing_lock = threading.Lock()
+_closing: set[concurrent.futures.Future[None]] = set()
 
 
 class ConnectionFailed(Exception):
@@ -50,12 +53,15 @@ class Connection:
         with self._lock:
             self.close()
             try:
-                return _runner.run(self._open(), max(self.settings.timeout_seconds, _OPEN_SECONDS))
+                return _runner.run(self._open(), self.settings.start_timeout_seconds)
             except ConnectionFailed:
-                self.close()
+                self.close(wait=False)
                 raise
+            except TimeoutError:
+                self.close(wait=False)
+                raise ConnectionFailed("the server did not start in time") from None
             except Exception as exc:
-                self.close()
+                self.close(wait=False)
                 raise ConnectionFailed(_reason(exc)) from None
 
     def reopen(self) -> list[Any] | None:
@@ -81,15 +87,18 @@ class Connection:
         """Stop the holding task; with ``wait``, wait (bounded) for the transport to shut
         down. A hung server's caller does not wait: its session stops in the background."""
         with self._lock:
-            task, stop = self._task, self._stop
+            task, stop, started = self._task, self._stop, self._session is not None
             self._session = self._task = self._stop = None
         if task is None or stop is None:
             return
         if not wait:
-            asyncio.run_coroutine_threadsafe(_stop(task, stop), _runner.loop())
+            stopping = asyncio.run_coroutine_threadsafe(_stop(task, stop, started), _runner.loop())
+            with _closing_lock:
+                _closing.add(stopping)
+            stopping.add_done_callback(_forget)
             return
         with contextlib.suppress(Exception):
-            _runner.run(_stop(task, stop), _CLOSE_SECONDS)
+            _runner.run(_stop(task, stop, started), _CLOSE_SECONDS)
 
     # -- on the loop --------------------------------------------------------------------------
 
@@ -124,7 +133,9 @@ class Connection:
                     ClientSession(
                         read,
                         write,
-                        read_timeout_seconds=max(self.settings.timeout_seconds, _OPEN_SECONDS),
+                        read_timeout_seconds=max(
+                            self.settings.timeout_seconds, self.settings.start_timeout_seconds
+                        ),
                     )
                 )
                 await session.initialize()
@@ -188,12 +199,28 @@ async def _with_client(client: Any, url: str) -> AsyncIterator[Any]:
         yield streams
 
 
-async def _stop(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+async def _stop(task: asyncio.Task[None], stop: asyncio.Event, started: bool) -> None:
+    """Let the holding task leave its session; one still starting (past its start timeout)
+    is cancelled at once, since it would not look at ``stop`` before its handshake ends."""
     stop.set()
-    try:
-        await asyncio.wait_for(task, _CLOSE_SECONDS)
-    except BaseException:
+    if not started:
         task.cancel()
+    await asyncio.wait({task}, timeout=_CLOSE_SECONDS)
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=_CLOSE_SECONDS)
+
+
+def _forget(stopping: concurrent.futures.Future[None]) -> None:
+    with _closing_lock:
+        _closing.discard(stopping)
+
+
+def wait_closed() -> None:
+    """Wait (bounded) for the sessions being stopped in the background."""
+    with _closing_lock:
+        pending = list(_closing)
+    concurrent.futures.wait(pending, timeout=2 * _CLOSE_SECONDS)
 
 
 def _reason(exc: BaseException) -> str:

@@ -6,7 +6,8 @@ description, list no tool at all (STATE_DIR/empty), offer a tool of a given inpu
 (STATE_DIR/schema, its JSON) or add a tool between two connections. With STATE_DIR/hostile, the
 server puts
 that file's text everywhere a server controls: its name, version and instructions, its stderr,
-a tool's name, a tool's description and a tool's result.
+a tool's name, a tool's description and a tool's result. Every start appends its process id
+to STATE_DIR/starts; with STATE_DIR/start_delay, the server sleeps that many seconds first.
 """
 
 from __future__ import annotations
@@ -155,6 +156,13 @@ async def _stdio() -> None:
 
 
 def main() -> None:
+    with (_state() / "starts").open("a", encoding="utf-8") as starts:
+        starts.write(f"{os.getpid()}\n")
+    delay = _state() / "start_delay"
+    if delay.exists():
+        import time
+
+        time.sleep(float(delay.read_text(encoding="utf-8")))
     hostile = _hostile()
     if hostile is not None:
         server.name = server.version = server.instructions = hostile

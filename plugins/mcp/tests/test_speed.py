@@ -1,0 +1,92 @@
+"""How servers start and how long their sessions live: at once, each bounded by its own start
+timeout, kept by the host across runs and calls, closed when idle or when the host goes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from nrllm_core import Actor, ToolContext, invoke, make_plugin_manager
+from nrllm_mcp._settings import SettingsError, load_settings
+
+from .conftest import READ_ONLY, stdio_server
+
+CONTEXT = ToolContext(run_id="r", call_id="c", actor=Actor(id="tester"))
+
+
+def server_state(tmp_path: Path, name: str, delay: float = 0.0) -> Path:
+    folder = tmp_path / f"state-{name}"
+    folder.mkdir()
+    if delay:
+        (folder / "start_delay").write_text(str(delay), encoding="utf-8")
+    return folder
+
+
+def starts(folder: Path) -> int:
+    path = folder / "starts"
+    return len(path.read_text(encoding="utf-8").split()) if path.exists() else 0
+
+
+def test_servers_start_at_once_not_one_after_another(configure, tmp_path):
+    folders = {name: server_state(tmp_path, name, delay=2.0) for name in ("a", "b", "c")}
+    configure({name: stdio_server(f, read_only_tools=READ_ONLY) for name, f in folders.items()})
+    began = time.monotonic()
+    catalog = make_plugin_manager().catalog()
+    took = time.monotonic() - began
+    assert {"a__echo", "b__echo", "c__echo"} <= set(catalog.tools)
+    # One after another, the delays alone would take 6 s; together, one delay and the
+    # interpreters' start (about 2.5 s on two loaded cores).
+    assert took < 6.0
+
+
+def test_a_server_past_its_start_timeout_costs_only_its_own_tools(configure, tmp_path):
+    slow, fine = server_state(tmp_path, "slow"), server_state(tmp_path, "fine")
+    servers = {
+        "slow": stdio_server(slow, read_only_tools=READ_ONLY, start_timeout_seconds=1),
+        "fine": stdio_server(fine, read_only_tools=READ_ONLY),
+    }
+    configure(servers)
+    # Pinned on first use while it still starts quickly.
+    assert "slow__echo" in make_plugin_manager().catalog().tools
+    from nrllm_mcp._client import close_all
+
+    close_all()
+    (slow / "start_delay").write_text("60", encoding="utf-8")
+    began = time.monotonic()
+    catalog = make_plugin_manager().catalog()
+    took = time.monotonic() - began
+    assert took < 8
+    assert "fine__echo" in catalog.tools
+    assert "slow__echo" not in catalog.tools
+    withheld = catalog.withheld["slow__echo"]
+    assert (withheld.reason, withheld.detail) == (
+        "serverUnavailable",
+        "the server did not start in time",
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("start_timeout_seconds", 0),
+        ("start_timeout_seconds", 601),
+        ("start_timeout_seconds", True),
+        ("start_timeout_seconds", "5"),
+        ("timeout_seconds", -1),
+    ],
+)
+def test_seconds_are_positive_numbers(key, value):
+    server = {"command": "x", key: value}
+    with pytest.raises(SettingsError, match=rf"mcp\.servers\.s\.{key}: expected a number"):
+        load_settings({"servers": {"s": server}})
+
+
+def test_the_call_of_a_host_reuses_the_session_its_catalog_opened(configure, tmp_path):
+    folder = server_state(tmp_path, "demo")
+    configure({"demo": stdio_server(folder, read_only_tools=READ_ONLY)})
+    pm = make_plugin_manager()
+    for text in ("one", "two"):
+        assert invoke(pm, "demo__echo", {"text": text}, context=CONTEXT).content == text
+    assert starts(folder) == 1
