@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, final
 
@@ -35,19 +36,20 @@ UNAVAILABLE: Final = "serverUnavailable"
 FIRST_USE: Final = "(first use)"
 
 _lock = threading.Lock()
-_connections: dict[str, Connection] = {}
+# Held weakly: a connection lives as long as its holders (the tools of a host's catalog), so a
+# host keeps its sessions across runs and calls, and they close when it goes.
+_connections: weakref.WeakValueDictionary[str, Connection] = weakref.WeakValueDictionary()
 
 
 def connection_for(server: ServerSettings, environ: Mapping[str, str]) -> Connection:
-    """The process's connection to ``server``; a changed configuration gets a new one."""
+    """The connection to ``server`` that a catalog still holds, else a new one; a changed
+    configuration gets a new one (the old one closes when its holders go)."""
     with _lock:
         known = _connections.get(server.name)
         if known is not None and known.settings == server:
             return known
         fresh = Connection(server, environ)
         _connections[server.name] = fresh
-    if known is not None:
-        known.close()
     return fresh
 
 

@@ -38,6 +38,8 @@ class ServerSettings:
     # How long the server may take to start, answer the handshake and list its tools: past it,
     # only this server's tools are withheld.
     start_timeout_seconds: float = 30.0
+    # A session unused this long is closed (its child stopped) and opened on the next use.
+    idle_seconds: float = 300.0
     enabled: bool = True
     data_class: DataClass = DataClass.SECRET_ADJACENT
     group: str = "mcp"
@@ -121,6 +123,8 @@ def _server(name: object, raw: object) -> ServerSettings:
     for key in ("timeout_seconds", "start_timeout_seconds"):
         if key in raw:
             values[key] = _seconds(raw[key], f"{where}.{key}", 600)
+    if "idle_seconds" in raw:
+        values["idle_seconds"] = _seconds(raw["idle_seconds"], f"{where}.idle_seconds", 86_400)
     if "max_tool_bytes" in raw:
         size = raw["max_tool_bytes"]
         if type(size) is not int or not 1_024 <= size <= 1_048_576:

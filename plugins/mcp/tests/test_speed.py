@@ -3,7 +3,11 @@ timeout, kept by the host across runs and calls, closed when idle or when the ho
 
 from __future__ import annotations
 
+import gc
+import os
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ from nrllm_core import Actor, ToolContext, invoke, make_plugin_manager
 from nrllm_mcp._settings import SettingsError, load_settings
 
 from .conftest import READ_ONLY, stdio_server
+from .test_round_trip import Model
 
 CONTEXT = ToolContext(run_id="r", call_id="c", actor=Actor(id="tester"))
 
@@ -44,15 +49,17 @@ def test_servers_start_at_once_not_one_after_another(configure, tmp_path):
 def test_a_server_past_its_start_timeout_costs_only_its_own_tools(configure, tmp_path):
     slow, fine = server_state(tmp_path, "slow"), server_state(tmp_path, "fine")
     servers = {
-        "slow": stdio_server(slow, read_only_tools=READ_ONLY, start_timeout_seconds=1),
+        "slow": stdio_server(slow, read_only_tools=READ_ONLY),
         "fine": stdio_server(fine, read_only_tools=READ_ONLY),
     }
     configure(servers)
-    # Pinned on first use while it still starts quickly.
+    # Pinned on first use while it still starts in time.
     assert "slow__echo" in make_plugin_manager().catalog().tools
     from nrllm_mcp._client import close_all
 
     close_all()
+    servers["slow"]["start_timeout_seconds"] = 1
+    configure(servers)
     (slow / "start_delay").write_text("60", encoding="utf-8")
     began = time.monotonic()
     catalog = make_plugin_manager().catalog()
@@ -75,6 +82,9 @@ def test_a_server_past_its_start_timeout_costs_only_its_own_tools(configure, tmp
         ("start_timeout_seconds", True),
         ("start_timeout_seconds", "5"),
         ("timeout_seconds", -1),
+        ("idle_seconds", 0),
+        ("idle_seconds", 86_401),
+        ("idle_seconds", False),
     ],
 )
 def test_seconds_are_positive_numbers(key, value):
@@ -90,3 +100,81 @@ def test_the_call_of_a_host_reuses_the_session_its_catalog_opened(configure, tmp
     for text in ("one", "two"):
         assert invoke(pm, "demo__echo", {"text": text}, context=CONTEXT).content == text
     assert starts(folder) == 1
+
+
+def pids(folder: Path) -> list[int]:
+    return [int(line) for line in (folder / "starts").read_text(encoding="utf-8").split()]
+
+
+def gone(pid: int, seconds: float = 15.0) -> bool:
+    """Whether the process ``pid`` ends (and is reaped) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def model() -> Iterator[Model]:
+    served = Model()
+    thread = threading.Thread(target=served.server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+    thread.join()
+
+
+def test_a_host_keeps_its_sessions_across_runs_and_calls(configure, tmp_path, model, home):
+    from nrllm_core import AsyncHost, Host
+
+    folder = server_state(tmp_path, "demo")
+    configure({"demo": stdio_server(folder, read_only_tools=READ_ONLY)}, model.provider("local"))
+    host = Host.from_config(data_dir=home)
+    try:
+        for _ in range(2):
+            model.script("demo__echo", {"text": "hi"})
+            outcome = host.run("go", provider="llm")
+            assert (outcome.status, outcome.final_content) == ("completed", "done")
+        assert host.invoke("demo__echo", {"text": "direct"}).content == "direct"
+        import anyio
+
+        wrapped = AsyncHost(host)
+        answer = anyio.run(lambda: wrapped.invoke("demo__echo", {"text": "async"}))
+        assert answer.content == "async"
+        assert (folder / "calls").read_text(encoding="utf-8").split() == ["echo"] * 4
+        # Started once, for the catalog, and kept.
+        assert starts(folder) == 1
+    finally:
+        host.store.close()
+
+
+def test_an_idle_session_is_closed_and_opened_again_on_next_use(configure, tmp_path):
+    folder = server_state(tmp_path, "demo")
+    configure({"demo": stdio_server(folder, read_only_tools=READ_ONLY, idle_seconds=0.5)})
+    pm = make_plugin_manager()
+    assert invoke(pm, "demo__echo", {"text": "one"}, context=CONTEXT).content == "one"
+    [first] = pids(folder)
+    assert gone(first)
+    assert invoke(pm, "demo__echo", {"text": "two"}, context=CONTEXT).content == "two"
+    assert starts(folder) == 2
+
+
+def test_the_sessions_close_when_their_host_goes(configure, tmp_path, home):
+    from nrllm_core import Host
+    from nrllm_mcp._connection import wait_closed
+
+    folder = server_state(tmp_path, "demo")
+    configure({"demo": stdio_server(folder, read_only_tools=READ_ONLY)})
+    host = Host.from_config(data_dir=home)
+    assert host.invoke("demo__echo", {"text": "hi"}).content == "hi"
+    [pid] = pids(folder)
+    host.store.close()
+    del host
+    gc.collect()
+    wait_closed()
+    assert gone(pid)
