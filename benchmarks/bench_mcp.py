@@ -28,7 +28,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,10 +54,6 @@ def echo(text: str) -> str:
 
 server.run()
 '''
-
-
-def _median(measure: Callable[[], float], repeats: int) -> float:
-    return statistics.median(measure() for _ in range(repeats))
 
 
 def _server_args(script: Path, delay: float) -> list[str]:
@@ -141,8 +136,6 @@ def main() -> None:
         close_all()
 
         slowest = max(DELAYS)
-        own = _median(lambda: anyio.run(_own_start, script, slowest), options.repeats)
-        floor = _median(lambda: anyio.run(_all_at_once, script), options.repeats)
 
         def build() -> float:
             pm = make_plugin_manager()
@@ -162,8 +155,14 @@ def main() -> None:
             close_all()
             return took
 
-        built = _median(build, options.repeats)
-        first = _median(first_invoke, options.repeats)
+        # The cases take turns, repeat by repeat: the machine's load moves them alike.
+        rounds: dict[str, list[float]] = {"own": [], "floor": [], "built": [], "first": []}
+        for _ in range(options.repeats):
+            rounds["own"].append(anyio.run(_own_start, script, slowest))
+            rounds["floor"].append(anyio.run(_all_at_once, script))
+            rounds["built"].append(build())
+            rounds["first"].append(first_invoke())
+        own, floor, built, first = (statistics.median(rounds[k]) for k in rounds)
 
         _configure(folder, script, (0.0,))
         pm = make_plugin_manager()
@@ -176,22 +175,20 @@ def main() -> None:
         kept = statistics.median(times)
         close_all()
         direct = anyio.run(_direct_calls, script, options.calls)
-        zero_start = _median(lambda: anyio.run(_own_start, script, 0.0), options.repeats)
 
         _configure(folder, script, (0.0,), idle_seconds=0.5)
-
-        def after_idle() -> float:
+        idle_pm = make_plugin_manager()
+        invoke(idle_pm, "s0__echo", {"text": "hi"}, context=context)
+        starts, reopens = [], []
+        for _ in range(options.repeats):
+            starts.append(anyio.run(_own_start, script, 0.0))
             # The session is closed as idle, then the next call opens it again.
             time.sleep(1.5)
             began = time.perf_counter()
             answer = invoke(idle_pm, "s0__echo", {"text": "hi"}, context=context)
-            took = time.perf_counter() - began
+            reopens.append(time.perf_counter() - began)
             assert answer.content == "hi"
-            return took
-
-        idle_pm = make_plugin_manager()
-        invoke(idle_pm, "s0__echo", {"text": "hi"}, context=context)
-        reopened = _median(after_idle, options.repeats)
+        zero_start, reopened = statistics.median(starts), statistics.median(reopens)
         close_all()
 
     print(f"servers: {len(DELAYS)}, start delays {', '.join(f'{d:g}' for d in DELAYS)} s")
