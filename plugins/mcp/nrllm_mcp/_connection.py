@@ -68,6 +68,12 @@ class Connection:
         """The server's ``CallToolResult``; raises on a timeout or a broken session."""
         return self._session.call(name, arguments)
 
+    @property
+    def revision(self) -> str | None:
+        """The protocol revision the open session speaks (``None`` when it is closed)."""
+        session = self._session._session
+        return None if session is None else str(session.protocol_version)
+
     def close(self, *, wait: bool = True) -> None:
         """Stop the session; with ``wait``, wait (bounded) for the transport to shut down. A
         hung server's caller does not wait: its session stops in the background."""
@@ -208,7 +214,7 @@ class _Session:
                         ),
                     )
                 )
-                await session.initialize()
+                await _negotiate(session)
                 ready.set_result(session)
                 await self._until_stopped_or_idle(session, stop)
         except BaseException as exc:
@@ -275,6 +281,18 @@ class _Session:
                 *settings.args,
             ],
         )
+
+
+async def _negotiate(session: Any) -> None:
+    """Speak the newest revision both ends know: ``server/discover`` (2026-07-28 on), else
+    the ``initialize`` handshake (2024-11-05 to 2025-11-25) for a server that does not know
+    it. The SDK's own ``auto`` policy, through the session's public methods."""
+    from mcp import MCPError
+
+    try:
+        await session.discover()
+    except MCPError:
+        await session.initialize()
 
 
 @contextlib.asynccontextmanager

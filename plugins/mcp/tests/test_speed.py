@@ -178,3 +178,52 @@ def test_the_sessions_close_when_their_host_goes(configure, tmp_path, home):
     gc.collect()
     wait_closed()
     assert gone(pid)
+
+
+LATEST = "2026-07-28"
+HANDSHAKE_REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+def test_the_sdks_newest_revision_is_spoken_over_stdio(tmp_path):
+    from nrllm_mcp._connection import Connection
+    from nrllm_mcp._settings import load_settings
+
+    folder = server_state(tmp_path, "demo")
+    settings = load_settings({"servers": {"demo": stdio_server(folder)}}).servers["demo"]
+    connection = Connection(settings, os.environ)
+    try:
+        assert {t.name for t in connection.open()} >= {"echo"}
+        assert connection.revision == LATEST
+    finally:
+        connection.close()
+    assert connection.revision is None
+
+
+def test_the_sdks_newest_revision_is_spoken_over_streamable_http(http_server):
+    from nrllm_mcp._connection import Connection
+    from nrllm_mcp._settings import load_settings
+
+    settings = load_settings({"servers": {"web": {"url": http_server}}}).servers["web"]
+    connection = Connection(settings, os.environ)
+    try:
+        assert {t.name for t in connection.open()} >= {"echo"}
+        assert connection.revision == LATEST
+        assert connection.call("echo", {"text": "hi"}).content[0].text == "hi"
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("revision", HANDSHAKE_REVISIONS)
+def test_a_server_of_an_older_revision_still_works(configure, tmp_path, revision):
+    folder = server_state(tmp_path, "old")
+    (folder / "revision").write_text(revision, encoding="utf-8")
+    configure({"old": stdio_server(folder, read_only_tools=READ_ONLY)})
+    pm = make_plugin_manager()
+    assert invoke(pm, "old__echo", {"text": "hi"}, context=CONTEXT).content == "hi"
+    from nrllm_mcp._client import connection_for
+    from nrllm_mcp._settings import load_settings
+
+    server = load_settings(
+        {"servers": {"old": stdio_server(folder, read_only_tools=READ_ONLY)}}
+    ).servers["old"]
+    assert connection_for(server, os.environ).revision == revision
