@@ -47,37 +47,37 @@ class Connection:
 
     def __init__(self, settings: ServerSettings, environ: Mapping[str, str]) -> None:
         self.settings = settings
-        self._session = _Session(settings, environ)
+        self._state = _Session(settings, environ)
         # The loop's task holds the session, never this handle: the handle can go, and its
         # going closes the session (without waiting: it may go on any thread, the loop's too).
-        weakref.finalize(self, self._session.close, wait=False)
+        weakref.finalize(self, self._state.close, wait=False)
 
     def open(self) -> list[Any]:
         """Open the session and list the server's tools (every page)."""
-        return self._session.open()
+        return self._state.open()
 
     def reopen(self) -> list[Any] | None:
         """Open the session if it is closed and return the fresh listing; ``None`` when it
         was open (another thread may just have opened it)."""
-        return self._session.reopen()
+        return self._state.reopen()
 
     def list_tools(self) -> list[Any]:
-        return self._session.list_tools()
+        return self._state.list_tools()
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The server's ``CallToolResult``; raises on a timeout or a broken session."""
-        return self._session.call(name, arguments)
+        return self._state.call(name, arguments)
 
     @property
     def revision(self) -> str | None:
         """The protocol revision the open session speaks (``None`` when it is closed)."""
-        session = self._session._session
+        session = self._state._session
         return None if session is None else str(session.protocol_version)
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the session; with ``wait``, wait (bounded) for the transport to shut down. A
         hung server's caller does not wait: its session stops in the background."""
-        self._session.close(wait=wait)
+        self._state.close(wait=wait)
 
 
 @final
