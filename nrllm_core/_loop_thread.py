@@ -102,6 +102,9 @@ class Workers:
         while True:
             call, keep = self._calls.get()
             call()
+            # Not kept while the thread waits: the call holds its host's manager, and with it
+            # what the host's plugins let go when the host goes (MCP sessions, say).
+            del call
             with self._lock:
                 if self._idle >= keep:
                     return

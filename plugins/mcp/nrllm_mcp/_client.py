@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
 
 from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolRegistry, ToolResult
 from nrllm_core.log import logger
-from nrllm_mcp._connection import Connection, ConnectionFailed
+from nrllm_mcp._connection import Connection, ConnectionFailed, wait_closed
 from nrllm_mcp._definition import Definition, clean_description, clean_schema, nrllm_name
 from nrllm_mcp._results import to_tool_result
 from nrllm_mcp._settings import McpSettings, ServerSettings
@@ -31,22 +32,24 @@ __all__ = [
 UNREADABLE: Final = "pinsUnreadable"
 BAD_SCHEMA: Final = "invalidSchema"
 TOO_LARGE: Final = "tooLarge"
+UNAVAILABLE: Final = "serverUnavailable"
 FIRST_USE: Final = "(first use)"
 
 _lock = threading.Lock()
-_connections: dict[str, Connection] = {}
+# Held weakly: a connection lives as long as its holders (the tools of a host's catalog), so a
+# host keeps its sessions across runs and calls, and they close when it goes.
+_connections: weakref.WeakValueDictionary[str, Connection] = weakref.WeakValueDictionary()
 
 
 def connection_for(server: ServerSettings, environ: Mapping[str, str]) -> Connection:
-    """The process's connection to ``server``; a changed configuration gets a new one."""
+    """The connection to ``server`` that a catalog still holds, else a new one; a changed
+    configuration gets a new one (the old one closes when its holders go)."""
     with _lock:
         known = _connections.get(server.name)
         if known is not None and known.settings == server:
             return known
         fresh = Connection(server, environ)
         _connections[server.name] = fresh
-    if known is not None:
-        known.close()
     return fresh
 
 
@@ -57,6 +60,7 @@ def close_all() -> None:
         _connections.clear()
     for connection in connections:
         connection.close()
+    wait_closed()
 
 
 @final
@@ -72,15 +76,8 @@ class Survey:
     failure: str | None = None
 
 
-def survey(
-    server: ServerSettings, environ: Mapping[str, str], pins: Any, *, pin_first_use: bool
-) -> Survey:
-    """Connect (or re-list), and compare every tool with its pin. A server's first listing is
-    pinned as found (trust on first use), the server itself even when it lists no tool, when
-    ``pin_first_use``; otherwise its tools are ``new``."""
-    from nrllm_mcp._pins import PinState, pin_states
-
-    connection = connection_for(server, environ)
+def listing(connection: Connection) -> list[Any] | str:
+    """The server's tools, its session opened (or re-listed); or why they cannot be had."""
     try:
         listed = connection.reopen()
         if listed is None:
@@ -90,9 +87,42 @@ def survey(
                 # A session that broke since it was opened: opened again, once.
                 listed = connection.open()
     except Exception as exc:
-        connection.close()
-        reason = str(exc) if isinstance(exc, ConnectionFailed) else "the server did not answer"
-        return Survey(server=server, failure=reason)
+        # Not waited for: a server stuck starting must not hold up the others' listings.
+        connection.close(wait=False)
+        return str(exc) if isinstance(exc, ConnectionFailed) else "the server did not answer"
+    return listed
+
+
+def listings(connections: Sequence[Connection]) -> list[list[Any] | str]:
+    """Every server's :func:`listing`, the servers started at once: the slowest (or one that
+    never starts, up to its ``start_timeout_seconds``) sets the wait, not their sum."""
+    if len(connections) < 2:
+        return [listing(c) for c in connections]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # One thread per server, each waiting on the plugin's loop, where the sessions start.
+    with ThreadPoolExecutor(len(connections), thread_name_prefix="nrllm-mcp-start") as pool:
+        return list(pool.map(listing, connections))
+
+
+def survey(
+    server: ServerSettings,
+    environ: Mapping[str, str],
+    pins: Any,
+    *,
+    pin_first_use: bool,
+    listed: list[Any] | str | None = None,
+) -> Survey:
+    """Connect (or re-list), unless ``listed`` is the listing already had, and compare every
+    tool with its pin. A server's first listing is pinned as found (trust on first use), the
+    server itself even when it lists no tool, when ``pin_first_use``; otherwise its tools are
+    ``new``."""
+    from nrllm_mcp._pins import PinState, pin_states
+
+    if listed is None:
+        listed = listing(connection_for(server, environ))
+    if isinstance(listed, str):
+        return Survey(server=server, failure=listed)
     definitions = tuple(Definition.from_mcp(t) for t in listed)
     try:
         store = pins()
@@ -130,14 +160,34 @@ def register_servers(
             opened.append(PinStore.open(store_url, data_dir=default_data_dir()))
         return opened[0]
 
+    enabled = [server for server in settings.servers.values() if server.enabled]
+    connections = [connection_for(server, environ) for server in enabled]
     try:
-        for server in settings.servers.values():
-            if server.enabled:
-                found = survey(server, environ, pins, pin_first_use=True)
-                register_survey(registry, found, connection_for(server, environ))
+        for connection, listed in zip(connections, listings(connections), strict=True):
+            server = connection.settings
+            found = survey(server, environ, pins, pin_first_use=True, listed=listed)
+            register_survey(registry, found, connection)
+            if found.failure is not None:
+                _withhold_pinned(registry, server, found.failure, pins)
     finally:
         for store in opened:
             store.close()
+
+
+def _withhold_pinned(
+    registry: ToolRegistry, server: ServerSettings, failure: str, pins: Callable[[], Any]
+) -> None:
+    """Withhold the pinned tools of a server that could not be listed, saying why: they are
+    missing from the catalog for this server's failure alone."""
+    try:
+        pinned = pins().pins(server.name)
+    except Exception:
+        logger().error("nrllm.mcp.pins_unreadable", server=server.name, exc_info=True)
+        return
+    for pin in pinned:
+        name = nrllm_name(server.tool_prefix, pin.tool)
+        if name is not None:
+            registry.withhold(name, UNAVAILABLE, detail=failure)
 
 
 def register_survey(registry: ToolRegistry, found: Survey, connection: Connection) -> None:

@@ -1,29 +1,38 @@
 """One MCP server's session, held open by a task on the plugin's loop.
 
 The transport and the session are async context managers that must be entered and left by
-the same task: one task holds them until it is told to stop, and calls use the session.
+the same task: one task holds them until it is told to stop or the session has been idle for
+``idle_seconds``, and calls use the session. The session lives as long as its
+:class:`Connection` is held (by the tools of a host's catalog): when the last holder goes, the
+session is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import shutil
 import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final, final
 
+from nrllm_core.log import logger
 from nrllm_mcp import _runner
 from nrllm_mcp._settings import ServerSettings
 
-__all__ = ["Connection", "ConnectionFailed"]
+__all__ = ["Connection", "ConnectionFailed", "wait_closed"]
 
 # How long a closing session may take to stop its child or its HTTP session.
 _CLOSE_SECONDS: Final = 10.0
-# Starting a server (an interpreter and the SDK, say) can take longer than a call should:
-# opening waits at least this long, however short the call timeout.
-_OPEN_SECONDS: Final = 30.0
+
+# Sessions being stopped in the background (a server that failed to start, a hung one):
+# ``wait_closed`` waits for them, so a command or a test leaves no child behind.
+_closing_lock = threading.Lock()
+_closing: set[concurrent.futures.Future[None]] = set()
 
 
 class ConnectionFailed(Exception):
@@ -32,7 +41,48 @@ class ConnectionFailed(Exception):
 
 @final
 class Connection:
-    """A session with one server: opened on demand, closed once it failed."""
+    """A session with one server: opened on demand, closed once it failed, when it has been
+    idle for ``idle_seconds`` (opened again on the next use), or when nothing holds this
+    object any more (the host whose catalog's tools held it is gone)."""
+
+    def __init__(self, settings: ServerSettings, environ: Mapping[str, str]) -> None:
+        self.settings = settings
+        self._state = _Session(settings, environ)
+        # The loop's task holds the session, never this handle: the handle can go, and its
+        # going closes the session (without waiting: it may go on any thread, the loop's too).
+        weakref.finalize(self, self._state.close, wait=False)
+
+    def open(self) -> list[Any]:
+        """Open the session and list the server's tools (every page)."""
+        return self._state.open()
+
+    def reopen(self) -> list[Any] | None:
+        """Open the session if it is closed and return the fresh listing; ``None`` when it
+        was open (another thread may just have opened it)."""
+        return self._state.reopen()
+
+    def list_tools(self) -> list[Any]:
+        return self._state.list_tools()
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The server's ``CallToolResult``; raises on a timeout or a broken session."""
+        return self._state.call(name, arguments)
+
+    @property
+    def revision(self) -> str | None:
+        """The protocol revision the open session speaks (``None`` when it is closed)."""
+        session = self._state._session
+        return None if session is None else str(session.protocol_version)
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the session; with ``wait``, wait (bounded) for the transport to shut down. A
+        hung server's caller does not wait: its session stops in the background."""
+        self._state.close(wait=wait)
+
+
+@final
+class _Session:
+    """What a :class:`Connection` holds: the session, and the task on the loop holding it."""
 
     def __init__(self, settings: ServerSettings, environ: Mapping[str, str]) -> None:
         self.settings = settings
@@ -42,6 +92,11 @@ class Connection:
         self._session: Any = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        # Calls in flight and the last use, for the idle close. The loop takes this lock too,
+        # so it is never held while waiting for the loop.
+        self._uses = threading.Lock()
+        self._busy = 0
+        self._last_used = time.monotonic()
 
     # -- synchronous, for the tools and the commands --------------------------------------------
 
@@ -50,46 +105,73 @@ class Connection:
         with self._lock:
             self.close()
             try:
-                return _runner.run(self._open(), max(self.settings.timeout_seconds, _OPEN_SECONDS))
+                return _runner.run(self._open(), self.settings.start_timeout_seconds)
             except ConnectionFailed:
-                self.close()
+                self.close(wait=False)
                 raise
+            except TimeoutError:
+                self.close(wait=False)
+                raise ConnectionFailed("the server did not start in time") from None
             except Exception as exc:
-                self.close()
+                self.close(wait=False)
                 raise ConnectionFailed(_reason(exc)) from None
 
     def reopen(self) -> list[Any] | None:
         """Open the session if it is closed and return the fresh listing; ``None`` when it
         was open (another thread may just have opened it)."""
         with self._lock:
-            return None if self._session is not None else self.open()
+            with self._uses:
+                if self._session is not None:
+                    # Used now: the idle close does not take it between this and the call.
+                    self._last_used = time.monotonic()
+                    return None
+            return self.open()
 
     def list_tools(self) -> list[Any]:
-        return _runner.run(self._list(), self.settings.timeout_seconds)
+        session = self._use()
+        try:
+            return _runner.run(self._list(session), self.settings.timeout_seconds)
+        finally:
+            self._done()
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """The server's ``CallToolResult``; raises on a timeout or a broken session."""
         timeout = self.settings.timeout_seconds
-        session = self._session
-        if session is None:
-            raise ConnectionFailed("the session is closed")
-        # The limit is this wait's alone: an SDK read timeout of the same length would race it
-        # and fail the call as something other than a timeout.
-        return _runner.run(session.call_tool(name, arguments), timeout)
+        session = self._use()
+        try:
+            # The limit is this wait's alone: an SDK read timeout of the same length would race
+            # it and fail the call as something other than a timeout.
+            return _runner.run(session.call_tool(name, arguments), timeout)
+        finally:
+            self._done()
+
+    def _use(self) -> Any:
+        with self._uses:
+            if self._session is None:
+                raise ConnectionFailed("the session is closed")
+            self._busy += 1
+            return self._session
+
+    def _done(self) -> None:
+        with self._uses:
+            self._busy -= 1
+            self._last_used = time.monotonic()
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the holding task; with ``wait``, wait (bounded) for the transport to shut
         down. A hung server's caller does not wait: its session stops in the background."""
         with self._lock:
-            task, stop = self._task, self._stop
+            task, stop, started = self._task, self._stop, self._session is not None
             self._session = self._task = self._stop = None
         if task is None or stop is None:
             return
         if not wait:
-            asyncio.run_coroutine_threadsafe(_stop(task, stop), _runner.loop())
+            stopping = asyncio.run_coroutine_threadsafe(_stop(task, stop, started), _runner.loop())
+            with _closing_lock:
+                _closing.add(stopping)
+            stopping.add_done_callback(_forget)
             return
         with contextlib.suppress(Exception):
-            _runner.run(_stop(task, stop), _CLOSE_SECONDS)
+            _runner.run(_stop(task, stop, started), _CLOSE_SECONDS)
 
     # -- on the loop --------------------------------------------------------------------------
 
@@ -97,17 +179,20 @@ class Connection:
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._hold(ready, self._stop))
-        self._session = await ready
-        return await self._list()
+        session = await ready
+        with self._uses:
+            self._session = session
+            self._last_used = time.monotonic()
+        return await self._list(session)
 
-    async def _list(self) -> list[Any]:
+    async def _list(self, session: Any) -> list[Any]:
         tools: list[Any] = []
         cursor = None
         for _ in range(100):
             from mcp.types import PaginatedRequestParams
 
             params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
-            page = await self._session.list_tools(params=params)
+            page = await session.list_tools(params=params)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -124,12 +209,14 @@ class Connection:
                     ClientSession(
                         read,
                         write,
-                        read_timeout_seconds=max(self.settings.timeout_seconds, _OPEN_SECONDS),
+                        read_timeout_seconds=max(
+                            self.settings.timeout_seconds, self.settings.start_timeout_seconds
+                        ),
                     )
                 )
-                await session.initialize()
+                await _negotiate(session)
                 ready.set_result(session)
-                await stop.wait()
+                await self._until_stopped_or_idle(session, stop)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(ConnectionFailed(_reason(exc)))
@@ -138,6 +225,22 @@ class Connection:
         finally:
             if not ready.done():
                 ready.set_exception(ConnectionFailed("the connection closed"))
+
+    async def _until_stopped_or_idle(self, session: Any, stop: asyncio.Event) -> None:
+        idle = self.settings.idle_seconds
+        while True:
+            with self._uses:
+                left = self._last_used + idle - time.monotonic()
+                if self._busy == 0 and left <= 0 and self._session is session:
+                    # Taken from the callers before it closes: the next use opens it again.
+                    self._session = None
+                    break
+            # A call in flight longer than ``idle_seconds`` is looked at again after it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), left if left > 0 else idle)
+            if stop.is_set():
+                return
+        logger().info("nrllm.mcp.session_idle_closed", server=self.settings.name, seconds=idle)
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         settings = self.settings
@@ -180,6 +283,18 @@ class Connection:
         )
 
 
+async def _negotiate(session: Any) -> None:
+    """Speak the newest revision both ends know: ``server/discover`` (2026-07-28 on), else
+    the ``initialize`` handshake (2024-11-05 to 2025-11-25) for a server that does not know
+    it. The SDK's own ``auto`` policy, through the session's public methods."""
+    from mcp import MCPError
+
+    try:
+        await session.discover()
+    except MCPError:
+        await session.initialize()
+
+
 @contextlib.asynccontextmanager
 async def _with_client(client: Any, url: str) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
@@ -188,12 +303,28 @@ async def _with_client(client: Any, url: str) -> AsyncIterator[Any]:
         yield streams
 
 
-async def _stop(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+async def _stop(task: asyncio.Task[None], stop: asyncio.Event, started: bool) -> None:
+    """Let the holding task leave its session; one still starting (past its start timeout)
+    is cancelled at once, since it would not look at ``stop`` before its handshake ends."""
     stop.set()
-    try:
-        await asyncio.wait_for(task, _CLOSE_SECONDS)
-    except BaseException:
+    if not started:
         task.cancel()
+    await asyncio.wait({task}, timeout=_CLOSE_SECONDS)
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=_CLOSE_SECONDS)
+
+
+def _forget(stopping: concurrent.futures.Future[None]) -> None:
+    with _closing_lock:
+        _closing.discard(stopping)
+
+
+def wait_closed() -> None:
+    """Wait (bounded) for the sessions being stopped in the background."""
+    with _closing_lock:
+        pending = list(_closing)
+    concurrent.futures.wait(pending, timeout=2 * _CLOSE_SECONDS)
 
 
 def _reason(exc: BaseException) -> str:

@@ -35,6 +35,11 @@ class ServerSettings:
     # Header name to the environment variable holding its value: values never sit in the file.
     headers_env: Mapping[str, str] = attrs.field(factory=dict)
     timeout_seconds: float = 30.0
+    # How long the server may take to start, answer the handshake and list its tools: past it,
+    # only this server's tools are withheld.
+    start_timeout_seconds: float = 30.0
+    # A session unused this long is closed (its child stopped) and opened on the next use.
+    idle_seconds: float = 300.0
     enabled: bool = True
     data_class: DataClass = DataClass.SECRET_ADJACENT
     group: str = "mcp"
@@ -115,11 +120,11 @@ def _server(name: object, raw: object) -> ServerSettings:
                     f"{where}.headers_env.{header}: expected the name of an environment variable"
                 )
         values["headers_env"] = headers
-    if "timeout_seconds" in raw:
-        timeout = raw["timeout_seconds"]
-        if type(timeout) not in (int, float) or not 0 < timeout <= 600:
-            raise SettingsError(f"{where}.timeout_seconds: expected a number in (0, 600]")
-        values["timeout_seconds"] = float(timeout)
+    for key in ("timeout_seconds", "start_timeout_seconds"):
+        if key in raw:
+            values[key] = _seconds(raw[key], f"{where}.{key}", 600)
+    if "idle_seconds" in raw:
+        values["idle_seconds"] = _seconds(raw["idle_seconds"], f"{where}.idle_seconds", 86_400)
     if "max_tool_bytes" in raw:
         size = raw["max_tool_bytes"]
         if type(size) is not int or not 1_024 <= size <= 1_048_576:
@@ -138,6 +143,13 @@ def _server(name: object, raw: object) -> ServerSettings:
             )
         values["data_class"] = classes[raw["data_class"]]
     return ServerSettings(**values)
+
+
+def _seconds(value: object, where: str, most: int) -> float:
+    # A boolean is an int to Python, not a number of seconds to an operator.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= most:
+        raise SettingsError(f"{where}: expected a number of seconds in (0, {most}]")
+    return float(value)
 
 
 def _string(value: object, where: str) -> str:

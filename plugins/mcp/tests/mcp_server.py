@@ -6,7 +6,10 @@ description, list no tool at all (STATE_DIR/empty), offer a tool of a given inpu
 (STATE_DIR/schema, its JSON) or add a tool between two connections. With STATE_DIR/hostile, the
 server puts
 that file's text everywhere a server controls: its name, version and instructions, its stderr,
-a tool's name, a tool's description and a tool's result.
+a tool's name, a tool's description and a tool's result. Every start appends its process id
+to STATE_DIR/starts; with STATE_DIR/start_delay, the server sleeps that many seconds first.
+With STATE_DIR/revision, the server is one of that (handshake-era) protocol revision: it knows
+no ``server/discover`` and answers ``initialize`` with that revision.
 """
 
 from __future__ import annotations
@@ -151,10 +154,56 @@ async def _stdio() -> None:
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        revision = _state() / "revision"
+        if not revision.exists():
+            await server.run(read, write, server.create_initialization_options())
+            return
+        _older_revision(revision.read_text(encoding="utf-8").strip())
+        forward, served = anyio.create_memory_object_stream[Any](16)
+        async with anyio.create_task_group() as group:
+            group.start_soon(_without_discover, read, forward, write)
+            await server.run(served, write, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+def _older_revision(revision: str) -> None:
+    """Answer ``initialize`` with ``revision``, as a server written for it would."""
+    from mcp.server import runner
+
+    negotiate = runner.ServerRunner._negotiate_initialize
+
+    def older(params: Any) -> Any:
+        accepted, _ = negotiate(params)
+        return accepted, revision
+
+    runner.ServerRunner._negotiate_initialize = staticmethod(older)  # type: ignore[method-assign]
+
+
+async def _without_discover(read: Any, forward: Any, write: Any) -> None:
+    """Pass every message on but ``server/discover`` (2026-07-28), which a server of an older
+    revision does not know: it answers "method not found" and stays in the handshake era."""
+    from mcp.shared.message import SessionMessage
+
+    async with forward:
+        async for item in read:
+            message = getattr(item, "message", None)
+            if isinstance(message, types.JSONRPCRequest) and message.method == "server/discover":
+                unknown = types.ErrorData(code=-32601, message="Method not found")
+                await write.send(
+                    SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=unknown))
+                )
+                continue
+            await forward.send(item)
 
 
 def main() -> None:
+    with (_state() / "starts").open("a", encoding="utf-8") as starts:
+        starts.write(f"{os.getpid()}\n")
+    delay = _state() / "start_delay"
+    if delay.exists():
+        import time
+
+        time.sleep(float(delay.read_text(encoding="utf-8")))
     hostile = _hostile()
     if hostile is not None:
         server.name = server.version = server.instructions = hostile
