@@ -129,7 +129,9 @@ def test_runs_show_json_is_the_run_and_its_filtered_steps(config: Path, store: S
 
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
-    assert set(shown) == {"run", "usage", "truncated", "steps"}
+    assert set(shown) == {"run", "usage", "truncated", "label", "steps"}
+    # Its steps record no label (no model was asked).
+    assert shown["label"] is None
     assert set(shown["run"]) == RUN_KEYS
     assert shown["run"]["actor"] == "ana"
     assert [s["sequence"] for s in shown["steps"]] == [1, 2, 3]

@@ -597,3 +597,32 @@ def test_runs_cancel_ends_a_suspended_run_and_a_later_approval_is_refused(env):
     assert approved.exit_code == 1
     assert "was cancelled; it can no longer be decided" in approved.stderr
     assert env.calls == ([], [])
+
+
+def test_a_turn_the_policy_sent_to_a_person_says_why_and_runs_show_prints_the_label(env):
+    # read_notes declares no integrity: what it returns is untrusted, so the write of the
+    # next turn waits for a person for that reason.
+    env.turns(
+        {"tool_calls": [{"name": "read_notes", "arguments": {}}]},
+        {"tool_calls": [{"name": "write_note", "arguments": {"text": "hello"}}]},
+        {"content": "done"},
+    )
+
+    result = nrllm(env, "run", "read, then write")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    run_id = lines[0].split()[1]
+    assert lines[1] == (
+        '  write_note (needs approval: the run has read untrusted text) {"text":"hello"}'
+    )
+    shown = nrllm(env, "runs", "show", run_id)
+    assert "  label: publicContent, untrusted (untrusted text from: read_notes)" in (
+        shown.stdout.splitlines()
+    )
+    data = json.loads(nrllm(env, "runs", "show", run_id, "--json").stdout)
+    assert data["label"] == {
+        "data_class": "publicContent",
+        "integrity": "untrusted",
+        "untrusted_from": ["read_notes"],
+    }

@@ -68,12 +68,14 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     if detail is None:
         raise click.ClickException(f"no run {run_id!r} in the audit store")
     usage, truncated = _answer_facts(detail.steps)
+    label = _last_label(detail.steps)
     if as_json:
         echo_json(
             {
                 "run": detail.run.to_dict(),
                 "usage": usage,
                 "truncated": truncated,
+                "label": label,
                 "steps": [s.to_dict() for s in detail.steps],
             }
         )
@@ -84,6 +86,12 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
         + ", ".join(f"{key} {count}" for key, count in usage.items())
         + f"; truncated: {'true' if truncated else 'false'}"
     )
+    if label is not None:
+        sources = ", ".join(label.get("untrusted_from") or ()) or "-"
+        echo(
+            f"  label: {label.get('data_class')}, {label.get('integrity')} "
+            f"(untrusted text from: {sources})"
+        )
     for step in detail.steps:
         echo(f"  #{step.sequence} {step.kind} round {step.round} {step.duration_ms:.1f} ms")
         echo(f"    {to_json(_facts(step.payload))}")
@@ -145,6 +153,12 @@ def _answer_facts(steps: Any) -> tuple[dict[str, int], bool]:
             usage[key] += count if type(count) is int and count >= 0 else 0
         truncated = step.payload.get("truncated") is True
     return usage, truncated
+
+
+def _last_label(steps: Any) -> dict[str, Any] | None:
+    """What the run's model had read by its last request (or the turn it suspended on)."""
+    labels = [s.payload["label"] for s in steps if isinstance(s.payload.get("label"), dict)]
+    return labels[-1] if labels else None
 
 
 def _facts(payload: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import click
 
@@ -156,14 +156,23 @@ def _report(ctx: click.Context, outcome: RunOutcome, as_json: bool) -> None:
         sys.exit(1)
 
 
+# Why the information-flow policy sent a call to a person, as the person reads it.
+_POLICY_REASONS: Final = {
+    "untrusted": ": the run has read untrusted text",
+    "egress": ": it would send data above its clearance",
+}
+
+
 def _show_turn(outcome: RunOutcome, *, err: bool = False) -> None:
     """The pending calls, their previews and the digest: what a person decides on."""
     echo(f"run {outcome.run_id} is waiting for approval of this turn:", err=err)
     for pending in outcome.pending:
         if pending.refusal is not None:
             need = "refused, never runs"
+        elif pending.requires_approval:
+            need = "needs approval" + _POLICY_REASONS.get(pending.policy_reason or "", "")
         else:
-            need = "needs approval" if pending.requires_approval else "runs with the turn"
+            need = "runs with the turn"
         echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}", err=err)
         for line in pending.preview:
             echo(f"    | {line}", err=err)

@@ -49,6 +49,8 @@ class _Segment:
     input_messages: Any = None
     # When the request that has no ``llm`` record yet was sent.
     request_started: int | None = None
+    # What the model had read when asked (the request's label): names, never content.
+    label: Any = None
 
 
 # A name a backend shows and groups by: one short line of printable text.
@@ -148,6 +150,7 @@ class OtelSink:
         if record.kind is StepKind.REQUEST:
             segment.input_messages = payload.get("messages_sent")
             segment.request_started = now
+            segment.label = payload.get("label")
         elif record.kind is StepKind.LLM:
             self._chat(segment, payload, started, now)
         elif record.kind is StepKind.TOOL:
@@ -234,6 +237,7 @@ class OtelSink:
                 }
             ),
             **chat_content(segment.level, segment.input_messages, payload),
+            **_label_attributes(segment.label),
         }
         self._model_call(
             segment,
@@ -478,3 +482,22 @@ _PROVIDER_NAMES: Final = {
 def _provider_name(kind: str | None) -> str | None:
     """The conventions' name of the API a provider kind speaks."""
     return None if kind is None else _PROVIDER_NAMES.get(kind, kind)
+
+
+def _label_attributes(label: Any) -> dict[str, Any]:
+    """What the model had read when asked: its class, its integrity, and the tools that
+    brought untrusted text (issue 34's label, as the request step records it)."""
+    if not isinstance(label, Mapping):
+        return {}
+    sources = label.get("untrusted_from")
+    return _drop_none(
+        {
+            "nrllm.label.data_class": _text(label.get("data_class")),
+            "nrllm.label.integrity": _text(label.get("integrity")),
+            "nrllm.label.untrusted_from": (
+                tuple(s for s in sources if isinstance(s, str))
+                if isinstance(sources, list) and sources
+                else None
+            ),
+        }
+    )

@@ -89,6 +89,9 @@ def test_a_run_is_an_invoke_agent_span_with_a_chat_and_a_tool_child(make_host, o
         "gen_ai.usage.input_tokens": 11,
         "gen_ai.usage.output_tokens": 3,
         "gen_ai.response.finish_reasons": ("tool_calls",),
+        # The first request: the model had read nothing yet.
+        "nrllm.label.data_class": "publicContent",
+        "nrllm.label.integrity": "trusted",
     }
     assert tool.kind is SpanKind.INTERNAL
     assert tool.name == "execute_tool echo"
@@ -479,6 +482,22 @@ def test_the_provider_name_is_the_conventions_name_of_the_kinds_api(otel, kind, 
     (chat,) = otel.named("chat m")
     assert chat.attributes["gen_ai.provider.name"] == name
     assert name in {v.value for v in GenAiProviderNameValues}
+
+
+def test_a_chat_span_carries_what_the_model_had_read(otel):
+    label = {
+        "data_class": "editorContent",
+        "integrity": "untrusted",
+        "untrusted_from": ["read_page"],
+    }
+    otel.sink.nrllm_audit(start_record(provider="p", provider_kind="openai", model="m"))
+    otel.sink.nrllm_audit(step_record(1, StepKind.REQUEST, label=label))
+    otel.sink.nrllm_audit(step_record(2, StepKind.LLM, finish_reason="stop"))
+    otel.sink.nrllm_audit(step_record(3, StepKind.FINISH, status="completed"))
+    (chat,) = otel.named("chat m")
+    assert chat.attributes["nrllm.label.data_class"] == "editorContent"
+    assert chat.attributes["nrllm.label.integrity"] == "untrusted"
+    assert chat.attributes["nrllm.label.untrusted_from"] == ("read_page",)
 
 
 def start_record(**payload) -> AuditRecord:
