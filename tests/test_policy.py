@@ -89,7 +89,10 @@ READ_THEN_MAIL = [
 
 
 def _host(
-    tmp_path: Path, turns: list[dict[str, Any]], policy: dict[str, Any] | None = None
+    tmp_path: Path,
+    turns: list[dict[str, Any]],
+    policy: dict[str, Any] | None = None,
+    store_url: str | None = None,
 ) -> Host:
     tmp_path.mkdir(parents=True, exist_ok=True)
     script = tmp_path / "script.json"
@@ -102,6 +105,8 @@ def _host(
     }
     if policy is not None:
         data["policy"] = policy
+    if store_url is not None:
+        data["store"] = {"url": store_url}
     return Host.from_config(
         data=data,
         pm=make_plugin_manager(plugins=[Tools()], load_entry_points=False),
@@ -117,20 +122,28 @@ def _steps(host: Host, run_id: str, kind: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.usefixtures("driven")
-def test_after_untrusted_text_a_call_that_sends_data_out_waits_for_a_person(tmp_path):
-    host = _host(tmp_path, READ_THEN_MAIL)
+def test_after_untrusted_text_a_call_that_sends_data_out_waits_for_a_person(backend):
+    host = _host(backend.data_dir, READ_THEN_MAIL, store_url=backend.url)
     try:
         waiting = host.run("summarise the page")
         (suspension,) = _steps(host, waiting.run_id, "suspension")
-        done = host.approve(waiting.run_id, approver="bob", turn_digest=waiting.turn_digest)
     finally:
         host.store.close()
+    # Approved by another host on the same store, as another process would: the label comes
+    # back from the sealed state.
+    other = _host(backend.data_dir, READ_THEN_MAIL, store_url=backend.url)
+    try:
+        done = other.approve(waiting.run_id, approver="bob", turn_digest=waiting.turn_digest)
+        (*_, last) = _steps(other, done.run_id, "request")
+    finally:
+        other.store.close()
 
     assert waiting.status == "awaiting_approval"
     assert [p.name for p in waiting.pending] == ["send_mail"]
     assert suspension["pending_calls"][0]["policy_reason"] == "untrusted"
     assert suspension["label"]["untrusted_from"] == ["read_page"]
     assert (done.final_content, sent) == ("done", ["eve@example.org"])
+    assert last["label"]["untrusted_from"] == ["read_page"]
 
 
 @pytest.mark.usefixtures("driven")
