@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     )
     from nrllm_core._host import Host
     from nrllm_core._invoke import ainvoke, invoke
+    from nrllm_core._label import LabelSource
     from nrllm_core._loop import PendingCall
     from nrllm_core._manager import PluginManager, PluginRecord, make_plugin_manager
     from nrllm_core._messages import (
@@ -125,6 +126,7 @@ __all__ = [
     "HostConfig",
     "Integrity",
     "InvokeOptions",
+    "LabelSource",
     "NoApprover",
     "PendingCall",
     "PluginManager",
@@ -272,6 +274,7 @@ _LAZY_MODULES: Final = {
         "Usage",
     ),
     "nrllm_core._outcome": ("RunOutcome",),
+    "nrllm_core._label": ("LabelSource",),
     "nrllm_core._policy": ("ApproveWrites", "PolicyAction", "PolicyConfig", "PolicyRule"),
     "nrllm_core._privacy": ("PrivacyLevel",),
     "nrllm_core._payloads": (

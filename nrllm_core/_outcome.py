@@ -6,6 +6,7 @@ from typing import Any, final
 
 import attrs
 
+from nrllm_core._label import LabelSource
 from nrllm_core._loop import PendingCall
 from nrllm_core._messages import Usage
 from nrllm_core._status import RunStatus
@@ -34,6 +35,9 @@ class RunOutcome:
     usage: Usage = attrs.field(factory=Usage)
     # The final answer stopped at its token limit.
     truncated: bool = False
+    # For a suspended turn: the calls whose untrusted results the model had read when it
+    # asked for it (what could have steered it), for the person who decides.
+    untrusted: tuple[LabelSource, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +50,7 @@ class RunOutcome:
             "error": self.error,
             "truncated": self.truncated,
             "usage": self.usage.to_dict(),
+            "untrusted": [{"tool": u.tool, "call_id": u.call_id} for u in self.untrusted],
         }
 
 
@@ -57,4 +62,5 @@ def pending_dict(call: PendingCall) -> dict[str, Any]:
         "arguments": call.arguments,
         "requires_approval": call.requires_approval,
         "preview": list(call.preview),
+        "policy_reason": call.policy_reason,
     }

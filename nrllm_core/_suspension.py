@@ -119,6 +119,7 @@ class Suspensions:
             pending=state.pending,
             turn_digest=suspension.turn_digest,
             usage=state.usage,
+            untrusted=state.label.untrusted,
         )
 
     def claim(

@@ -34,8 +34,9 @@ RUN_KEYS = {
     "error",
     "truncated",
     "usage",
+    "untrusted",
 }
-PENDING_KEYS = {"call_id", "name", "arguments", "requires_approval", "preview"}
+PENDING_KEYS = {"call_id", "name", "arguments", "requires_approval", "preview", "policy_reason"}
 
 WRITE_TURN = {
     "tool_calls": [
@@ -149,6 +150,7 @@ def test_run_json_completed(env):
             "cached_tokens": 0,
             "reasoning_tokens": 0,
         },
+        "untrusted": [],
     }
 
 
@@ -171,6 +173,7 @@ def test_run_json_awaiting_approval_lists_the_whole_turn(env):
             "arguments": {"text": "hello"},
             "requires_approval": True,
             "preview": ["would write: hello"],
+            "policy_reason": None,
         },
         {
             "call_id": "call_0_1",
@@ -178,6 +181,7 @@ def test_run_json_awaiting_approval_lists_the_whole_turn(env):
             "arguments": {},
             "requires_approval": False,
             "preview": [],
+            "policy_reason": None,
         },
     ]
     assert env.calls == ([], [])

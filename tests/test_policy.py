@@ -140,6 +140,11 @@ def test_after_untrusted_text_a_call_that_sends_data_out_waits_for_a_person(back
 
     assert waiting.status == "awaiting_approval"
     assert [p.name for p in waiting.pending] == ["send_mail"]
+    assert [(p.policy_reason, p.requires_approval) for p in waiting.pending] == [
+        ("untrusted", True)
+    ]
+    # The person who decides is told what could have steered the model.
+    assert [(u.tool, u.call_id) for u in waiting.untrusted] == [("read_page", "c1")]
     assert suspension["pending_calls"][0]["policy_reason"] == "untrusted"
     assert suspension["label"]["untrusted_from"] == ["read_page"]
     assert (done.final_content, sent) == ("done", ["eve@example.org"])

@@ -541,6 +541,7 @@ def test_a_suspended_run_ends_its_stream_awaiting_approval(client):
             "arguments": {"to": "ops@example.org"},
             "requires_approval": True,
             "preview": ["To: ops@example.org", "Subject: hello"],
+            "policy_reason": None,
             "preview_failed": False,
         }
     ]
