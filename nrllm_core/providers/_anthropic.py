@@ -59,7 +59,8 @@ BLOCK_SEPARATOR: Final = "\n\n"
 class AnthropicProvider(HttpProvider):
     """``POST {base_url}/v1/messages`` with tools."""
 
-    __slots__ = ("_options", "model", "name")
+    __slots__ = ("_options",)
+    KIND: ClassVar = "anthropic"
     STREAM_FIELDS: ClassVar = {"stream": True}
 
     def __init__(
@@ -70,9 +71,7 @@ class AnthropicProvider(HttpProvider):
         http: HttpSettings,
         options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        super().__init__(http)
+        super().__init__(name=name, model=model, http=http)
         self._options = {"max_tokens": DEFAULT_MAX_TOKENS, **(options or {})}
 
     @classmethod
@@ -103,14 +102,6 @@ class AnthropicProvider(HttpProvider):
             asleep=asleep,
         )
         return cls(name=name, model=read.text("model"), http=http, options=options)
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(name={self.name!r}, model={self.model!r})"
-
-    @property
-    def origin(self) -> str:
-        """Who may be sent this adapter's replayed blocks: itself, with the same model."""
-        return f"anthropic:{self.name}:{self.model}"
 
     def request_body(
         self,

@@ -33,13 +33,33 @@ class HttpProvider(abc.ABC):
     ``close`` or ``aclose``: the host that built the provider for a run calls them when the run
     ends."""
 
-    __slots__ = ("_clients", "_http", "_stream_http")
+    __slots__ = ("_clients", "_http", "_stream_http", "model", "name")
 
-    def __init__(self, http: HttpSettings, *, stream_http: HttpSettings | None = None) -> None:
+    # The kind's name, which tags what its answers ask to have replayed (see ``origin``).
+    KIND: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        http: HttpSettings,
+        stream_http: HttpSettings | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
         self._http = http
         # An API that streams on a URL of its own (Gemini's :streamGenerateContent) says so.
         self._stream_http = http if stream_http is None else stream_http
         self._clients = Clients(timeout=http.timeout)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+
+    @property
+    def origin(self) -> str:
+        """Who may be sent this adapter's replayed blocks: itself, with the same model."""
+        return f"{self.KIND}:{self.name}:{self.model}"
 
     # What a request adds to ask for a stream.
     STREAM_FIELDS: ClassVar[Mapping[str, Any]]

@@ -259,7 +259,8 @@ class GeminiProvider(HttpProvider):
     """``POST .../models/{model}:generateContent`` (``:streamGenerateContent?alt=sse`` to
     stream) with function declarations."""
 
-    __slots__ = ("_generation", "_top", "model", "name")
+    __slots__ = ("_generation", "_top")
+    KIND: ClassVar = "gemini"
     # The stream is asked for by its URL, not by a field.
     STREAM_FIELDS: ClassVar = {}
 
@@ -272,9 +273,7 @@ class GeminiProvider(HttpProvider):
         stream_http: HttpSettings | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        super().__init__(http, stream_http=stream_http)
+        super().__init__(name=name, model=model, http=http, stream_http=stream_http)
         fields = dict(options or {})
         if "max_tokens" in fields:
             fields["maxOutputTokens"] = fields.pop("max_tokens")
@@ -319,14 +318,6 @@ class GeminiProvider(HttpProvider):
         return cls(
             name=name, model=read.text("model"), http=whole, stream_http=streamed, options=options
         )
-
-    def __repr__(self) -> str:
-        return f"GeminiProvider(name={self.name!r}, model={self.model!r})"
-
-    @property
-    def origin(self) -> str:
-        """Who may be sent this adapter's replayed parts: itself, with the same model."""
-        return f"gemini:{self.name}:{self.model}"
 
     def request_body(
         self,

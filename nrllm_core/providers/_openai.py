@@ -201,7 +201,8 @@ def _own(name: str, settings: Mapping[str, Any]) -> OpenAISettings:
 class OpenAIProvider(HttpProvider):
     """``POST {base_url}/chat/completions`` with function tools."""
 
-    __slots__ = ("_options", "model", "name")
+    __slots__ = ("_options",)
+    KIND: ClassVar = "openai"
     # Without include_usage a streamed answer reports no usage at all.
     STREAM_FIELDS: ClassVar = {"stream": True, "stream_options": {"include_usage": True}}
 
@@ -213,9 +214,7 @@ class OpenAIProvider(HttpProvider):
         http: HttpSettings,
         options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        super().__init__(http)
+        super().__init__(name=name, model=model, http=http)
         self._options = dict(options or {})
 
     @classmethod
@@ -246,9 +245,6 @@ class OpenAIProvider(HttpProvider):
             # The API refuses both; o-series models take only max_completion_tokens.
             raise read.error('set "max_tokens" or "max_completion_tokens", not both')
         return cls(name=name, model=read.text("model"), http=http, options=options)
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(name={self.name!r}, model={self.model!r})"
 
     def request_body(
         self,

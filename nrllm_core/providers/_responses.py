@@ -129,7 +129,8 @@ def responses_endpoint(
 class ResponsesProvider(HttpProvider):
     """``POST {base_url}/v1/responses`` with function tools, storing nothing on the server."""
 
-    __slots__ = ("_options", "model", "name")
+    __slots__ = ("_options",)
+    KIND: ClassVar = "openai-responses"
     STREAM_FIELDS: ClassVar = {"stream": True}
 
     def __init__(
@@ -140,9 +141,7 @@ class ResponsesProvider(HttpProvider):
         http: HttpSettings,
         options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        super().__init__(http)
+        super().__init__(name=name, model=model, http=http)
         options = dict(options or {})
         if "max_tokens" in options:
             options["max_output_tokens"] = options.pop("max_tokens")
@@ -181,14 +180,6 @@ class ResponsesProvider(HttpProvider):
         )
         options = read.request_fields()
         return cls(name=name, model=read.text("model"), http=http, options=options)
-
-    def __repr__(self) -> str:
-        return f"ResponsesProvider(name={self.name!r}, model={self.model!r})"
-
-    @property
-    def origin(self) -> str:
-        """Who may be sent this adapter's replayed items: itself, with the same model."""
-        return f"openai-responses:{self.name}:{self.model}"
 
     def request_body(
         self,

@@ -47,7 +47,8 @@ _PORTABLE_BLOCKS: Final = frozenset({"text", "toolUse"})
 class BedrockProvider(HttpProvider):
     """``POST {endpoint}/model/{modelId}/converse``, or ``/converse-stream`` to stream."""
 
-    __slots__ = ("_inference", "_top", "model", "name")
+    __slots__ = ("_inference", "_top")
+    KIND: ClassVar = "bedrock"
     # ConverseStream takes Converse's request as it is, on a URL of its own.
     STREAM_FIELDS: ClassVar = {}
     FRAMING: ClassVar = EventFrames
@@ -62,9 +63,7 @@ class BedrockProvider(HttpProvider):
         inference: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
-        self.model = model
-        super().__init__(http, stream_http=stream_http)
+        super().__init__(name=name, model=model, http=http, stream_http=stream_http)
         self._inference = dict(inference or {})
         self._top = dict(params or {})
 
@@ -136,14 +135,6 @@ class BedrockProvider(HttpProvider):
             inference=inference,
             params=fields,
         )
-
-    def __repr__(self) -> str:
-        return f"BedrockProvider(name={self.name!r}, model={self.model!r})"
-
-    @property
-    def origin(self) -> str:
-        """Who may be sent this adapter's replayed blocks: itself, with the same model."""
-        return f"bedrock:{self.name}:{self.model}"
 
     def request_body(
         self,
