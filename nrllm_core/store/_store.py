@@ -30,10 +30,10 @@ from nrllm_core.store._chain import (
     find_break,
 )
 from nrllm_core.store._database import (
+    HEAD_REVISION,
     SchemaOutdatedError,
     current_revisions,
     engine_for,
-    head_revisions,
     run_upgrade,
 )
 from nrllm_core.store._models import DecisionRow, RunRow, StepRow, SuspensionRow
@@ -141,7 +141,7 @@ class Store:
         current = current_revisions(store._engine)
         if not current:
             store.upgrade()
-        elif current != head_revisions():
+        elif current != {HEAD_REVISION}:
             store.close()
             raise SchemaOutdatedError(
                 f"the audit database is at revision {', '.join(sorted(current))}; "
