@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from nrllm_core._host import Host
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core._status import RunStatus
@@ -17,6 +16,9 @@ from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo, echo_json
+
+if TYPE_CHECKING:
+    from nrllm_core._host import Host
 
 
 @_main.cli.command()
