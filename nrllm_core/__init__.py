@@ -7,9 +7,9 @@ What a tool author's module needs (``tool``, ``ToolResult`` and the other value 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from nrllm_core._lazy import by_name, load
 from nrllm_core._tool import Tool, ToolContext, tool
 from nrllm_core._values import (
     Actor,
@@ -309,7 +309,7 @@ _LAZY_MODULES: Final = {
     "nrllm_core._loop": ("PendingCall",),
     "nrllm_core._provider_sections": ("ProviderKinds",),
 }
-_LAZY: Final = {name: module for module, names in _LAZY_MODULES.items() for name in names}
+_LAZY: Final = by_name(_LAZY_MODULES)
 
 
 def __getattr__(name: str) -> Any:
@@ -317,13 +317,7 @@ def __getattr__(name: str) -> Any:
         from importlib.metadata import version
 
         return version("nrllm-core")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    # Found once: later lookups are ordinary attribute reads.
-    globals()[name] = value
-    return value
+    return load(globals(), _LAZY, name)
 
 
 def __dir__() -> list[str]:

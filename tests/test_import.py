@@ -170,6 +170,7 @@ print(json.dumps([before, "nrllm_core._host" in sys.modules, host.__module__]))
     assert before == [
         "nrllm_core",
         "nrllm_core._json",
+        "nrllm_core._lazy",
         "nrllm_core._tool",
         "nrllm_core._values",
         "nrllm_core.hookspecs",
@@ -177,9 +178,10 @@ print(json.dumps([before, "nrllm_core._host" in sys.modules, host.__module__]))
     assert (host_loaded, module) == (True, "nrllm_core._host")
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """The names ``nrllm_core/__init__.py`` imports for mypy alone, by their module."""
-    tree = ast.parse((ROOT / "nrllm_core" / "__init__.py").read_text(encoding="utf-8"))
+def _type_checking_imports(package: str = "nrllm_core") -> dict[str, str]:
+    """The names the package's ``__init__.py`` imports for mypy alone, by their module."""
+    init = ROOT.joinpath(*package.split("."), "__init__.py")
+    tree = ast.parse(init.read_text(encoding="utf-8"))
     (block,) = [n for n in tree.body if isinstance(n, ast.If)]
     found = {}
     for node in block.body:
@@ -199,3 +201,25 @@ def test_every_public_name_resolves_to_its_module_and_mypy_sees_the_same():
     assert set(nrllm_core.__all__) <= set(dir(nrllm_core))
     with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
         nrllm_core.Nothing  # noqa: B018
+
+
+def test_every_store_name_resolves_to_its_module_and_mypy_sees_the_same():
+    import nrllm_core.store
+
+    assert _type_checking_imports("nrllm_core.store") == nrllm_core.store._LAZY
+    for name in nrllm_core.store.__all__:
+        assert getattr(nrllm_core.store, name) is not None
+    assert set(nrllm_core.store.__all__) <= set(dir(nrllm_core.store))
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        nrllm_core.store.Nothing  # noqa: B018
+
+
+def test_the_data_folder_loads_none_of_the_stores_tables():
+    # Plugins ask for it in commands that never open the store.
+    code = """
+import json, sys
+from nrllm_core.store import default_data_dir
+print(json.dumps(sorted(m for m in sys.modules if m in {"sqlalchemy.orm", "alembic"}
+                        or m.startswith("nrllm_core.store."))))
+"""
+    assert json.loads(run_python(code)) == ["nrllm_core.store._database"]

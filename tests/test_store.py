@@ -72,7 +72,7 @@ def test_a_new_database_is_created_at_the_latest_schema(backend: Any) -> None:
     from sqlalchemy import inspect
 
     from nrllm_core.store._database import head_revisions
-    from nrllm_core.store._models import Base
+    from nrllm_core.store._models import METADATA
 
     store = backend.open()
     try:
@@ -80,7 +80,7 @@ def test_a_new_database_is_created_at_the_latest_schema(backend: Any) -> None:
             context = MigrationContext.configure(connection)
             assert set(context.get_current_heads()) == head_revisions()
             # The shipped migrations and the models describe the same tables.
-            assert compare_metadata(context, Base.metadata) == []
+            assert compare_metadata(context, METADATA) == []
             columns = {c["name"] for c in inspect(connection).get_columns("gate_decisions")}
     finally:
         store.close()
@@ -315,11 +315,11 @@ def test_purge_deletes_old_finished_and_abandoned_runs_with_their_rows(
     assert store.get_run("old-done") is None
     from sqlalchemy import func, select
 
-    from nrllm_core.store._models import DecisionRow, StepRow
+    from nrllm_core.store._models import DECISIONS, STEPS
 
     with store._engine.connect() as connection:
-        steps = connection.execute(select(func.count()).select_from(StepRow)).scalar()
-        decisions = connection.execute(select(func.count()).select_from(DecisionRow)).scalar()
+        steps = connection.execute(select(func.count()).select_from(STEPS)).scalar()
+        decisions = connection.execute(select(func.count()).select_from(DECISIONS)).scalar()
     assert (steps, decisions) == (3, 3)
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from nrllm_core._config import ConfigError, HostConfig, config_loader, load_config
-from nrllm_core._host import Host
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core.cli._terminal import echo
+
+if TYPE_CHECKING:
+    from nrllm_core._host import Host
 
 __all__ = ["BadInput", "host_config", "open_host", "plugin_manager"]
 
@@ -76,6 +79,9 @@ def _command_config(pm: PluginManager, path: str | None) -> Callable[[], HostCon
 
 def open_host(ctx: click.Context) -> Host:
     """The host of the configuration the command reads, on the command's plugin manager."""
+    # Imported here: the run machinery is most of what a command that needs no host would load.
+    from nrllm_core._host import Host
+
     try:
         return Host.from_config(ctx.find_root().obj["config_path"], pm=plugin_manager())
     except ConfigError as exc:

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
-from nrllm_core._host import Host
-from nrllm_core._outcome import RunOutcome
 from nrllm_core._serde import to_json
 from nrllm_core._status import RunStatus
-from nrllm_core._suspension import ApprovalRefused
 from nrllm_core.cli import _main
 from nrllm_core.cli._common import BadInput, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo, echo_json
+
+if TYPE_CHECKING:
+    from nrllm_core._host import Host
+    from nrllm_core._outcome import RunOutcome
 
 
 @_main.cli.command()
@@ -81,6 +82,9 @@ def approve(
             # no store can hold: refused before anything is decided.
             raise BadInput("--as: not valid UTF-8; pass the approver's name as text") from None
     host = open_host(ctx)
+    # Loaded with the host: a command that opens none (``--help``, ``runs``) never loads them.
+    from nrllm_core._suspension import ApprovalRefused
+
     if digest is None:
         digest = _confirmed_digest(host, run_id, deny=deny, as_json=as_json)
     try:
@@ -103,6 +107,8 @@ def _interactive() -> bool:
 
 def _confirmed_digest(host: Host, run_id: str, *, deny: bool, as_json: bool) -> str:
     """The digest of the turn a person was shown and confirmed: nothing is decided blind."""
+    from nrllm_core._suspension import ApprovalRefused
+
     if not _interactive():
         raise BadInput(
             "no --digest: pass the turn digest you reviewed (--digest D), "
@@ -123,6 +129,8 @@ def _confirmed_digest(host: Host, run_id: str, *, deny: bool, as_json: bool) -> 
 
 
 def _refused(host: Host, run_id: str, reason: str, as_json: bool) -> NoReturn:
+    from nrllm_core._outcome import RunOutcome
+
     if as_json:
         # A refusal changes nothing: the status is the run's own, as stored (none if unknown).
         detail = host.store.get_run(run_id)

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError
 
 from nrllm_core._private_files import private_dir, private_file
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DB_FILENAME",
+    "HEAD_REVISION",
     "SchemaOutdatedError",
     "current_revisions",
     "default_data_dir",
@@ -26,6 +28,10 @@ __all__ = [
 ]
 
 DB_FILENAME: Final = "nrllm.db"
+# The last shipped migration's revision. The store compares the database's with it in one query
+# and loads Alembic only to migrate (a test holds it to Alembic's head): importing Alembic and
+# reading the scripts cost most of a short command's time.
+HEAD_REVISION: Final = "0006"
 _MIGRATIONS: Final = Path(__file__).parent / "migrations"
 # Long enough for a burst of writers in other processes; each write is one short transaction.
 _BUSY_TIMEOUT_MS: Final = 30_000
@@ -120,10 +126,17 @@ def head_revisions() -> frozenset[str]:
 
 
 def current_revisions(engine: Engine) -> frozenset[str]:
-    from alembic.runtime.migration import MigrationContext
-
+    """The revisions the database's ``alembic_version`` table holds; none for a new database."""
     with engine.connect() as connection:
-        return frozenset(MigrationContext.configure(connection).get_current_heads())
+        try:
+            rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+        except DBAPIError:
+            # Only a missing table means a new database: any other failure is raised as is.
+            connection.rollback()
+            if inspect(connection).has_table("alembic_version"):
+                raise
+            return frozenset()
+    return frozenset(row[0] for row in rows)
 
 
 def run_upgrade(engine: Engine, environ: Mapping[str, str] | None = None) -> None:

@@ -32,12 +32,12 @@ from nrllm_core._payloads import AuditRecord
 from nrllm_core._trace_context import checked_trace_context
 from nrllm_core.store._chain import ChainHead, ChainKey, chain_key, head_mac, step_mac
 from nrllm_core.store._models import (
-    AuditKeyRow,
-    ConsumedApprovalRow,
-    DecisionRow,
-    RunRow,
-    StepRow,
-    SuspensionRow,
+    AUDIT_KEYS,
+    CONSUMED_APPROVALS,
+    DECISIONS,
+    RUNS,
+    STEPS,
+    SUSPENSIONS,
     UTCDateTime,
 )
 from nrllm_core.store._records import (
@@ -82,35 +82,35 @@ _HEADS_KEPT: Final = 1_024
 
 # Built once: composing a statement (and its compiled cache's key) costs more than executing
 # it on SQLite.
-_INSERT_RUN: Final = insert(RunRow)
-_INSERT_STEP: Final = insert(StepRow)
-_INSERT_DECISIONS: Final = insert(DecisionRow)
+_INSERT_RUN: Final = insert(RUNS)
+_INSERT_STEP: Final = insert(STEPS)
+_INSERT_DECISIONS: Final = insert(DECISIONS)
 # FOR UPDATE: two writers of one run on PostgreSQL never chain from the same head (SQLite
 # has one writer at a time already).
 _CHAIN_HEAD: Final = (
-    select(RunRow.steps, RunRow.last_mac, RunRow.chain_head)
-    .where(RunRow.id == bindparam("target"))
+    select(RUNS.c.steps, RUNS.c.last_mac, RUNS.c.chain_head)
+    .where(RUNS.c.id == bindparam("target"))
     .with_for_update()
 )
 # Moves the head only from the one the step was chained to: a compare-and-set, so a head this
 # store remembered but another writer moved meanwhile is caught, never forked. The head
 # authenticates the count and the last mac, so comparing it compares all three.
 _COUNT_STEP: Final = (
-    update(RunRow)
-    .where(RunRow.id == bindparam("target"), RunRow.chain_head == bindparam("previous"))
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("target"), RUNS.c.chain_head == bindparam("previous"))
     .values(
         steps=bindparam("count"),
         last_mac=bindparam("last"),
         chain_head=bindparam("head"),
         heartbeat_at=bindparam("now", type_=UTCDateTime),
-        prompt_tokens=RunRow.prompt_tokens + bindparam("prompt", type_=BigInteger),
-        completion_tokens=RunRow.completion_tokens + bindparam("completion", type_=BigInteger),
+        prompt_tokens=RUNS.c.prompt_tokens + bindparam("prompt", type_=BigInteger),
+        completion_tokens=RUNS.c.completion_tokens + bindparam("completion", type_=BigInteger),
     )
 )
 
 _SETTLE: Final = (
-    update(RunRow)
-    .where(RunRow.id == bindparam("target"), RunRow.status.in_(OPEN))
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("target"), RUNS.c.status.in_(OPEN))
     .values(
         status=bindparam("new_status"),
         termination_reason=bindparam("new_reason"),
@@ -119,7 +119,7 @@ _SETTLE: Final = (
     )
 )
 _BLANK_STATE: Final = (
-    update(SuspensionRow).where(SuspensionRow.run_id == bindparam("target")).values(sealed=b"")
+    update(SUSPENSIONS).where(SUSPENSIONS.c.run_id == bindparam("target")).values(sealed=b"")
 )
 
 
@@ -173,7 +173,7 @@ def read_chain_key(connection: Connection, environ: Mapping[str, str]) -> ChainK
     def stored() -> bytes:
         try:
             secret = connection.execute(
-                select(AuditKeyRow.secret).where(AuditKeyRow.id == 1)
+                select(AUDIT_KEYS.c.secret).where(AUDIT_KEYS.c.id == 1)
             ).scalar_one_or_none()
         except SQLAlchemyError:
             # Dropped, altered or withheld from this user: the driver's text quotes the query
@@ -366,8 +366,8 @@ def record_decisions(connection: Connection, rows: list[dict[str, Any]]) -> None
 
 def heartbeat(connection: Connection, run_id: str, now: datetime) -> bool:
     result = connection.execute(
-        update(RunRow)
-        .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
+        update(RUNS)
+        .where(RUNS.c.id == run_id, RUNS.c.status == RunStatus.RUNNING.value)
         .values(heartbeat_at=now)
     )
     return result.rowcount == 1
@@ -411,9 +411,9 @@ def suspend_run(
     if not _move(connection, run_id, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, now):
         raise ClaimRefused(f'run "{run_id}" is not running', "not_running")
     # A run suspends once per turn that needs approval; only the latest turn is open.
-    connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id == run_id))
+    connection.execute(delete(SUSPENSIONS).where(SUSPENSIONS.c.run_id == run_id))
     connection.execute(
-        insert(SuspensionRow),
+        insert(SUSPENSIONS),
         {
             "run_id": run_id,
             "sealed": sealed,
@@ -440,11 +440,11 @@ def claim_suspension(
     now: datetime,
 ) -> bytes:
     claimed = connection.execute(
-        update(SuspensionRow)
+        update(SUSPENSIONS)
         .where(
-            SuspensionRow.run_id == run_id,
-            SuspensionRow.turn_digest == turn_digest,
-            SuspensionRow.decided_at.is_(None),
+            SUSPENSIONS.c.run_id == run_id,
+            SUSPENSIONS.c.turn_digest == turn_digest,
+            SUSPENSIONS.c.decided_at.is_(None),
         )
         .values(decided_at=now, decision=decision, approver=approver)
     )
@@ -454,7 +454,7 @@ def claim_suspension(
         )
     try:
         connection.execute(
-            insert(ConsumedApprovalRow),
+            insert(CONSUMED_APPROVALS),
             {"nonce": nonce, "run_id": run_id, "consumed_at": now},
         )
     except IntegrityError:
@@ -465,7 +465,7 @@ def claim_suspension(
     if not _move(connection, run_id, RunStatus.AWAITING_APPROVAL, RunStatus.RUNNING, now):
         raise ClaimRefused(f'run "{run_id}" is not awaiting approval', "not_awaiting")
     sealed: bytes = connection.execute(
-        select(SuspensionRow.sealed).where(SuspensionRow.run_id == run_id)
+        select(SUSPENSIONS.c.sealed).where(SUSPENSIONS.c.run_id == run_id)
     ).scalar_one()
     return sealed
 
@@ -474,8 +474,8 @@ def cancel_suspension(connection: Connection, run_id: str, *, by: str, now: date
     """Decide the run's open turn as cancelled by ``by`` and settle the run ``cancelled`` (its
     sealed state blanked); ``False`` when it has no undecided turn."""
     decided = connection.execute(
-        update(SuspensionRow)
-        .where(SuspensionRow.run_id == run_id, SuspensionRow.decided_at.is_(None))
+        update(SUSPENSIONS)
+        .where(SUSPENSIONS.c.run_id == run_id, SUSPENSIONS.c.decided_at.is_(None))
         .values(decided_at=now, decision="cancelled", approver=by)
     )
     if decided.rowcount != 1:
@@ -490,8 +490,8 @@ def _move(
     connection: Connection, run_id: str, source: RunStatus, target: RunStatus, now: datetime
 ) -> bool:
     moved = connection.execute(
-        update(RunRow)
-        .where(RunRow.id == run_id, RunRow.status == source.value)
+        update(RUNS)
+        .where(RUNS.c.id == run_id, RUNS.c.status == source.value)
         .values(status=target.value, heartbeat_at=now)
     )
     return moved.rowcount == 1
@@ -502,12 +502,12 @@ def _move(
 
 def suspension(connection: Connection, run_id: str) -> Suspension | None:
     query = (
-        select(SuspensionRow)
-        .join(RunRow, RunRow.id == SuspensionRow.run_id)
+        select(SUSPENSIONS)
+        .join(RUNS, RUNS.c.id == SUSPENSIONS.c.run_id)
         .where(
-            SuspensionRow.run_id == run_id,
-            SuspensionRow.decided_at.is_(None),
-            RunRow.status == RunStatus.AWAITING_APPROVAL.value,
+            SUSPENSIONS.c.run_id == run_id,
+            SUSPENSIONS.c.decided_at.is_(None),
+            RUNS.c.status == RunStatus.AWAITING_APPROVAL.value,
         )
     )
     row = connection.execute(query).one_or_none()
@@ -525,14 +525,14 @@ def suspension(connection: Connection, run_id: str) -> Suspension | None:
 
 
 def last_sequence(connection: Connection, run_id: str) -> int:
-    query = select(func.max(StepRow.sequence)).where(StepRow.run_id == run_id)
+    query = select(func.max(STEPS.c.sequence)).where(STEPS.c.run_id == run_id)
     return int(connection.execute(query).scalar() or 0)
 
 
 def list_runs(
     connection: Connection, status: RunStatus | None, *, now: datetime, lease: timedelta
 ) -> list[RunInfo]:
-    query = select(RunRow).order_by(RunRow.started_at.desc(), RunRow.id)
+    query = select(RUNS).order_by(RUNS.c.started_at.desc(), RUNS.c.id)
     if status is not None:
         query = query.where(_status_is(RunStatus(status), now - lease))
     return [_info(row, now - lease) for row in connection.execute(query).all()]
@@ -541,14 +541,14 @@ def list_runs(
 def get_run(
     connection: Connection, run_id: str, *, now: datetime, lease: timedelta
 ) -> RunDetail | None:
-    run = connection.execute(select(RunRow).where(RunRow.id == run_id)).one_or_none()
+    run = connection.execute(select(RUNS).where(RUNS.c.id == run_id)).one_or_none()
     if run is None:
         return None
     steps = connection.execute(
-        select(StepRow).where(StepRow.run_id == run_id).order_by(StepRow.sequence)
+        select(STEPS).where(STEPS.c.run_id == run_id).order_by(STEPS.c.sequence)
     ).all()
     decisions = connection.execute(
-        select(DecisionRow).where(DecisionRow.run_id == run_id).order_by(DecisionRow.id)
+        select(DECISIONS).where(DECISIONS.c.run_id == run_id).order_by(DECISIONS.c.id)
     ).all()
     return RunDetail(
         run=_info(run, now - lease),
@@ -576,13 +576,13 @@ def get_run(
 
 
 def _status_is(status: RunStatus, silent_since: datetime) -> ColumnElement[bool]:
-    stale = RunRow.heartbeat_at < silent_since
-    running = RunRow.status == RunStatus.RUNNING.value
+    stale = RUNS.c.heartbeat_at < silent_since
+    running = RUNS.c.status == RunStatus.RUNNING.value
     if status is RunStatus.INTERRUPTED:
         return and_(running, stale)
     if status is RunStatus.RUNNING:
         return and_(running, ~stale)
-    return RunRow.status == status.value
+    return RUNS.c.status == status.value
 
 
 def _info(row: Any, silent_since: datetime) -> RunInfo:

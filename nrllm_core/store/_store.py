@@ -30,13 +30,13 @@ from nrllm_core.store._chain import (
     find_break,
 )
 from nrllm_core.store._database import (
+    HEAD_REVISION,
     SchemaOutdatedError,
     current_revisions,
     engine_for,
-    head_revisions,
     run_upgrade,
 )
-from nrllm_core.store._models import DecisionRow, RunRow, StepRow, SuspensionRow
+from nrllm_core.store._models import DECISIONS, RUNS, STEPS, SUSPENSIONS
 from nrllm_core.store._records import (
     GateDecisionRecord,
     PurgeResult,
@@ -141,7 +141,7 @@ class Store:
         current = current_revisions(store._engine)
         if not current:
             store.upgrade()
-        elif current != head_revisions():
+        elif current != {HEAD_REVISION}:
             store.close()
             raise SchemaOutdatedError(
                 f"the audit database is at revision {', '.join(sorted(current))}; "
@@ -514,11 +514,11 @@ class Store:
         if days < 1 or unfinished_days < 1:
             raise ValueError("retention windows are whole days, at least 1")
         now = self._clock()
-        finished = and_(RunRow.status.in_(_FINISHED), RunRow.ended_at < now - timedelta(days=days))
+        finished = and_(RUNS.c.status.in_(_FINISHED), RUNS.c.ended_at < now - timedelta(days=days))
         unfinished = and_(
-            RunRow.status.in_(ops.OPEN),
-            RunRow.started_at < now - timedelta(days=unfinished_days),
-            or_(RunRow.status != RunStatus.RUNNING.value, RunRow.heartbeat_at < now - self._lease),
+            RUNS.c.status.in_(ops.OPEN),
+            RUNS.c.started_at < now - timedelta(days=unfinished_days),
+            or_(RUNS.c.status != RunStatus.RUNNING.value, RUNS.c.heartbeat_at < now - self._lease),
         )
         with self._write_lock, self._engine.begin() as connection:
             done = _delete_runs(connection, finished)
@@ -540,18 +540,18 @@ class Store:
         key = self._key()
         query = (
             select(
-                RunRow.id.label("chained_run"),
-                RunRow.chain_head,
-                RunRow.steps,
-                *(getattr(StepRow, name) for name in STEP_FIELDS),
-                StepRow.mac,
+                RUNS.c.id.label("chained_run"),
+                RUNS.c.chain_head,
+                RUNS.c.steps,
+                *(STEPS.c[name] for name in STEP_FIELDS),
+                STEPS.c.mac,
             )
-            .select_from(RunRow)
-            .outerjoin(StepRow, StepRow.run_id == RunRow.id)
-            .order_by(RunRow.id, StepRow.sequence)
+            .select_from(RUNS)
+            .outerjoin(STEPS, STEPS.c.run_id == RUNS.c.id)
+            .order_by(RUNS.c.id, STEPS.c.sequence)
         )
         if run_id is not None:
-            query = query.where(RunRow.id == run_id)
+            query = query.where(RUNS.c.id == run_id)
         checked, broken = 0, []
         with self._engine.connect() as connection:
             rows = connection.execution_options(yield_per=1_000).execute(query).mappings()
@@ -631,11 +631,11 @@ def _nothing(connection: Connection) -> None:
 def _delete_runs(connection: Connection, condition: ColumnElement[bool]) -> list[str]:
     # The ids are fixed first so that the steps, decisions and runs deleted are the same runs
     # even if another host settles one of them meanwhile.
-    doomed = list(connection.execute(select(RunRow.id).where(condition)).scalars())
+    doomed = list(connection.execute(select(RUNS.c.id).where(condition)).scalars())
     for start in range(0, len(doomed), _PURGE_CHUNK):
         chunk = doomed[start : start + _PURGE_CHUNK]
-        connection.execute(delete(StepRow).where(StepRow.run_id.in_(chunk)))
-        connection.execute(delete(DecisionRow).where(DecisionRow.run_id.in_(chunk)))
-        connection.execute(delete(SuspensionRow).where(SuspensionRow.run_id.in_(chunk)))
-        connection.execute(delete(RunRow).where(RunRow.id.in_(chunk)))
+        connection.execute(delete(STEPS).where(STEPS.c.run_id.in_(chunk)))
+        connection.execute(delete(DECISIONS).where(DECISIONS.c.run_id.in_(chunk)))
+        connection.execute(delete(SUSPENSIONS).where(SUSPENSIONS.c.run_id.in_(chunk)))
+        connection.execute(delete(RUNS).where(RUNS.c.id.in_(chunk)))
     return doomed
