@@ -150,6 +150,10 @@ def register_servers(
 ) -> None:
     """Register every enabled server's pinned tools and withhold the rest; the pins are in
     the audit's database, at ``store_url`` (``[store] url``)."""
+    enabled = [server for server in settings.servers.values() if server.enabled]
+    if not enabled:
+        # No server, no pins: the pin store (and SQLAlchemy with it) is not even imported.
+        return
     from nrllm_core.store import default_data_dir
     from nrllm_mcp._pins import PinStore
 
@@ -160,7 +164,6 @@ def register_servers(
             opened.append(PinStore.open(store_url, data_dir=default_data_dir()))
         return opened[0]
 
-    enabled = [server for server in settings.servers.values() if server.enabled]
     connections = [connection_for(server, environ) for server in enabled]
     try:
         for connection, listed in zip(connections, listings(connections), strict=True):

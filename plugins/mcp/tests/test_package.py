@@ -27,6 +27,23 @@ def test_importing_the_plugin_loads_no_sdk_no_store_and_starts_no_thread():
     assert threads == 1
 
 
+def test_registering_with_no_server_configured_loads_no_pin_store():
+    # `nrllm tools` without an MCP server pays nothing for the plugin's pins.
+    code = (
+        "import json, sys\n"
+        "from nrllm_core import ToolRegistry\n"
+        "from nrllm_mcp._client import register_servers\n"
+        "from nrllm_mcp._settings import McpSettings\n"
+        "register_servers(ToolRegistry(), McpSettings(), None, {})\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    modules = json.loads(done.stdout)
+    assert [m for m in modules if m.split(".")[0] == "sqlalchemy" or m == "nrllm_mcp._pins"] == []
+
+
 def test_no_module_of_core_imports_the_plugin():
     importing = []
     for path in CORE.rglob("*.py"):
