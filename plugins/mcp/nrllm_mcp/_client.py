@@ -11,7 +11,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolRegistry, ToolResult
+from nrllm_core import DataClass, Effect, Integrity, Tool, ToolContext, ToolRegistry, ToolResult
 from nrllm_core.log import logger
 from nrllm_mcp._connection import Connection, ConnectionFailed, wait_closed
 from nrllm_mcp._definition import Definition, clean_description, clean_schema, nrllm_name
@@ -261,6 +261,7 @@ class McpTool(Tool):
         # ``dependentRequired``, a format) must not let a call through that it refuses.
         self.argument_schema = definition.input_schema
         self.data_class: DataClass | None = server.data_class
+        self.integrity: Integrity | None = server.integrity
         self.effect = effect_for(server, definition)
         self.definition = definition
         self._connection = connection

@@ -8,7 +8,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from nrllm_core import DataClass
+from nrllm_core import DataClass, Integrity
 
 __all__ = ["SECTION", "McpSettings", "ServerSettings", "SettingsError", "load_settings"]
 
@@ -42,6 +42,8 @@ class ServerSettings:
     idle_seconds: float = 300.0
     enabled: bool = True
     data_class: DataClass = DataClass.SECRET_ADJACENT
+    # Who writes what its tools answer: untrusted unless the host says the server is its own.
+    integrity: Integrity = Integrity.UNTRUSTED
     group: str = "mcp"
     read_only_tools: tuple[str, ...] = ()
     prefix: str = ""
@@ -142,6 +144,14 @@ def _server(name: object, raw: object) -> ServerSettings:
                 + ", ".join(classes)
             )
         values["data_class"] = classes[raw["data_class"]]
+    if "integrity" in raw:
+        kinds = {member.value: member for member in Integrity}
+        if raw["integrity"] not in kinds:
+            raise SettingsError(
+                f"{where}.integrity: {raw['integrity']!r} is not accepted; accepted values: "
+                + ", ".join(kinds)
+            )
+        values["integrity"] = kinds[raw["integrity"]]
     return ServerSettings(**values)
 
 

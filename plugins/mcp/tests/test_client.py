@@ -13,11 +13,13 @@ from nrllm_core import (
     ArtifactType,
     DataClass,
     Effect,
+    Integrity,
     ToolContext,
     invoke,
     make_plugin_manager,
 )
 from nrllm_core.testing import SinkRecorder
+from nrllm_mcp._settings import SettingsError, load_settings
 
 from .conftest import READ_ONLY, stdio_server
 
@@ -45,6 +47,23 @@ def test_a_servers_tools_are_registered_under_its_prefix_strict_by_default(confi
     # Not listed as read-only: a write that needs approval.
     image = catalog.tools["demo__image"]
     assert (image.effect, image.requires_approval) == (Effect.NON_IDEMPOTENT_WRITE, True)
+
+
+def test_a_servers_answers_are_untrusted_unless_the_host_says_it_is_its_own(configure, state):
+    configure(
+        {
+            "demo": stdio_server(state),
+            "ours": stdio_server(state, prefix="ours", integrity="trusted"),
+        }
+    )
+    catalog = make_plugin_manager().catalog()
+    assert catalog.tools["demo__echo"].integrity is Integrity.UNTRUSTED
+    assert catalog.tools["ours__echo"].integrity is Integrity.TRUSTED
+
+
+def test_an_integrity_the_plugin_does_not_know_is_refused():
+    with pytest.raises(SettingsError, match=r"mcp\.servers\.x\.integrity: 'yes' is not accepted"):
+        load_settings({"servers": {"x": {"command": "srv", "integrity": "yes"}}})
 
 
 def test_the_servers_hints_make_a_tool_stricter_never_looser(configure, state):
