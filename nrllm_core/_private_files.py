@@ -28,16 +28,30 @@ def private_dir(path: Path) -> Path:
 
 def private_file(path: Path, *, create: bool = True) -> None:
     """Give ``path`` mode 0600, creating it empty first when ``create`` (never wider meanwhile);
-    a missing file that is not to be created is left missing."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    a missing file that is not to be created is left missing.
+
+    An existing file is never opened here: it may be a SQLite database this process has open,
+    and closing any descriptor of a file drops every POSIX lock the process holds on it, so
+    another process could take the database out of WAL mode under a live connection and
+    corrupt it. Its mode is read and set by path (the folder is the owner's alone)."""
+    if create:
+        try:
+            # O_EXCL: only a file this call creates is opened, which no connection can hold.
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
+        except FileExistsError:
+            pass
+        else:
+            try:
+                # The umask may have taken bits from 0600; give exactly 0600.
+                os.fchmod(fd, _FILE_MODE)
+            finally:
+                os.close(fd)
+            return
     try:
-        fd = os.open(path, flags, _FILE_MODE)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         if create:
             raise
         return
-    try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != _FILE_MODE:
-            os.fchmod(fd, _FILE_MODE)
-    finally:
-        os.close(fd)
+    if mode != _FILE_MODE:
+        os.chmod(path, _FILE_MODE)

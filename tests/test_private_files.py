@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +109,35 @@ def test_an_existing_data_folder_keeps_the_mode_its_owner_gave_it(tmp_path: Path
     Store.open(None, data_dir=home).close()
     assert mode(home) == 0o750
     assert mode(home / "nrllm.db") == 0o600
+
+
+def _switch_out_of_wal(database: Path) -> str:
+    """Another process asks to take the database out of WAL mode, which needs every other
+    connection's lock gone: ``locked`` while a connection holds its lock."""
+    code = (
+        "import sqlite3, sys\n"
+        "try:\n"
+        "    print(sqlite3.connect(sys.argv[1], timeout=0)"
+        ".execute('PRAGMA journal_mode=DELETE').fetchone()[0])\n"
+        "except sqlite3.OperationalError:\n"
+        "    print('locked')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(database)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_opening_the_database_again_keeps_the_open_connections_locks(tmp_path: Path) -> None:
+    # A host's audit store and the MCP plugin's pin store share nrllm.db in one process:
+    # making the second one's files private must not close a descriptor of the open database,
+    # which would drop the first connection's POSIX locks and let another process take the
+    # database out of WAL mode under it (it then reads as "malformed").
+    store = Store.open(None, data_dir=tmp_path)
+    try:
+        store.list_runs()
+        assert _switch_out_of_wal(tmp_path / "nrllm.db") == "locked"
+        Store.open(None, data_dir=tmp_path).close()
+        assert _switch_out_of_wal(tmp_path / "nrllm.db") == "locked"
+    finally:
+        store.close()
