@@ -58,6 +58,7 @@ def _tools() -> list[types.Tool]:
         types.Tool(name="hang", description="Never answers.", input_schema=empty),
         types.Tool(name="broken", description="Fails.", input_schema=empty),
         types.Tool(name="environment", description="Its variables' names.", input_schema=empty),
+        types.Tool(name="grow", description="Changes its tools and says so.", input_schema=empty),
         types.Tool(
             name="delete_all",
             description="Deletes.",
@@ -134,6 +135,22 @@ async def call_tool(
                 ),
             ]
         )
+    if params.name == "grow":
+        # Adds a tool, or with {"describe": TEXT} changes echo's description, and says so
+        # (``notifications/tools/list_changed``): on the listen stream from 2026-07-28 on,
+        # unasked before.
+        if "describe" in arguments:
+            (_state() / "description").write_text(arguments["describe"], encoding="utf-8")
+        else:
+            (_state() / "extra").touch()
+        from mcp.server.subscriptions import ToolsListChanged
+
+        await _bus.publish(ToolsListChanged())
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(text="grown")])
     if params.name == "hang":
         await anyio.sleep(3600)
     if params.name == "shout":
@@ -147,7 +164,17 @@ async def call_tool(
     return types.CallToolResult(content=[types.TextContent(text="it broke")], is_error=True)
 
 
-server = Server("nrllm-test", on_list_tools=list_tools, on_call_tool=call_tool)
+def _subscriptions() -> tuple[Any, Any]:
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+
+    bus = InMemorySubscriptionBus()
+    return bus, ListenHandler(bus)
+
+
+_bus, _listen = _subscriptions()
+server = Server(
+    "nrllm-test", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=_listen
+)
 
 
 async def _stdio() -> None:
