@@ -227,6 +227,9 @@ class _Session:
                             self.settings.timeout_seconds, self.settings.start_timeout_seconds
                         ),
                         message_handler=self._on_message,
+                        logging_callback=self._on_log,
+                        # From 2026-07-28 on, a server logs to a request only when asked to.
+                        log_level="info",
                     )
                 )
                 await _negotiate(session)
@@ -252,6 +255,11 @@ class _Session:
             with self._uses:
                 self._changed = True
             logger().info("nrllm.mcp.tools_list_changed", server=self.settings.name)
+
+    async def _on_log(self, params: Any) -> None:
+        from nrllm_mcp._server_log import log_server_message
+
+        log_server_message(self.settings.name, params)
 
     async def _until_stopped_or_idle(self, session: Any, stop: asyncio.Event) -> None:
         idle = self.settings.idle_seconds

@@ -26,6 +26,7 @@ READ_ONLY = [
     "broken",
     "environment",
     "grow",
+    "chatty",
     "delete_all",
 ]
 

@@ -59,6 +59,7 @@ def _tools() -> list[types.Tool]:
         types.Tool(name="broken", description="Fails.", input_schema=empty),
         types.Tool(name="environment", description="Its variables' names.", input_schema=empty),
         types.Tool(name="grow", description="Changes its tools and says so.", input_schema=empty),
+        types.Tool(name="chatty", description="Logs its text, then answers.", input_schema=empty),
         types.Tool(
             name="delete_all",
             description="Deletes.",
@@ -151,6 +152,10 @@ async def call_tool(
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(text="grown")])
+    if params.name == "chatty":
+        # Logs the text as the server's own log line (``notifications/message``).
+        await ctx.session.send_log_message("warning", arguments["text"], logger="chatty\u202e")
+        return types.CallToolResult(content=[types.TextContent(text="chatted")])
     if params.name == "hang":
         await anyio.sleep(3600)
     if params.name == "shout":

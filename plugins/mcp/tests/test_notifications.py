@@ -71,3 +71,28 @@ def test_a_changed_tool_list_is_listed_again_and_checked_against_the_pins(demo, 
     approved = nrllm("mcp", "pins", "approve", "demo", "extra", input="y\n")
     assert approved.exit_code == 0, approved.output
     assert tools_json()["demo__extra"]["offered"] is True
+
+
+@pytest.mark.parametrize("revision", [None, "2025-11-25"])
+def test_a_servers_log_line_is_logged_cleaned_masked_and_bounded(demo, revision):
+    if revision is not None:
+        (demo / "revision").write_text(revision, encoding="utf-8")
+    secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+    said = f"\x1b[31mdisk\u200b full\u202e; token {secret[:10]}\u200b{secret[10:]} " + "x" * 2000
+    pm = make_plugin_manager()
+    with capture_logs() as logs:
+        answer = invoke(pm, "demo__chatty", {"text": said}, context=CONTEXT)
+        assert answer.content == "chatted"
+        wait_until(lambda: bool(events(logs, "nrllm.mcp.server_log")))
+    (logged,) = events(logs, "nrllm.mcp.server_log")
+    assert (logged["server"], logged["level"], logged["log_level"]) == (
+        "demo",
+        "warning",
+        "warning",
+    )
+    assert logged["logger"] == "chatty"
+    text = logged["text"]
+    assert text.startswith("[31mdisk full; token *** xxx")
+    assert secret[:10] not in text
+    assert len(text) == 500
+    assert text.endswith("…")
