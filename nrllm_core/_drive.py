@@ -47,6 +47,8 @@ class Watchers:
     on_delta: Callable[[Delta], None] | None = None
     on_call: Callable[[Admitted], None] | None = None
     on_wire: Callable[[WirePayload], None] | None = None
+    # A running call's progress (``ToolContext.report_progress``): the call, then what it said.
+    on_progress: Callable[[Admitted, float, float | None, str | None], None] | None = None
 
 
 # Nobody watches the run live: the model is not asked to stream.
@@ -240,7 +242,7 @@ def _run_threads(
         while queued and len(running) < limits.max_parallel_tools:
             index = queued.popleft()
             _notify(watchers.on_call, calls[index])
-            call = functools.partial(execute, pm, calls[index], timeout)
+            call = functools.partial(execute, pm, _watched(calls[index], watchers), timeout)
             running[index] = (pool.submit(call, keep=limits.tool_threads), time.monotonic())
         if not running:
             break
@@ -250,6 +252,19 @@ def _run_threads(
             return_when=concurrent.futures.FIRST_COMPLETED,
         )
     return [results[index] for index in range(len(calls))]
+
+
+def _watched(admitted: Admitted, watchers: Watchers) -> Admitted:
+    """``admitted`` with a context whose ``report_progress`` reaches ``watchers``, when they
+    watch progress."""
+    on_progress = watchers.on_progress
+    if on_progress is None:
+        return admitted
+
+    def reported(progress: float, total: float | None, message: str | None) -> None:
+        on_progress(admitted, progress, total, message)
+
+    return attrs.evolve(admitted, context=attrs.evolve(admitted.context, on_progress=reported))
 
 
 # How often a waiting turn looks at its deadlines and its cancellation.
@@ -467,7 +482,7 @@ async def _run_tasks(
             _notify(watchers.on_call, admitted)
             began = time.perf_counter()
             with anyio.move_on_after(timeout) as deadline:
-                results[index] = await aexecute(pm, admitted, limiter)
+                results[index] = await aexecute(pm, _watched(admitted, watchers), limiter)
             if deadline.cancelled_caught:
                 results[index] = timed_out(admitted, timeout, time.perf_counter() - began)
 

@@ -380,6 +380,7 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
         actor=context.actor,
         settings=section,
         deps=context.deps,
+        on_progress=context.on_progress,
     )
 
 

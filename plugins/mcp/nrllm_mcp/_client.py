@@ -13,7 +13,7 @@ import attrs
 
 from nrllm_core import DataClass, Effect, Tool, ToolContext, ToolRegistry, ToolResult
 from nrllm_core.log import logger
-from nrllm_mcp._connection import Connection, ConnectionFailed, wait_closed
+from nrllm_mcp._connection import Connection, ConnectionFailed, Progress, wait_closed
 from nrllm_mcp._definition import Definition, clean_description, clean_schema, nrllm_name
 from nrllm_mcp._results import to_tool_result
 from nrllm_mcp._settings import McpSettings, ServerSettings
@@ -272,7 +272,13 @@ class McpTool(Tool):
         return len(json.dumps(offered, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        return call(self._connection, self.definition, arguments, self.name)
+        return call(
+            self._connection,
+            self.definition,
+            arguments,
+            self.name,
+            on_progress=None if context.on_progress is None else context.report_progress,
+        )
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
         server = self._connection.settings
@@ -284,7 +290,12 @@ class McpTool(Tool):
 
 
 def call(
-    connection: Connection, definition: Definition, arguments: dict[str, Any], name: str
+    connection: Connection,
+    definition: Definition,
+    arguments: dict[str, Any],
+    name: str,
+    *,
+    on_progress: Progress | None = None,
 ) -> ToolResult:
     """Call the tool; a failure closes the session and the next call opens it again, once,
     and refuses to run a tool whose definition no longer matches its pin."""
@@ -302,7 +313,7 @@ def call(
                 "its pin is approved."
             )
     try:
-        result = connection.call(definition.name, arguments)
+        result = connection.call(definition.name, arguments, on_progress=on_progress)
     except TimeoutError:
         connection.close(wait=False)
         logger().warning("nrllm.mcp.call_timeout", server=server, tool=name)

@@ -17,14 +17,17 @@ import shutil
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, final
 
 from nrllm_core.log import logger
 from nrllm_mcp import _runner
 from nrllm_mcp._settings import ServerSettings
 
-__all__ = ["Connection", "ConnectionFailed", "wait_closed"]
+__all__ = ["Connection", "ConnectionFailed", "Progress", "wait_closed"]
+
+# What hears a call's progress: how far, of how much (``None``: unknown), and what it says.
+Progress = Callable[[float, float | None, str | None], None]
 
 # How long a closing session may take to stop its child or its HTTP session.
 _CLOSE_SECONDS: Final = 10.0
@@ -64,9 +67,12 @@ class Connection:
     def list_tools(self) -> list[Any]:
         return self._state.list_tools()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """The server's ``CallToolResult``; raises on a timeout or a broken session."""
-        return self._state.call(name, arguments)
+    def call(
+        self, name: str, arguments: dict[str, Any], *, on_progress: Progress | None = None
+    ) -> Any:
+        """The server's ``CallToolResult``; raises on a timeout or a broken session.
+        ``on_progress`` hears the call's ``notifications/progress``, on the plugin's loop."""
+        return self._state.call(name, arguments, on_progress)
 
     @property
     def revision(self) -> str | None:
@@ -146,13 +152,21 @@ class _Session:
         finally:
             self._done()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    def call(self, name: str, arguments: dict[str, Any], on_progress: Progress | None) -> Any:
         timeout = self.settings.timeout_seconds
         session = self._use()
+        progress = None
+        if on_progress is not None:
+            # The SDK asks the server for progress (a progress token) only when it is heard.
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                on_progress(done, total, message)
+
         try:
             # The limit is this wait's alone: an SDK read timeout of the same length would race
             # it and fail the call as something other than a timeout.
-            return _runner.run(session.call_tool(name, arguments), timeout)
+            return _runner.run(
+                session.call_tool(name, arguments, progress_callback=progress), timeout
+            )
         finally:
             self._done()
 

@@ -155,6 +155,9 @@ async def call_tool(
     if params.name == "chatty":
         # Logs the text as the server's own log line (``notifications/message``).
         await ctx.session.send_log_message("warning", arguments["text"], logger="chatty\u202e")
+        # And reports its progress (``notifications/progress``), when asked to.
+        await ctx.session.report_progress(1, 2, arguments["text"])
+        await ctx.session.report_progress(2, 2)
         return types.CallToolResult(content=[types.TextContent(text="chatted")])
     if params.name == "hang":
         await anyio.sleep(3600)

@@ -96,3 +96,21 @@ def test_a_servers_log_line_is_logged_cleaned_masked_and_bounded(demo, revision)
     assert secret[:10] not in text
     assert len(text) == 500
     assert text.endswith("…")
+
+
+@pytest.mark.parametrize("revision", [None, "2025-11-25"])
+def test_a_calls_progress_reaches_the_tools_context(demo, revision):
+    if revision is not None:
+        (demo / "revision").write_text(revision, encoding="utf-8")
+    heard: list[tuple[float, float | None, str | None]] = []
+    context = ToolContext(
+        run_id="r",
+        call_id="c",
+        actor=Actor(id="tester"),
+        on_progress=lambda *said: heard.append(said),
+    )
+    pm = make_plugin_manager()
+    with capture_logs():
+        answer = invoke(pm, "demo__chatty", {"text": "half\x1b[2J way"}, context=context)
+    assert answer.content == "chatted"
+    assert heard == [(1.0, 2.0, "half\x1b[2J way"), (2.0, 2.0, None)]
