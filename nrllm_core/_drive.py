@@ -222,6 +222,8 @@ def _run_threads(
     queued = collections.deque(range(len(calls)))
     running: dict[int, tuple[concurrent.futures.Future[Executed], float]] = {}
     results: dict[int, Executed] = {}
+    # Set for a call the turn stops waiting for (``ToolContext.abandoned``).
+    abandoned: dict[int, threading.Event] = {}
     while True:
         now = time.monotonic()
         for index, (future, began) in list(running.items()):
@@ -229,6 +231,7 @@ def _run_threads(
                 results[index] = future.result()
             elif now - began > timeout:
                 results[index] = timed_out(calls[index], timeout, now - began)
+                abandoned[index].set()
             else:
                 continue
             del running[index]
@@ -237,12 +240,15 @@ def _run_threads(
             # on, its answer is that the run was cancelled (refused if it had not started).
             for index, (future, _) in running.items():
                 results[index] = cancelled(started=not future.cancel())
+                abandoned[index].set()
             results.update((index, cancelled(started=False)) for index in queued)
             break
         while queued and len(running) < limits.max_parallel_tools:
             index = queued.popleft()
             _notify(watchers.on_call, calls[index])
-            call = functools.partial(execute, pm, _watched(calls[index], watchers), timeout)
+            abandoned[index] = threading.Event()
+            admitted = _prepared(calls[index], watchers, abandoned[index])
+            call = functools.partial(execute, pm, admitted, timeout)
             running[index] = (pool.submit(call, keep=limits.tool_threads), time.monotonic())
         if not running:
             break
@@ -254,17 +260,19 @@ def _run_threads(
     return [results[index] for index in range(len(calls))]
 
 
-def _watched(admitted: Admitted, watchers: Watchers) -> Admitted:
-    """``admitted`` with a context whose ``report_progress`` reaches ``watchers``, when they
-    watch progress."""
+def _prepared(admitted: Admitted, watchers: Watchers, abandoned: threading.Event) -> Admitted:
+    """``admitted`` with a context that tells the tool when the turn stops waiting for it
+    (``abandoned``) and, when ``watchers`` watch progress, whose ``report_progress`` reaches
+    them."""
     on_progress = watchers.on_progress
-    if on_progress is None:
-        return admitted
+    reported = None
+    if on_progress is not None:
 
-    def reported(progress: float, total: float | None, message: str | None) -> None:
-        on_progress(admitted, progress, total, message)
+        def reported(progress: float, total: float | None, message: str | None) -> None:
+            on_progress(admitted, progress, total, message)
 
-    return attrs.evolve(admitted, context=attrs.evolve(admitted.context, on_progress=reported))
+    context = attrs.evolve(admitted.context, on_progress=reported, abandoned=abandoned)
+    return attrs.evolve(admitted, context=context)
 
 
 # How often a waiting turn looks at its deadlines and its cancellation.
@@ -481,10 +489,17 @@ async def _run_tasks(
             turn.started.add(index)
             _notify(watchers.on_call, admitted)
             began = time.perf_counter()
-            with anyio.move_on_after(timeout) as deadline:
-                results[index] = await aexecute(pm, _watched(admitted, watchers), limiter)
-            if deadline.cancelled_caught:
-                results[index] = timed_out(admitted, timeout, time.perf_counter() - began)
+            abandoned = threading.Event()
+            try:
+                with anyio.move_on_after(timeout) as deadline:
+                    prepared = _prepared(admitted, watchers, abandoned)
+                    results[index] = await aexecute(pm, prepared, limiter)
+                if deadline.cancelled_caught:
+                    results[index] = timed_out(admitted, timeout, time.perf_counter() - began)
+            finally:
+                # Answered, timed out or cancelled: nothing waits for the call any more (a
+                # sync tool's thread may still run).
+                abandoned.set()
 
     async with anyio.create_task_group() as group:
         for index, admitted in enumerate(calls):

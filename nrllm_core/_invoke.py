@@ -381,6 +381,7 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
         settings=section,
         deps=context.deps,
         on_progress=context.on_progress,
+        abandoned=context.abandoned,
     )
 
 

@@ -6,6 +6,7 @@ import copy
 import inspect
 import math
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,6 +42,11 @@ class ToolContext:
     anywhere; ``None`` when the host passed none. A tool types it where it reads it
     (``env: Env = context.deps``).
 
+    ``abandoned`` is set once the host no longer waits for the call: its run was cancelled
+    (``Host.cancel``) or it passed ``[run] tool_timeout_seconds``. A sync tool cannot be
+    stopped; one that waits on something it can stop (a request to a server) may watch it.
+    ``None`` outside a run's turn.
+
     ``on_progress`` is set by a host whose run is streamed (``Host.stream``): a long call
     reports how far it got with :meth:`report_progress`, which reaches the reader as a
     ``ToolProgress`` event. ``None`` when nobody watches.
@@ -52,6 +58,7 @@ class ToolContext:
     settings: Any = NO_SETTINGS
     deps: Any = None
     on_progress: Callable[[float, float | None, str | None], None] | None = None
+    abandoned: threading.Event | None = None
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -16,6 +16,7 @@ from nrllm_core.log import logger
 from nrllm_mcp._connection import Connection, ConnectionFailed, Progress, wait_closed
 from nrllm_mcp._definition import Definition, clean_description, clean_schema, nrllm_name
 from nrllm_mcp._results import to_tool_result
+from nrllm_mcp._runner import Abandoned
 from nrllm_mcp._settings import McpSettings, ServerSettings
 
 __all__ = [
@@ -278,6 +279,7 @@ class McpTool(Tool):
             arguments,
             self.name,
             on_progress=None if context.on_progress is None else context.report_progress,
+            abandoned=context.abandoned,
         )
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
@@ -296,6 +298,7 @@ def call(
     name: str,
     *,
     on_progress: Progress | None = None,
+    abandoned: threading.Event | None = None,
 ) -> ToolResult:
     """Call the tool; a failure closes the session and the next call opens it again, once,
     and refuses to run a tool whose definition no longer matches its pin."""
@@ -313,7 +316,14 @@ def call(
                 "its pin is approved."
             )
     try:
-        result = connection.call(definition.name, arguments, on_progress=on_progress)
+        result = connection.call(
+            definition.name, arguments, on_progress=on_progress, abandoned=abandoned
+        )
+    except Abandoned:
+        # The run was cancelled or the call timed out in core: the server was told to stop
+        # (``notifications/cancelled``); the session is fine and stays open.
+        logger().info("nrllm.mcp.call_cancelled", server=server, tool=name)
+        return ToolResult.error(f'Error: the call of "{name}" was cancelled.')
     except TimeoutError:
         connection.close(wait=False)
         logger().warning("nrllm.mcp.call_timeout", server=server, tool=name)

@@ -68,11 +68,18 @@ class Connection:
         return self._state.list_tools()
 
     def call(
-        self, name: str, arguments: dict[str, Any], *, on_progress: Progress | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: Progress | None = None,
+        abandoned: threading.Event | None = None,
     ) -> Any:
-        """The server's ``CallToolResult``; raises on a timeout or a broken session.
-        ``on_progress`` hears the call's ``notifications/progress``, on the plugin's loop."""
-        return self._state.call(name, arguments, on_progress)
+        """The server's ``CallToolResult``; raises on a timeout or a broken session, and
+        :class:`~nrllm_mcp._runner.Abandoned` once ``abandoned`` is set (the request is
+        cancelled: the server gets ``notifications/cancelled``). ``on_progress`` hears the
+        call's ``notifications/progress``, on the plugin's loop."""
+        return self._state.call(name, arguments, on_progress, abandoned)
 
     @property
     def revision(self) -> str | None:
@@ -152,7 +159,13 @@ class _Session:
         finally:
             self._done()
 
-    def call(self, name: str, arguments: dict[str, Any], on_progress: Progress | None) -> Any:
+    def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        on_progress: Progress | None,
+        abandoned: threading.Event | None,
+    ) -> Any:
         timeout = self.settings.timeout_seconds
         session = self._use()
         progress = None
@@ -165,7 +178,9 @@ class _Session:
             # The limit is this wait's alone: an SDK read timeout of the same length would race
             # it and fail the call as something other than a timeout.
             return _runner.run(
-                session.call_tool(name, arguments, progress_callback=progress), timeout
+                session.call_tool(name, arguments, progress_callback=progress),
+                timeout,
+                abandoned,
             )
         finally:
             self._done()

@@ -190,13 +190,12 @@ async def _stdio() -> None:
 
     async with stdio_server() as (read, write):
         revision = _state() / "revision"
-        if not revision.exists():
-            await server.run(read, write, server.create_initialization_options())
-            return
-        _older_revision(revision.read_text(encoding="utf-8").strip())
+        older = revision.exists()
+        if older:
+            _older_revision(revision.read_text(encoding="utf-8").strip())
         forward, served = anyio.create_memory_object_stream[Any](16)
         async with anyio.create_task_group() as group:
-            group.start_soon(_without_discover, read, forward, write)
+            group.start_soon(_forward, read, forward, write, older)
             await server.run(served, write, server.create_initialization_options())
             group.cancel_scope.cancel()
 
@@ -214,15 +213,27 @@ def _older_revision(revision: str) -> None:
     runner.ServerRunner._negotiate_initialize = staticmethod(older)  # type: ignore[method-assign]
 
 
-async def _without_discover(read: Any, forward: Any, write: Any) -> None:
-    """Pass every message on but ``server/discover`` (2026-07-28), which a server of an older
-    revision does not know: it answers "method not found" and stays in the handshake era."""
+async def _forward(read: Any, forward: Any, write: Any, older: bool) -> None:
+    """Pass every message on, writing the id of each request the client cancels
+    (``notifications/cancelled``) to STATE_DIR/cancelled. With ``older``, not
+    ``server/discover`` (2026-07-28), which a server of an older revision does not know: it
+    answers "method not found" and stays in the handshake era."""
     from mcp.shared.message import SessionMessage
 
     async with forward:
         async for item in read:
             message = getattr(item, "message", None)
-            if isinstance(message, types.JSONRPCRequest) and message.method == "server/discover":
+            if (
+                isinstance(message, types.JSONRPCNotification)
+                and message.method == "notifications/cancelled"
+            ):
+                with (_state() / "cancelled").open("a", encoding="utf-8") as cancelled:
+                    cancelled.write(f"{(message.params or {}).get('requestId')}\n")
+            if (
+                older
+                and isinstance(message, types.JSONRPCRequest)
+                and message.method == "server/discover"
+            ):
                 unknown = types.ErrorData(code=-32601, message="Method not found")
                 await write.send(
                     SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=unknown))

@@ -14,6 +14,9 @@ from nrllm_core import Actor, ToolContext, invoke, make_plugin_manager
 
 from .conftest import READ_ONLY, stdio_server
 from .test_pins import nrllm, tools_json
+from .test_round_trip import model
+
+__all__ = ["model"]
 
 CONTEXT = ToolContext(run_id="r", call_id="c", actor=Actor(id="tester"))
 
@@ -114,3 +117,60 @@ def test_a_calls_progress_reaches_the_tools_context(demo, revision):
         answer = invoke(pm, "demo__chatty", {"text": "half\x1b[2J way"}, context=context)
     assert answer.content == "chatted"
     assert heard == [(1.0, 2.0, "half\x1b[2J way"), (2.0, 2.0, None)]
+
+
+def cancelled_requests(state: Path) -> list[str]:
+    path = state / "cancelled"
+    return path.read_text(encoding="utf-8").split() if path.exists() else []
+
+
+@pytest.fixture
+def hanging_host(request, configure, state, model, home):
+    """A host whose model calls ``demo__hang``, the server waiting 60 s before it gives up,
+    the run's ``[run] tool_timeout_seconds`` the test's parameter, else 1 s."""
+    from nrllm_core import Host
+
+    tool_timeout = getattr(request, "param", 1)
+    settings = {"read_only_tools": READ_ONLY, "timeout_seconds": 60, "data_class": "publicContent"}
+    configure(
+        {"demo": stdio_server(state, **settings)},
+        model.provider("local") + f"[run]\ntool_timeout_seconds = {tool_timeout}\n",
+    )
+    host = Host.from_config(data_dir=home)
+    model.script("demo__hang", {})
+    yield host
+    host.store.close()
+
+
+def test_a_call_past_the_runs_tool_timeout_is_cancelled_on_the_server(hanging_host, state):
+    began = time.monotonic()
+    with capture_logs() as logs:
+        outcome = hanging_host.run("go", provider="llm")
+        assert outcome.status == "completed"
+        wait_until(lambda: len(cancelled_requests(state)) == 1)
+        wait_until(lambda: bool(events(logs, "nrllm.mcp.call_cancelled")))
+    assert time.monotonic() - began < 30
+    # The session stays open: the server stopped the request, not the connection.
+    assert hanging_host.invoke("demo__echo", {"text": "still"}).content == "still"
+    assert len((state / "starts").read_text(encoding="utf-8").split()) == 1
+
+
+# Long enough that only the cancellation can end the call.
+@pytest.mark.parametrize("hanging_host", [50], indirect=True)
+def test_a_call_of_a_cancelled_run_is_cancelled_on_the_server(hanging_host, state, model):
+    import threading
+
+    outcomes = []
+    began = time.monotonic()
+    with capture_logs():
+        worker = threading.Thread(
+            target=lambda: outcomes.append(hanging_host.run("go", provider="llm"))
+        )
+        worker.start()
+        wait_until(lambda: (state / "calls").exists() and "hang" in (state / "calls").read_text())
+        (info,) = hanging_host.runs("running")
+        assert hanging_host.cancel(info.run_id)
+        wait_until(lambda: len(cancelled_requests(state)) == 1)
+        worker.join(20)
+    assert outcomes[0].status == "cancelled"
+    assert time.monotonic() - began < 20
