@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 import attrs
 
 from nrllm_core._config import RunConfig
-from nrllm_core._invoke import Admitted, Executed, aexecute, cancelled, execute, timed_out
+from nrllm_core._invoke import (
+    Admitted,
+    Executed,
+    aexecute,
+    cancelled,
+    execute,
+    timed_out,
+    watched,
+)
 from nrllm_core._loop import Ask, Effect, Record, Run, RunCancelled
 from nrllm_core._loop_thread import workers
 from nrllm_core._manager import PluginManager
@@ -271,8 +279,7 @@ def _prepared(admitted: Admitted, watchers: Watchers, abandoned: threading.Event
         def reported(progress: float, total: float | None, message: str | None) -> None:
             on_progress(admitted, progress, total, message)
 
-    context = attrs.evolve(admitted.context, on_progress=reported, abandoned=abandoned)
-    return attrs.evolve(admitted, context=context)
+    return watched(admitted, reported, abandoned)
 
 
 # How often a waiting turn looks at its deadlines and its cancellation.

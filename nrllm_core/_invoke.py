@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import threading
 import time
 import types
 import uuid
@@ -358,6 +359,29 @@ def checked(admitted: Admitted, raw: object, started: float) -> Executed:
         result = ToolResult.error(f'Error: tool "{name}" returned no ToolResult.')
         return Executed(result=result, outcome=_ERROR, seconds=seconds)
     return _new_executed(result=raw, outcome=_OK, seconds=seconds)
+
+
+def watched(
+    admitted: Admitted,
+    on_progress: Callable[[float, float | None, str | None], None] | None,
+    abandoned: threading.Event,
+) -> Admitted:
+    """``admitted`` whose context carries a run's ``on_progress`` and ``abandoned``."""
+    context = admitted.context
+    # Built directly, as ``own_context`` does: every call of a turn goes through here.
+    return _new_admitted(
+        registered=admitted.registered,
+        arguments=admitted.arguments,
+        context=_new_context(
+            run_id=context.run_id,
+            call_id=context.call_id,
+            actor=context.actor,
+            settings=context.settings,
+            deps=context.deps,
+            on_progress=on_progress,
+            abandoned=abandoned,
+        ),
+    )
 
 
 def own_context(context: ToolContext, plugin: str) -> ToolContext:
