@@ -48,7 +48,14 @@ if TYPE_CHECKING:
         load_config,
     )
     from nrllm_core._direct_flow import NoApprover
-    from nrllm_core._events import Finished, StreamEvent, Suspended, ToolAnswered, ToolCallStarted
+    from nrllm_core._events import (
+        Finished,
+        StreamEvent,
+        Suspended,
+        ToolAnswered,
+        ToolCallStarted,
+        ToolProgress,
+    )
     from nrllm_core._flows import InvokeOptions, RunOptions
     from nrllm_core._gate import (
         DenialReason,
@@ -175,6 +182,7 @@ __all__ = [
     "ToolCatalog",
     "ToolCheck",
     "ToolContext",
+    "ToolProgress",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
@@ -238,6 +246,7 @@ _LAZY_MODULES: Final = {
         "Suspended",
         "ToolAnswered",
         "ToolCallStarted",
+        "ToolProgress",
     ),
     "nrllm_core._gate": (
         "DenialReason",

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 import attrs
 
 from nrllm_core._config import RunConfig
-from nrllm_core._invoke import Admitted, Executed, aexecute, cancelled, execute, timed_out
+from nrllm_core._invoke import (
+    Admitted,
+    Executed,
+    aexecute,
+    cancelled,
+    execute,
+    timed_out,
+    watched,
+)
 from nrllm_core._loop import Ask, Effect, Record, Run, RunCancelled
 from nrllm_core._loop_thread import workers
 from nrllm_core._manager import PluginManager
@@ -47,6 +55,8 @@ class Watchers:
     on_delta: Callable[[Delta], None] | None = None
     on_call: Callable[[Admitted], None] | None = None
     on_wire: Callable[[WirePayload], None] | None = None
+    # A running call's progress (``ToolContext.report_progress``): the call, then what it said.
+    on_progress: Callable[[Admitted, float, float | None, str | None], None] | None = None
 
 
 # Nobody watches the run live: the model is not asked to stream.
@@ -220,6 +230,8 @@ def _run_threads(
     queued = collections.deque(range(len(calls)))
     running: dict[int, tuple[concurrent.futures.Future[Executed], float]] = {}
     results: dict[int, Executed] = {}
+    # Set for a call the turn stops waiting for (``ToolContext.abandoned``).
+    abandoned: dict[int, threading.Event] = {}
     while True:
         now = time.monotonic()
         for index, (future, began) in list(running.items()):
@@ -227,6 +239,7 @@ def _run_threads(
                 results[index] = future.result()
             elif now - began > timeout:
                 results[index] = timed_out(calls[index], timeout, now - began)
+                abandoned[index].set()
             else:
                 continue
             del running[index]
@@ -235,12 +248,15 @@ def _run_threads(
             # on, its answer is that the run was cancelled (refused if it had not started).
             for index, (future, _) in running.items():
                 results[index] = cancelled(started=not future.cancel())
+                abandoned[index].set()
             results.update((index, cancelled(started=False)) for index in queued)
             break
         while queued and len(running) < limits.max_parallel_tools:
             index = queued.popleft()
             _notify(watchers.on_call, calls[index])
-            call = functools.partial(execute, pm, calls[index], timeout)
+            abandoned[index] = threading.Event()
+            admitted = _prepared(calls[index], watchers, abandoned[index])
+            call = functools.partial(execute, pm, admitted, timeout)
             running[index] = (pool.submit(call, keep=limits.tool_threads), time.monotonic())
         if not running:
             break
@@ -250,6 +266,20 @@ def _run_threads(
             return_when=concurrent.futures.FIRST_COMPLETED,
         )
     return [results[index] for index in range(len(calls))]
+
+
+def _prepared(admitted: Admitted, watchers: Watchers, abandoned: threading.Event) -> Admitted:
+    """``admitted`` with a context that tells the tool when the turn stops waiting for it
+    (``abandoned``) and, when ``watchers`` watch progress, whose ``report_progress`` reaches
+    them."""
+    on_progress = watchers.on_progress
+    reported = None
+    if on_progress is not None:
+
+        def reported(progress: float, total: float | None, message: str | None) -> None:
+            on_progress(admitted, progress, total, message)
+
+    return watched(admitted, reported, abandoned)
 
 
 # How often a waiting turn looks at its deadlines and its cancellation.
@@ -466,10 +496,17 @@ async def _run_tasks(
             turn.started.add(index)
             _notify(watchers.on_call, admitted)
             began = time.perf_counter()
-            with anyio.move_on_after(timeout) as deadline:
-                results[index] = await aexecute(pm, admitted, limiter)
-            if deadline.cancelled_caught:
-                results[index] = timed_out(admitted, timeout, time.perf_counter() - began)
+            abandoned = threading.Event()
+            try:
+                with anyio.move_on_after(timeout) as deadline:
+                    prepared = _prepared(admitted, watchers, abandoned)
+                    results[index] = await aexecute(pm, prepared, limiter)
+                if deadline.cancelled_caught:
+                    results[index] = timed_out(admitted, timeout, time.perf_counter() - began)
+            finally:
+                # Answered, timed out or cancelled: nothing waits for the call any more (a
+                # sync tool's thread may still run).
+                abandoned.set()
 
     async with anyio.create_task_group() as group:
         for index, admitted in enumerate(calls):

@@ -9,7 +9,7 @@ import queue
 import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
@@ -31,7 +31,11 @@ __all__ = [
     "Suspended",
     "ToolAnswered",
     "ToolCallStarted",
+    "ToolProgress",
 ]
+
+# What a progress event keeps of a tool's message.
+PROGRESS_MESSAGE_MAX_CHARS: Final = 200
 
 
 @final
@@ -41,6 +45,21 @@ class ToolCallStarted:
 
     call_id: str
     name: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolProgress:
+    """A running call says how far it got (``ToolContext.report_progress``; an MCP server's
+    ``notifications/progress``): ``progress`` of ``total`` (``None``: not known), and its
+    ``message`` with no control or invisible character, at most 200 characters (``None``
+    when it gave none)."""
+
+    call_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
 
 
 @final
@@ -72,19 +91,57 @@ StreamEvent = (
     | ThinkingDelta
     | StreamRestarted
     | ToolCallStarted
+    | ToolProgress
     | ToolAnswered
     | Suspended
     | Finished
 )
 
 
-def _watchers(put: Callable[[StreamEvent], None]) -> Watchers:
+def _watchers(
+    put: Callable[[StreamEvent], None],
+    put_from_thread: Callable[[StreamEvent], None] | None = None,
+) -> Watchers:
+    """What a streamed run tells its reader; ``put_from_thread`` for what a tool reports from
+    a worker thread, when ``put`` is for the reader's loop only."""
+
     def started(admitted: Admitted) -> None:
         put(ToolCallStarted(call_id=admitted.context.call_id, name=admitted.registered.name))
 
+    def progressed(
+        admitted: Admitted, progress: float, total: float | None, message: str | None
+    ) -> None:
+        event = ToolProgress(
+            call_id=admitted.context.call_id,
+            name=admitted.registered.name,
+            progress=float(progress),
+            total=None if total is None else float(total),
+            message=None if message is None else _shown(message),
+        )
+        (put_from_thread or put)(event)
+
     return Watchers(
-        on_delta=put, on_call=started, on_wire=lambda wire: put(ToolAnswered(payload=wire))
+        on_delta=put,
+        on_call=started,
+        on_wire=lambda wire: put(ToolAnswered(payload=wire)),
+        on_progress=progressed,
     )
+
+
+def _shown(message: str) -> str:
+    """A tool's progress message as a reader sees it: no control or invisible character
+    (they could move a terminal's cursor or hide text), line breaks as spaces, bounded."""
+    import unicodedata
+
+    kept = "".join(
+        " " if char.isspace() else char
+        for char in message[: 4 * PROGRESS_MESSAGE_MAX_CHARS]
+        if char.isspace() or unicodedata.category(char) not in _HIDDEN
+    )
+    return " ".join(kept.split())[:PROGRESS_MESSAGE_MAX_CHARS]
+
+
+_HIDDEN: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 
 
 def _last(outcome: RunOutcome) -> StreamEvent:
@@ -165,7 +222,7 @@ class AsyncEventStream:
     """:class:`EventStream` for an event loop: the run is a task of its own beside the reader,
     and leaving the ``async for`` early cancels it (it settles ``cancelled``)."""
 
-    __slots__ = ("_on_event", "_receive", "_send", "_task")
+    __slots__ = ("_loop_thread", "_on_event", "_receive", "_send", "_task", "_token")
 
     def __init__(self, on_event: Callable[[TraceEvent], None] | None) -> None:
         import anyio
@@ -173,6 +230,8 @@ class AsyncEventStream:
         self._send, self._receive = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
         self._on_event = on_event
         self._task: object = None
+        self._loop_thread = threading.get_ident()
+        self._token: Any = None
 
     @property
     def observer(self) -> Callable[[TraceEvent], None] | None:
@@ -195,6 +254,18 @@ class AsyncEventStream:
         with contextlib.suppress(anyio.BrokenResourceError):
             self._send.send_nowait(event)
 
+    def _put_from_anywhere(self, event: StreamEvent) -> None:
+        """:meth:`_put` from any thread: the loop's own (a coroutine tool), a worker thread (a
+        sync tool's) or one of a plugin's (an MCP session's loop)."""
+        import anyio.from_thread
+
+        if self._loop_thread == threading.get_ident() or self._token is None:
+            self._put(event)
+            return
+        with contextlib.suppress(RuntimeError):
+            # The loop is gone: the reader left, nobody is there to see it.
+            anyio.from_thread.run_sync(self._put, event, token=self._token)
+
     async def start(
         self, run: Callable[[Watchers], Awaitable[RunOutcome]]
     ) -> AsyncGenerator[StreamEvent, None]:
@@ -208,15 +279,19 @@ class AsyncEventStream:
         to settle.
         """
         import anyio
+        import anyio.lowlevel
 
         scope = anyio.CancelScope()
         settled = anyio.Event()
+        self._loop_thread = threading.get_ident()
+        self._token = anyio.lowlevel.current_token()
 
         async def work() -> None:
             try:
                 with scope:
                     try:
-                        self._put(_last(await run(_watchers(self._put))))
+                        watchers = _watchers(self._put, self._put_from_anywhere)
+                        self._put(_last(await run(watchers)))
                     except Exception as exc:
                         self._put(_Raised(exc))
             finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import threading
 import time
 import types
 import uuid
@@ -360,6 +361,29 @@ def checked(admitted: Admitted, raw: object, started: float) -> Executed:
     return _new_executed(result=raw, outcome=_OK, seconds=seconds)
 
 
+def watched(
+    admitted: Admitted,
+    on_progress: Callable[[float, float | None, str | None], None] | None,
+    abandoned: threading.Event,
+) -> Admitted:
+    """``admitted`` whose context carries a run's ``on_progress`` and ``abandoned``."""
+    context = admitted.context
+    # Built directly, as ``own_context`` does: every call of a turn goes through here.
+    return _new_admitted(
+        registered=admitted.registered,
+        arguments=admitted.arguments,
+        context=_new_context(
+            run_id=context.run_id,
+            call_id=context.call_id,
+            actor=context.actor,
+            settings=context.settings,
+            deps=context.deps,
+            on_progress=on_progress,
+            abandoned=abandoned,
+        ),
+    )
+
+
 def own_context(context: ToolContext, plugin: str) -> ToolContext:
     """The context as ``plugin``'s tool gets it: with its own plugin's entry of the host's
     settings only (its typed settings, else a read-only copy of its section, else ``{}``)."""
@@ -380,6 +404,8 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
         actor=context.actor,
         settings=section,
         deps=context.deps,
+        on_progress=context.on_progress,
+        abandoned=context.abandoned,
     )
 
 

@@ -6,6 +6,7 @@ import copy
 import inspect
 import math
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,6 +41,15 @@ class ToolContext:
     process objects (a database session, a tenant, a client), never sealed, recorded or sent
     anywhere; ``None`` when the host passed none. A tool types it where it reads it
     (``env: Env = context.deps``).
+
+    ``abandoned`` is set once the host no longer waits for the call: its run was cancelled
+    (``Host.cancel``) or it passed ``[run] tool_timeout_seconds``. A sync tool cannot be
+    stopped; one that waits on something it can stop (a request to a server) may watch it.
+    ``None`` outside a run's turn.
+
+    ``on_progress`` is set by a host whose run is streamed (``Host.stream``): a long call
+    reports how far it got with :meth:`report_progress`, which reaches the reader as a
+    ``ToolProgress`` event. ``None`` when nobody watches.
     """
 
     run_id: str
@@ -47,6 +57,23 @@ class ToolContext:
     actor: Actor
     settings: Any = NO_SETTINGS
     deps: Any = None
+    on_progress: Callable[[float, float | None, str | None], None] | None = None
+    abandoned: threading.Event | None = None
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell whoever watches the run how far this call got (``progress`` of ``total``,
+        when known, and a short ``message``). Does nothing when nobody watches; never
+        raises."""
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(progress, total, message)
+        except Exception:
+            from nrllm_core.log import logger
+
+            logger().error("nrllm.tool.progress_failed", call_id=self.call_id, exc_info=True)
 
 
 class Tool:

@@ -13,9 +13,10 @@ import attrs
 
 from nrllm_core import DataClass, Effect, Integrity, Tool, ToolContext, ToolRegistry, ToolResult
 from nrllm_core.log import logger
-from nrllm_mcp._connection import Connection, ConnectionFailed, wait_closed
+from nrllm_mcp._connection import Connection, ConnectionFailed, Progress, wait_closed
 from nrllm_mcp._definition import Definition, clean_description, clean_schema, nrllm_name
 from nrllm_mcp._results import to_tool_result
+from nrllm_mcp._runner import Abandoned
 from nrllm_mcp._settings import McpSettings, ServerSettings
 
 __all__ = [
@@ -276,7 +277,14 @@ class McpTool(Tool):
         return len(json.dumps(offered, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        return call(self._connection, self.definition, arguments, self.name)
+        return call(
+            self._connection,
+            self.definition,
+            arguments,
+            self.name,
+            on_progress=None if context.on_progress is None else context.report_progress,
+            abandoned=context.abandoned,
+        )
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
         server = self._connection.settings
@@ -288,7 +296,13 @@ class McpTool(Tool):
 
 
 def call(
-    connection: Connection, definition: Definition, arguments: dict[str, Any], name: str
+    connection: Connection,
+    definition: Definition,
+    arguments: dict[str, Any],
+    name: str,
+    *,
+    on_progress: Progress | None = None,
+    abandoned: threading.Event | None = None,
 ) -> ToolResult:
     """Call the tool; a failure closes the session and the next call opens it again, once,
     and refuses to run a tool whose definition no longer matches its pin."""
@@ -306,7 +320,14 @@ def call(
                 "its pin is approved."
             )
     try:
-        result = connection.call(definition.name, arguments)
+        result = connection.call(
+            definition.name, arguments, on_progress=on_progress, abandoned=abandoned
+        )
+    except Abandoned:
+        # The run was cancelled or the call timed out in core: the server was told to stop
+        # (``notifications/cancelled``); the session is fine and stays open.
+        logger().info("nrllm.mcp.call_cancelled", server=server, tool=name)
+        return ToolResult.error(f'Error: the call of "{name}" was cancelled.')
     except TimeoutError:
         connection.close(wait=False)
         logger().warning("nrllm.mcp.call_timeout", server=server, tool=name)

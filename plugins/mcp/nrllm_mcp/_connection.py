@@ -17,14 +17,17 @@ import shutil
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, final
 
 from nrllm_core.log import logger
 from nrllm_mcp import _runner
 from nrllm_mcp._settings import ServerSettings
 
-__all__ = ["Connection", "ConnectionFailed", "wait_closed"]
+__all__ = ["Connection", "ConnectionFailed", "Progress", "wait_closed"]
+
+# What hears a call's progress: how far, of how much (``None``: unknown), and what it says.
+Progress = Callable[[float, float | None, str | None], None]
 
 # How long a closing session may take to stop its child or its HTTP session.
 _CLOSE_SECONDS: Final = 10.0
@@ -64,9 +67,19 @@ class Connection:
     def list_tools(self) -> list[Any]:
         return self._state.list_tools()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """The server's ``CallToolResult``; raises on a timeout or a broken session."""
-        return self._state.call(name, arguments)
+    def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: Progress | None = None,
+        abandoned: threading.Event | None = None,
+    ) -> Any:
+        """The server's ``CallToolResult``; raises on a timeout or a broken session, and
+        :class:`~nrllm_mcp._runner.Abandoned` once ``abandoned`` is set (the request is
+        cancelled: the server gets ``notifications/cancelled``). ``on_progress`` hears the
+        call's ``notifications/progress``, on the plugin's loop."""
+        return self._state.call(name, arguments, on_progress, abandoned)
 
     @property
     def revision(self) -> str | None:
@@ -97,6 +110,9 @@ class _Session:
         self._uses = threading.Lock()
         self._busy = 0
         self._last_used = time.monotonic()
+        # Set when the open session's server said its tools changed
+        # (``notifications/tools/list_changed``): the next use lists them again first.
+        self._changed = False
 
     # -- synchronous, for the tools and the commands --------------------------------------------
 
@@ -117,14 +133,23 @@ class _Session:
                 raise ConnectionFailed(_reason(exc)) from None
 
     def reopen(self) -> list[Any] | None:
-        """Open the session if it is closed and return the fresh listing; ``None`` when it
-        was open (another thread may just have opened it)."""
+        """Open the session if it is closed, or list its tools again if the server said they
+        changed, and return the fresh listing; ``None`` when it was open and unchanged
+        (another thread may just have opened it)."""
         with self._lock:
             with self._uses:
+                changed, self._changed = self._changed, False
                 if self._session is not None:
                     # Used now: the idle close does not take it between this and the call.
                     self._last_used = time.monotonic()
-                    return None
+                    if not changed:
+                        return None
+            if self._session is not None:
+                try:
+                    return self.list_tools()
+                except Exception:
+                    # A session that broke since the notification: opened again, once.
+                    pass
             return self.open()
 
     def list_tools(self) -> list[Any]:
@@ -134,13 +159,29 @@ class _Session:
         finally:
             self._done()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        on_progress: Progress | None,
+        abandoned: threading.Event | None,
+    ) -> Any:
         timeout = self.settings.timeout_seconds
         session = self._use()
+        progress = None
+        if on_progress is not None:
+            # The SDK asks the server for progress (a progress token) only when it is heard.
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                on_progress(done, total, message)
+
         try:
             # The limit is this wait's alone: an SDK read timeout of the same length would race
             # it and fail the call as something other than a timeout.
-            return _runner.run(session.call_tool(name, arguments), timeout)
+            return _runner.run(
+                session.call_tool(name, arguments, progress_callback=progress),
+                timeout,
+                abandoned,
+            )
         finally:
             self._done()
 
@@ -183,6 +224,8 @@ class _Session:
         with self._uses:
             self._session = session
             self._last_used = time.monotonic()
+            # The listing below is the fresh one.
+            self._changed = False
         return await self._list(session)
 
     async def _list(self, session: Any) -> list[Any]:
@@ -212,9 +255,14 @@ class _Session:
                         read_timeout_seconds=max(
                             self.settings.timeout_seconds, self.settings.start_timeout_seconds
                         ),
+                        message_handler=self._on_message,
+                        logging_callback=self._on_log,
+                        # From 2026-07-28 on, a server logs to a request only when asked to.
+                        log_level="info",
                     )
                 )
                 await _negotiate(session)
+                await _listen_for_changes(session, stack, self.settings.name)
                 ready.set_result(session)
                 await self._until_stopped_or_idle(session, stop)
         except BaseException as exc:
@@ -225,6 +273,22 @@ class _Session:
         finally:
             if not ready.done():
                 ready.set_exception(ConnectionFailed("the connection closed"))
+
+    async def _on_message(self, message: Any) -> None:
+        """What the server tells the session unasked. A changed tool list is not trusted
+        here: the next use lists the tools again, and a call compares its tool with its pin
+        (:func:`nrllm_mcp._client.call`), as at start."""
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            with self._uses:
+                self._changed = True
+            logger().info("nrllm.mcp.tools_list_changed", server=self.settings.name)
+
+    async def _on_log(self, params: Any) -> None:
+        from nrllm_mcp._server_log import log_server_message
+
+        log_server_message(self.settings.name, params)
 
     async def _until_stopped_or_idle(self, session: Any, stop: asyncio.Event) -> None:
         idle = self.settings.idle_seconds
@@ -293,6 +357,22 @@ async def _negotiate(session: Any) -> None:
         await session.discover()
     except MCPError:
         await session.initialize()
+
+
+async def _listen_for_changes(session: Any, stack: contextlib.AsyncExitStack, server: str) -> None:
+    """From 2026-07-28 on, a server's change notifications come only on a
+    ``subscriptions/listen`` stream the client opened: open one for the tool list. The SDK
+    hands its events to the session's ``message_handler`` as before that revision, when the
+    server sends them unasked. A server that serves no such stream is only not heard."""
+    from mcp import MCPError
+    from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+
+    try:
+        await stack.enter_async_context(listen(session, tools_list_changed=True))
+    except ListenNotSupportedError:
+        return
+    except (MCPError, SubscriptionLost, TimeoutError):
+        logger().info("nrllm.mcp.no_change_stream", server=server)
 
 
 @contextlib.asynccontextmanager

@@ -21,6 +21,7 @@ __all__ = [
     "Definition",
     "clean_description",
     "clean_schema",
+    "clean_text",
     "nrllm_name",
     "visible",
 ]
@@ -206,6 +207,11 @@ def clean_description(text: str) -> str:
     """The description offered to a model: no code point that shows as nothing (control,
     format, zero-width, bidirectional-override, variation selector, tag, private-use,
     unassigned; line breaks become spaces), at most 1,024 bytes of UTF-8."""
+    return clean_text(text, DESCRIPTION_MAX_BYTES)
+
+
+def clean_text(text: str, max_bytes: int) -> str:
+    """``text`` as :func:`clean_description` cleans it, at most ``max_bytes`` of UTF-8."""
     kept = []
     for char in text:
         if char in "\n\r\t":
@@ -214,9 +220,9 @@ def clean_description(text: str) -> str:
             kept.append(char)
     cleaned = " ".join("".join(kept).split())
     encoded = cleaned.encode("utf-8")
-    if len(encoded) <= DESCRIPTION_MAX_BYTES:
+    if len(encoded) <= max_bytes:
         return cleaned
-    return encoded[:DESCRIPTION_MAX_BYTES].decode("utf-8", errors="ignore")
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def _hidden(char: str) -> bool:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
-__all__ = ["loop", "run"]
+__all__ = ["Abandoned", "loop", "run"]
 
 T = TypeVar("T")
 
@@ -30,14 +31,40 @@ def loop() -> asyncio.AbstractEventLoop:
         return _loop[0]
 
 
-def run(coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
-    """Run ``coroutine`` on the loop and wait at most ``timeout`` seconds for its result.
+class Abandoned(Exception):
+    """The caller stopped waiting (its ``abandoned`` was set); the coroutine is cancelled."""
 
-    Raises :class:`TimeoutError` (the coroutine is cancelled) or what the coroutine raised.
+
+# How often a wait looks at its ``abandoned``.
+_POLL_SECONDS: Final = 0.05
+
+
+def run(
+    coroutine: Coroutine[Any, Any, T],
+    timeout: float,
+    abandoned: threading.Event | None = None,
+) -> T:
+    """Run ``coroutine`` on the loop and wait at most ``timeout`` seconds for its result, and
+    no longer than until ``abandoned`` is set.
+
+    Raises :class:`TimeoutError` or :class:`Abandoned` (the coroutine is cancelled: an MCP
+    request's cancellation sends ``notifications/cancelled``), or what the coroutine raised.
     """
     future = asyncio.run_coroutine_threadsafe(coroutine, loop())
     try:
-        return future.result(timeout)
+        if abandoned is None:
+            return future.result(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            done, _ = concurrent.futures.wait([future], max(0.0, min(left, _POLL_SECONDS)))
+            if done:
+                return future.result()
+            if abandoned.is_set():
+                future.cancel()
+                raise Abandoned
+            if left <= 0:
+                raise concurrent.futures.TimeoutError
     except concurrent.futures.TimeoutError:
         future.cancel()
         raise TimeoutError from None

@@ -17,7 +17,18 @@ import pytest
 from nrllm_core.testing import postgres_schema
 
 SERVER = Path(__file__).parent / "mcp_server.py"
-READ_ONLY = ["echo", "audience", "image", "rows", "hang", "broken", "environment", "delete_all"]
+READ_ONLY = [
+    "echo",
+    "audience",
+    "image",
+    "rows",
+    "hang",
+    "broken",
+    "environment",
+    "grow",
+    "chatty",
+    "delete_all",
+]
 
 
 def toml_value(value: Any) -> str:

@@ -58,6 +58,8 @@ def _tools() -> list[types.Tool]:
         types.Tool(name="hang", description="Never answers.", input_schema=empty),
         types.Tool(name="broken", description="Fails.", input_schema=empty),
         types.Tool(name="environment", description="Its variables' names.", input_schema=empty),
+        types.Tool(name="grow", description="Changes its tools and says so.", input_schema=empty),
+        types.Tool(name="chatty", description="Logs its text, then answers.", input_schema=empty),
         types.Tool(
             name="delete_all",
             description="Deletes.",
@@ -134,6 +136,29 @@ async def call_tool(
                 ),
             ]
         )
+    if params.name == "grow":
+        # Adds a tool, or with {"describe": TEXT} changes echo's description, and says so
+        # (``notifications/tools/list_changed``): on the listen stream from 2026-07-28 on,
+        # unasked before.
+        if "describe" in arguments:
+            (_state() / "description").write_text(arguments["describe"], encoding="utf-8")
+        else:
+            (_state() / "extra").touch()
+        from mcp.server.subscriptions import ToolsListChanged
+
+        await _bus.publish(ToolsListChanged())
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(text="grown")])
+    if params.name == "chatty":
+        # Logs the text as the server's own log line (``notifications/message``).
+        await ctx.session.send_log_message("warning", arguments["text"], logger="chatty\u202e")
+        # And reports its progress (``notifications/progress``), when asked to.
+        await ctx.session.report_progress(1, 2, arguments["text"])
+        await ctx.session.report_progress(2, 2)
+        return types.CallToolResult(content=[types.TextContent(text="chatted")])
     if params.name == "hang":
         await anyio.sleep(3600)
     if params.name == "shout":
@@ -147,7 +172,17 @@ async def call_tool(
     return types.CallToolResult(content=[types.TextContent(text="it broke")], is_error=True)
 
 
-server = Server("nrllm-test", on_list_tools=list_tools, on_call_tool=call_tool)
+def _subscriptions() -> tuple[Any, Any]:
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+
+    bus = InMemorySubscriptionBus()
+    return bus, ListenHandler(bus)
+
+
+_bus, _listen = _subscriptions()
+server = Server(
+    "nrllm-test", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=_listen
+)
 
 
 async def _stdio() -> None:
@@ -155,13 +190,12 @@ async def _stdio() -> None:
 
     async with stdio_server() as (read, write):
         revision = _state() / "revision"
-        if not revision.exists():
-            await server.run(read, write, server.create_initialization_options())
-            return
-        _older_revision(revision.read_text(encoding="utf-8").strip())
+        older = revision.exists()
+        if older:
+            _older_revision(revision.read_text(encoding="utf-8").strip())
         forward, served = anyio.create_memory_object_stream[Any](16)
         async with anyio.create_task_group() as group:
-            group.start_soon(_without_discover, read, forward, write)
+            group.start_soon(_forward, read, forward, write, older)
             await server.run(served, write, server.create_initialization_options())
             group.cancel_scope.cancel()
 
@@ -179,15 +213,27 @@ def _older_revision(revision: str) -> None:
     runner.ServerRunner._negotiate_initialize = staticmethod(older)  # type: ignore[method-assign]
 
 
-async def _without_discover(read: Any, forward: Any, write: Any) -> None:
-    """Pass every message on but ``server/discover`` (2026-07-28), which a server of an older
-    revision does not know: it answers "method not found" and stays in the handshake era."""
+async def _forward(read: Any, forward: Any, write: Any, older: bool) -> None:
+    """Pass every message on, writing the id of each request the client cancels
+    (``notifications/cancelled``) to STATE_DIR/cancelled. With ``older``, not
+    ``server/discover`` (2026-07-28), which a server of an older revision does not know: it
+    answers "method not found" and stays in the handshake era."""
     from mcp.shared.message import SessionMessage
 
     async with forward:
         async for item in read:
             message = getattr(item, "message", None)
-            if isinstance(message, types.JSONRPCRequest) and message.method == "server/discover":
+            if (
+                isinstance(message, types.JSONRPCNotification)
+                and message.method == "notifications/cancelled"
+            ):
+                with (_state() / "cancelled").open("a", encoding="utf-8") as cancelled:
+                    cancelled.write(f"{(message.params or {}).get('requestId')}\n")
+            if (
+                older
+                and isinstance(message, types.JSONRPCRequest)
+                and message.method == "server/discover"
+            ):
                 unknown = types.ErrorData(code=-32601, message="Method not found")
                 await write.send(
                     SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=unknown))
