@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, final
 
 import attrs
@@ -102,24 +102,21 @@ def decide_call(
     tool: RegisteredTool, label: RunLabel, zone: TrustZone, policy: PolicyConfig
 ) -> CallDecision:
     """The policy's answer for one call of ``tool`` by a run whose model has seen ``label``."""
-    own, zone_rule = policy.tools.get(tool.name), policy.zones.get(zone)
+    # A tool's rule first, then its zone's: the first that sets an action decides it.
+    rules = [r for r in (policy.tools.get(tool.name), policy.zones.get(zone)) if r is not None]
 
-    def action(field: str, default: PolicyAction) -> PolicyAction:
-        for rule in (own, zone_rule):
-            chosen = None if rule is None else getattr(rule, field)
-            if chosen is not None:
-                return chosen  # type: ignore[no-any-return]
-        return default
-
-    def stopped(field: str, default: PolicyAction, reason: str) -> CallDecision:
-        refused = action(field, default) is PolicyAction.REFUSE
+    def stopped(
+        overrides: Iterable[PolicyAction | None], default: PolicyAction, reason: str
+    ) -> CallDecision:
+        action = next((a for a in overrides if a is not None), default)
+        refused = action is PolicyAction.REFUSE
         return CallDecision(refused=refused, needs_approval=not refused, reason=reason)
 
     if tool.egress is not None and label.data_class > tool.egress:
-        return stopped("on_egress", policy.on_egress, EGRESS)
+        return stopped((r.on_egress for r in rules), policy.on_egress, EGRESS)
     untrusted = label.integrity is Integrity.UNTRUSTED
     if untrusted and (tool.effect.is_write or tool.egress is not None):
-        return stopped("on_untrusted", policy.on_untrusted, UNTRUSTED)
+        return stopped((r.on_untrusted for r in rules), policy.on_untrusted, UNTRUSTED)
     if tool.declared_approval:
         return CallDecision(needs_approval=True)
     if tool.effect.is_write:
