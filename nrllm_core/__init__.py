@@ -24,6 +24,7 @@ from nrllm_core._values import (
 from nrllm_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    from nrllm_core._ask_values import AskRefused, PersonAnswer, PersonAnswered, Question, ToolAsks
     from nrllm_core._async_host import AsyncHost
     from nrllm_core._bounds import (
         ARTIFACTS_MAX_BYTES,
@@ -117,6 +118,7 @@ __all__ = [
     "ApprovalsConfig",
     "ApproveWrites",
     "ArtifactType",
+    "AskRefused",
     "AsyncHost",
     "AuditRecord",
     "ChatMessage",
@@ -136,6 +138,8 @@ __all__ = [
     "LabelSource",
     "NoApprover",
     "PendingCall",
+    "PersonAnswer",
+    "PersonAnswered",
     "PluginManager",
     "PluginRecord",
     "PolicyAction",
@@ -154,6 +158,7 @@ __all__ = [
     "ProviderKind",
     "ProviderKinds",
     "ProviderRegistry",
+    "Question",
     "RefusalReason",
     "RegisteredTool",
     "Replay",
@@ -177,6 +182,7 @@ __all__ = [
     "Tool",
     "ToolAnswered",
     "ToolArtifact",
+    "ToolAsks",
     "ToolCall",
     "ToolCallStarted",
     "ToolCatalog",
@@ -211,6 +217,13 @@ __all__ = [
 # The names that load on first use, by the module each comes from: the imports above, under
 # TYPE_CHECKING, are what mypy sees of them (a test checks that the two agree).
 _LAZY_MODULES: Final = {
+    "nrllm_core._ask_values": (
+        "AskRefused",
+        "PersonAnswer",
+        "PersonAnswered",
+        "Question",
+        "ToolAsks",
+    ),
     "nrllm_core._async_host": ("AsyncHost",),
     "nrllm_core._bounds": (
         "ARTIFACTS_MAX_BYTES",

@@ -17,7 +17,6 @@ from nrllm_core._segment import (
     Flow,
     HostParts,
     approval_step,
-    context_for,
     failed,
     start_step,
 )
@@ -94,7 +93,7 @@ def _resume_segment(
         approved=approve,
         offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
         permits=permits,
-        context_for=context_for(run_id, actor, config, deps),
+        context_for=parts.context_for(recorder, actor, config, deps),
         limits=config.run,
         zone=report.zone,
         policy=config.policy,

@@ -23,7 +23,6 @@ from nrllm_core._segment import (
     Flow,
     HostParts,
     approval_step,
-    context_for,
     decision_records,
     start_step,
 )
@@ -101,7 +100,7 @@ def direct_flow(
             permits = None
             if gated:
                 permits = _gate(parts, config, recorder, tool_name, actor, provider, skill, zone)
-            context = context_for(run_id, actor, config, deps)(new_call_id())
+            context = parts.context_for(recorder, actor, config, deps)(new_call_id())
             registered = parts.pm.catalog().get(tool_name)
             if (
                 asked is not None

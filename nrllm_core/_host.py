@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
 
+from nrllm_core._ask_values import QuestionHandler
 from nrllm_core._config import HostConfig, config_loader
 from nrllm_core._drive import NOBODY, Driver, Watchers, drive
 from nrllm_core._events import EventStream, StreamEvent
@@ -60,6 +61,7 @@ class Host:
         data_dir: str | os.PathLike[str],
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        on_elicitation: QuestionHandler | None = None,
     ) -> None:
         _refuse_shared(pm)
         environ = os.environ if environ is None else environ
@@ -75,6 +77,7 @@ class Host:
             suspensions=suspensions,
             environ=environ,
             clock=clock,
+            on_question=on_elicitation,
         )
         # The host's runs, approvals and direct calls, as both drivers walk them.
         self.flows = Flows(parts)
@@ -98,12 +101,16 @@ class Host:
         data_dir: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        on_elicitation: QuestionHandler | None = None,
     ) -> Host:
         """Load the configuration, the plugins and the store (migrated on first use).
 
         ``pm`` is a plugin manager the host built itself; otherwise one is made from
         ``plugins`` and, unless ``load_entry_points`` is false, the installed entry points.
         ``clock`` (aware UTC datetimes) is the time of the host and its store.
+        ``on_elicitation`` answers a running tool's question to a person
+        (:meth:`ToolContext.ask_person`), on the call's own thread; without it every question
+        is declined.
         """
         from nrllm_core.store import Store, default_data_dir
 
@@ -136,6 +143,7 @@ class Host:
             data_dir=folder,
             environ=environ,
             clock=clock,
+            on_elicitation=on_elicitation,
         )
 
     @property

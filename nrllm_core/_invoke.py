@@ -264,7 +264,7 @@ def admit(
             return ToolResult.error(f'Error: invalid arguments for tool "{tool_name}": {problem}')
     # A tool sees its own plugin's section only, never another plugin's settings.
     return _new_admitted(
-        registered=registered, arguments=plain, context=own_context(context, registered.plugin)
+        registered=registered, arguments=plain, context=own_context(context, registered)
     )
 
 
@@ -380,18 +380,23 @@ def watched(
             deps=context.deps,
             on_progress=on_progress,
             abandoned=abandoned,
+            asks=context.asks,
         ),
     )
 
 
-def own_context(context: ToolContext, plugin: str) -> ToolContext:
-    """The context as ``plugin``'s tool gets it: with its own plugin's entry of the host's
-    settings only (its typed settings, else a read-only copy of its section, else ``{}``)."""
+def own_context(context: ToolContext, registered: RegisteredTool) -> ToolContext:
+    """The context as ``registered``'s tool gets it: with its own plugin's entry of the host's
+    settings only (its typed settings, else a read-only copy of its section, else ``{}``),
+    and what it asks of its run bound to this tool."""
     everything = context.settings
-    if everything is NO_SETTINGS:
+    asks = context.asks
+    if asks is not None:
+        asks = asks.of(registered.name, registered.data_class)
+    if everything is NO_SETTINGS and asks is None:
         # Nothing to narrow: the context already is the tool's own (frozen, so it can be shared).
         return context
-    section = everything.get(plugin) if _is_mapping(everything) else None
+    section = everything.get(registered.plugin) if _is_mapping(everything) else None
     if section is None:
         section = NO_SETTINGS
     elif isinstance(section, Mapping):
@@ -406,6 +411,7 @@ def own_context(context: ToolContext, plugin: str) -> ToolContext:
         deps=context.deps,
         on_progress=context.on_progress,
         abandoned=context.abandoned,
+        asks=asks,
     )
 
 

@@ -74,6 +74,9 @@ class StepKind(enum.StrEnum):
     TOOL = "tool"
     GATE = "gate"
     APPROVAL = "approval"
+    # What a running call asked of its run: a model's completion, a person's answer.
+    SAMPLING = "sampling"
+    ELICITATION = "elicitation"
     SUSPENSION = "suspension"
     FINISH = "finish"
 

@@ -28,9 +28,7 @@ def preview_lines(
     if registered is None:
         return (), False
     try:
-        lines = registered.tool.preview(
-            dict(call.arguments), own_context(context, registered.plugin)
-        )
+        lines = registered.tool.preview(dict(call.arguments), own_context(context, registered))
     except Exception:
         logger().warning("nrllm.preview.failed", tool=call.name, exc_info=True)
         return (PREVIEW_FAILED,), True

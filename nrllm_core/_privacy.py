@@ -40,6 +40,8 @@ CONTENT_KEYS: Final = (
     "tool_arguments",
     "tool_result",
     "tool_artifacts",
+    "question",
+    "answer",
 )
 
 _CONTENT_SET: Final = frozenset(CONTENT_KEYS)

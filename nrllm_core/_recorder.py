@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -61,10 +62,12 @@ class RunRecorder:
 
     __slots__ = (
         "_audit_view",
+        "_lock",
         "_numbers",
         "_observer",
         "_pm",
         "audit_failures",
+        "round",
         "run_id",
     )
 
@@ -81,13 +84,22 @@ class RunRecorder:
         self.run_id = run_id
         self._audit_view = audit_view or _metadata_view()
         self._observer = observer
-        # next() on a count is atomic, so concurrent steps of one run get distinct numbers.
         self._numbers = itertools.count(first_sequence)
+        # A run's calls record steps from their own threads (what they ask of the run): a
+        # step is numbered and delivered as one, so the audit's chain takes them in order.
+        self._lock = threading.Lock()
         self.audit_failures = 0
+        # The round of the last step recorded: a step a call records belongs to it.
+        self.round = 0
 
     def record(self, step: RunStep) -> bool:
         """Deliver ``step``; ``False`` when an audit sink failed to take it."""
+        with self._lock:
+            return self._record(step)
+
+    def _record(self, step: RunStep) -> bool:
         sequence = next(self._numbers)
+        self.round = step.round
         # The audit copy first: nothing a live viewer does can keep a step from being stored.
         delivered = self._pm.emit_audit(
             _new_record(

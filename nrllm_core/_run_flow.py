@@ -19,7 +19,6 @@ from nrllm_core._recorder import RunRecorder
 from nrllm_core._segment import (
     Flow,
     HostParts,
-    context_for,
     decision_records,
     names,
     start_step,
@@ -116,7 +115,7 @@ def _first_segment(
         messages=messages,
         offered=[catalog.tools[n] for n in report.offered_names if n in catalog.tools],
         permits=permits,
-        context_for=context_for(run_id, actor, config, deps),
+        context_for=parts.context_for(recorder, actor, config, deps),
         actor=actor,
         max_rounds=rounds,
         limits=config.run,

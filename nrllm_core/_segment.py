@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from nrllm_core._ask_values import QuestionHandler
+from nrllm_core._asks import RunAsks
 from nrllm_core._config import HostConfig, RunConfig
 from nrllm_core._gate import GateReport, decide
 from nrllm_core._kept_providers import KeptProviders
@@ -43,7 +45,6 @@ __all__ = [
     "Flow",
     "HostParts",
     "approval_step",
-    "context_for",
     "decision_records",
     "failed",
     "names",
@@ -85,6 +86,8 @@ class HostParts:
     environ: Mapping[str, str]
     clock: Callable[[], datetime]
     kept: KeptProviders = attrs.field(factory=KeptProviders)
+    # Who answers a running tool's question (``Host(on_question=...)``); none: declined.
+    on_question: QuestionHandler | None = None
 
     @property
     def config(self) -> HostConfig:
@@ -132,6 +135,31 @@ class HostParts:
             environ=self.environ,
         )
         return section, built
+
+    def context_for(
+        self, recorder: RunRecorder, actor: Actor, config: HostConfig, deps: Any
+    ) -> Callable[[str], ToolContext]:
+        """The context each call of a segment runs in, by its call id, with the host's
+        ``deps`` for this segment and what it may ask of the run."""
+        asks = RunAsks(
+            pm=self.pm,
+            config=config,
+            environ=self.environ,
+            recorder=recorder,
+            on_question=self.on_question,
+        )
+
+        def made(call_id: str) -> ToolContext:
+            return ToolContext(
+                run_id=recorder.run_id,
+                call_id=call_id,
+                actor=actor,
+                settings=config.plugin_settings,
+                deps=deps,
+                asks=asks.of_call(call_id),
+            )
+
+        return made
 
     def driven(
         self,
@@ -341,24 +369,6 @@ def approval_step(
     if reason is not None:
         fields["reason"] = reason
     return RunStep(kind=StepKind.APPROVAL, round=round, duration_ms=0.0, fields=fields)
-
-
-def context_for(
-    run_id: str, actor: Actor, config: HostConfig, deps: Any
-) -> Callable[[str], ToolContext]:
-    """The context each call of a segment runs in, by its call id, with the host's ``deps``
-    for this segment."""
-
-    def made(call_id: str) -> ToolContext:
-        return ToolContext(
-            run_id=run_id,
-            call_id=call_id,
-            actor=actor,
-            settings=config.plugin_settings,
-            deps=deps,
-        )
-
-    return made
 
 
 def record_step(recorder: RunRecorder, effect: Record) -> bool:

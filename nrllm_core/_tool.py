@@ -9,13 +9,17 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Literal, final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 
 from nrllm_core._json import is_json
 from nrllm_core._values import Actor, DataClass, Effect, Integrity, ToolResult
+
+if TYPE_CHECKING:
+    from nrllm_core._ask_values import PersonAnswer, ToolAsks
+    from nrllm_core._messages import ChatMessage, ProviderAnswer
 
 __all__ = ["NAME_PATTERN", "NO_SETTINGS", "Tool", "ToolContext", "tool"]
 
@@ -59,6 +63,31 @@ class ToolContext:
     deps: Any = None
     on_progress: Callable[[float, float | None, str | None], None] | None = None
     abandoned: threading.Event | None = None
+    asks: ToolAsks | None = None
+
+    def ask_model(
+        self, provider: str, messages: Sequence[ChatMessage], *, max_tokens: int
+    ) -> ProviderAnswer:
+        """A completion of ``messages`` by the configured ``provider``, offered no tools and
+        asked for at most ``max_tokens``, recorded as a ``sampling`` step of the run. Raises
+        :class:`AskRefused` (its message safe to show) when there is no run, the provider is
+        unknown, its zone's ceiling is below this tool's data class, or it fails."""
+        from nrllm_core._ask_values import AskRefused
+
+        if self.asks is None:
+            raise AskRefused("a model can be asked only from a call of a run")
+        return self.asks.model(provider, messages, max_tokens)
+
+    def ask_person(self, message: str, schema: Mapping[str, Any]) -> PersonAnswer:
+        """The answer of the person the host asks (``Host(on_question=...)``) to ``message``,
+        the answer's shape given by the JSON Schema ``schema``; recorded as an
+        ``elicitation`` step of the run, never shown to the model. Declined when there is no
+        run or the host has no one to ask."""
+        from nrllm_core._ask_values import PersonAnswer
+
+        if self.asks is None:
+            return PersonAnswer.declined()
+        return self.asks.person(message, schema)
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

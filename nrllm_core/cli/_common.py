@@ -12,6 +12,7 @@ from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core.cli._terminal import echo
 
 if TYPE_CHECKING:
+    from nrllm_core._ask_values import QuestionHandler
     from nrllm_core._host import Host
 
 __all__ = ["BadInput", "host_config", "open_host", "plugin_manager"]
@@ -77,12 +78,15 @@ def _command_config(pm: PluginManager, path: str | None) -> Callable[[], HostCon
     )
 
 
-def open_host(ctx: click.Context) -> Host:
-    """The host of the configuration the command reads, on the command's plugin manager."""
+def open_host(ctx: click.Context, *, on_elicitation: QuestionHandler | None = None) -> Host:
+    """The host of the configuration the command reads, on the command's plugin manager;
+    ``on_elicitation`` answers its tools' questions to a person."""
     # Imported here: the run machinery is most of what a command that needs no host would load.
     from nrllm_core._host import Host
 
     try:
-        return Host.from_config(ctx.find_root().obj["config_path"], pm=plugin_manager())
+        return Host.from_config(
+            ctx.find_root().obj["config_path"], pm=plugin_manager(), on_elicitation=on_elicitation
+        )
     except ConfigError as exc:
         raise BadInput(f"invalid configuration: {exc}") from None

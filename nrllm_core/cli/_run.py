@@ -16,6 +16,7 @@ from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo, echo_json
 
 if TYPE_CHECKING:
+    from nrllm_core._ask_values import QuestionHandler
     from nrllm_core._host import Host
     from nrllm_core._outcome import RunOutcome
 
@@ -43,8 +44,9 @@ def run(
     as_json: bool,
     otel_console: bool,
 ) -> None:
-    """Run PROMPT against a provider with the tools its zone allows."""
-    host = open_host(ctx)
+    """Run PROMPT against a provider with the tools its zone allows. On a terminal, a tool's
+    question to a person is asked there; elsewhere it is declined."""
+    host = open_host(ctx, on_elicitation=_asker())
     if otel_console:
         start_otel_console(host.pm.has_plugin("otel"))
     try:
@@ -81,7 +83,7 @@ def approve(
             # Python hands on argument bytes that are not UTF-8 as surrogate code points, which
             # no store can hold: refused before anything is decided.
             raise BadInput("--as: not valid UTF-8; pass the approver's name as text") from None
-    host = open_host(ctx)
+    host = open_host(ctx, on_elicitation=_asker())
     # Loaded with the host: a command that opens none (``--help``, ``runs``) never loads them.
     from nrllm_core._suspension import ApprovalRefused
 
@@ -98,6 +100,15 @@ def approve(
     except ApprovalRefused as exc:
         _refused(host, run_id, str(exc), as_json)
     _report(ctx, outcome, as_json)
+
+
+def _asker() -> QuestionHandler | None:
+    """Who answers a tool's question: the person at the terminal, when there is one."""
+    if not _interactive():
+        return None
+    from nrllm_core.cli._questions import ask_on_terminal
+
+    return ask_on_terminal
 
 
 def _interactive() -> bool:

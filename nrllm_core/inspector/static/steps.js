@@ -59,6 +59,11 @@ function summary(step) {
   }
   if (step.kind === "approval") return `${asText(step.decision ?? "")} by ${asText(step.approver ?? "?")}`;
   if (step.kind === "gate") return `provider ${asText(step.provider ?? "none")}`;
+  if (step.kind === "sampling") {
+    const outcome = step.refused ? `refused: ${asText(step.refused)}` : "answered";
+    return `${asText(step.tool_name ?? "tool")} asks ${asText(step.provider ?? "?")}: ${outcome}`;
+  }
+  if (step.kind === "elicitation") return `${asText(step.tool_name ?? "tool")} asks a person: ${asText(step.action ?? "")}`;
   if (step.kind === "start") return `${asText(step.run_kind ?? "run")} on ${asText(step.provider ?? "no provider")}`;
   if (step.kind === "suspension") return `waits for a person (turn ${asText(step.turn_digest ?? "").slice(0, 12)})`;
   if (step.kind === "finish") return `${asText(step.status ?? "")} (${asText(step.termination_reason ?? "")})`;
