@@ -284,6 +284,7 @@ class McpTool(Tool):
             self.name,
             on_progress=None if context.on_progress is None else context.report_progress,
             abandoned=context.abandoned,
+            context=context,
         )
 
     def preview(self, arguments: dict[str, Any], context: ToolContext) -> list[str] | None:
@@ -303,9 +304,11 @@ def call(
     *,
     on_progress: Progress | None = None,
     abandoned: threading.Event | None = None,
+    context: ToolContext | None = None,
 ) -> ToolResult:
     """Call the tool; a failure closes the session and the next call opens it again, once,
-    and refuses to run a tool whose definition no longer matches its pin."""
+    and refuses to run a tool whose definition no longer matches its pin. What the server
+    asks during the call is put to ``context``'s run."""
     server = connection.settings.name
     try:
         listed = connection.reopen()
@@ -319,15 +322,26 @@ def call(
                 f'Error: tool "{name}" changed on the MCP server; it is withheld until '
                 "its pin is approved."
             )
+    from mcp import MCPError
+
     try:
         result = connection.call(
-            definition.name, arguments, on_progress=on_progress, abandoned=abandoned
+            definition.name,
+            arguments,
+            on_progress=on_progress,
+            abandoned=abandoned,
+            context=context,
         )
     except Abandoned:
         # The run was cancelled or the call timed out in core: the server was told to stop
         # (``notifications/cancelled``); the session is fine and stays open.
         logger().info("nrllm.mcp.call_cancelled", server=server, tool=name)
         return ToolResult.error(f'Error: the call of "{name}" was cancelled.')
+    except MCPError:
+        # The server answered with an error, one of its own requests refused among them
+        # (sampling or elicitation it may not use): the session is fine.
+        logger().info("nrllm.mcp.call_refused", server=server, tool=name)
+        return ToolResult.error(f'Error: MCP server "{server}" refused the call of "{name}".')
     except TimeoutError:
         connection.close(wait=False)
         logger().warning("nrllm.mcp.call_timeout", server=server, tool=name)

@@ -20,8 +20,10 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, final
 
+from nrllm_core import ToolContext
 from nrllm_core.log import logger
 from nrllm_mcp import _runner
+from nrllm_mcp._asking import Asking
 from nrllm_mcp._settings import ServerSettings
 
 __all__ = ["Connection", "ConnectionFailed", "Progress", "wait_closed"]
@@ -74,12 +76,15 @@ class Connection:
         *,
         on_progress: Progress | None = None,
         abandoned: threading.Event | None = None,
+        context: ToolContext | None = None,
     ) -> Any:
         """The server's ``CallToolResult``; raises on a timeout or a broken session, and
         :class:`~nrllm_mcp._runner.Abandoned` once ``abandoned`` is set (the request is
         cancelled: the server gets ``notifications/cancelled``). ``on_progress`` hears the
-        call's ``notifications/progress``, on the plugin's loop."""
-        return self._state.call(name, arguments, on_progress, abandoned)
+        call's ``notifications/progress``, on the plugin's loop. What the server asks during
+        the call (sampling, elicitation), where its settings allow it, is put to the run of
+        ``context``."""
+        return self._state.call(name, arguments, on_progress, abandoned, context)
 
     @property
     def revision(self) -> str | None:
@@ -113,6 +118,8 @@ class _Session:
         # Set when the open session's server said its tools changed
         # (``notifications/tools/list_changed``): the next use lists them again first.
         self._changed = False
+        # What the server may ask during a call, and the call it asks for.
+        self._asking = Asking(settings)
 
     # -- synchronous, for the tools and the commands --------------------------------------------
 
@@ -165,25 +172,25 @@ class _Session:
         arguments: dict[str, Any],
         on_progress: Progress | None,
         abandoned: threading.Event | None,
+        context: ToolContext | None,
     ) -> Any:
         timeout = self.settings.timeout_seconds
-        session = self._use()
         progress = None
         if on_progress is not None:
             # The SDK asks the server for progress (a progress token) only when it is heard.
             async def progress(done: float, total: float | None, message: str | None) -> None:
                 on_progress(done, total, message)
 
-        try:
-            # The limit is this wait's alone: an SDK read timeout of the same length would race
-            # it and fail the call as something other than a timeout.
-            return _runner.run(
-                session.call_tool(name, arguments, progress_callback=progress),
-                timeout,
-                abandoned,
-            )
-        finally:
-            self._done()
+        with self._asking.turn(context, abandoned):
+            session = self._use()
+            try:
+                # The limit is this wait's alone: an SDK read timeout of the same length would
+                # race it and fail the call as something other than a timeout.
+                return _runner.run(
+                    _call_tool(session, name, arguments, progress), timeout, abandoned
+                )
+            finally:
+                self._done()
 
     def _use(self) -> Any:
         with self._uses:
@@ -257,6 +264,7 @@ class _Session:
                         ),
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
+                        **self._asking.callbacks(),
                         # From 2026-07-28 on, a server logs to a request only when asked to.
                         log_level="info",
                     )
@@ -345,6 +353,36 @@ class _Session:
                 *settings.args,
             ],
         )
+
+
+async def _call_tool(session: Any, name: str, arguments: dict[str, Any], progress: Any) -> Any:
+    """The call's result. From 2026-07-28 on, a server asks its client (sampling,
+    elicitation, roots) by answering "input required": the requests are answered through the
+    session's callbacks, as an older server's own requests are, and the call is made again
+    with the answers, by the SDK's own driver."""
+    from mcp.client._input_required import run_input_required_driver
+    from mcp.client.session import ClientRequestContext
+    from mcp.types import InputRequiredResult
+
+    async def again(responses: Any, state: str | None) -> Any:
+        return await session.call_tool(
+            name,
+            arguments,
+            progress_callback=progress,
+            input_responses=responses,
+            request_state=state,
+            allow_input_required=True,
+        )
+
+    async def dispatch(key: str, request: Any) -> Any:
+        meta = request.params.meta if request.params else None
+        context = ClientRequestContext(session=session, request_id=key, meta=meta)
+        return await session.dispatch_input_request(context, request)
+
+    first = await again(None, None)
+    if not isinstance(first, InputRequiredResult):
+        return first
+    return await run_input_required_driver(first, dispatch=dispatch, retry=again)
 
 
 async def _negotiate(session: Any) -> None:

@@ -49,6 +49,13 @@ class ServerSettings:
     prefix: str = ""
     # The largest tool a model is offered: its name, description and input schema as offered.
     max_tool_bytes: int = 16_384
+    # The provider the server may ask for a completion during a call (``None``: it may not),
+    # within that provider's zone, for at most this many tokens and requests per call.
+    sampling: str | None = None
+    sampling_max_tokens: int = 1_024
+    sampling_max_requests: int = 3
+    # Whether the server may ask the person a question during a call.
+    elicitation: bool = False
 
     @property
     def transport(self) -> str:
@@ -93,7 +100,7 @@ def _server(name: object, raw: object) -> ServerSettings:
             f"{where}.{unknown[0]}: unknown key; accepted: {', '.join(sorted(_SERVER_KEYS))}"
         )
     values: dict[str, Any] = {"name": name}
-    for key in ("command", "url", "group", "prefix"):
+    for key in ("command", "url", "group", "prefix", "sampling"):
         if key in raw:
             values[key] = _string(raw[key], f"{where}.{key}")
     if ("command" in values) == ("url" in values):
@@ -132,10 +139,16 @@ def _server(name: object, raw: object) -> ServerSettings:
         if type(size) is not int or not 1_024 <= size <= 1_048_576:
             raise SettingsError(f"{where}.max_tool_bytes: expected an integer in [1024, 1048576]")
         values["max_tool_bytes"] = size
-    if "enabled" in raw:
-        if type(raw["enabled"]) is not bool:
-            raise SettingsError(f"{where}.enabled: expected a boolean")
-        values["enabled"] = raw["enabled"]
+    for key in ("enabled", "elicitation"):
+        if key in raw:
+            if type(raw[key]) is not bool:
+                raise SettingsError(f"{where}.{key}: expected a boolean")
+            values[key] = raw[key]
+    for key, most in (("sampling_max_tokens", 32_768), ("sampling_max_requests", 100)):
+        if key in raw:
+            if type(raw[key]) is not int or not 1 <= raw[key] <= most:
+                raise SettingsError(f"{where}.{key}: expected an integer in [1, {most}]")
+            values[key] = raw[key]
     if "data_class" in raw:
         classes = {member.value: member for member in DataClass}
         if raw["data_class"] not in classes:

@@ -27,6 +27,8 @@ READ_ONLY = [
     "environment",
     "grow",
     "chatty",
+    "sample",
+    "ask",
     "delete_all",
 ]
 
