@@ -227,6 +227,49 @@ def _approve_server(
 
 
 @mcp.command()
+@click.argument("server_name")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 3600),
+    default=300,
+    show_default=True,
+    help="Seconds to wait for the redirect.",
+)
+@click.pass_context
+def login(ctx: click.Context, server_name: str, timeout: float) -> None:
+    """Log in to an OAuth server: open the printed URL; the redirect comes back to this
+    machine (127.0.0.1), and the tokens are kept encrypted in the data folder."""
+    from nrllm_mcp._oauth import LoginFailed
+    from nrllm_mcp._oauth import login as log_in
+
+    server = _oauth_server(ctx, server_name)
+    echo("Open this URL in a browser to log in (waiting for its redirect):")
+    try:
+        log_in(server, os.environ, echo, timeout=timeout)
+    except LoginFailed as exc:
+        raise click.ClickException(f'login to "{server.name}" failed: {exc}') from None
+    echo(f"logged in to {server.name}")
+
+
+@mcp.command()
+@click.argument("server_name")
+@click.pass_context
+def logout(ctx: click.Context, server_name: str) -> None:
+    """Delete an OAuth server's stored tokens."""
+    from nrllm_mcp._oauth import logout as log_out
+
+    server = _oauth_server(ctx, server_name)
+    echo(f"logged out of {server.name}" if log_out(server) else f"{server.name}: not logged in")
+
+
+def _oauth_server(ctx: click.Context, name: str) -> ServerSettings:
+    server: ServerSettings = _server(_config(ctx)[1], name)
+    if server.auth != "oauth":
+        raise BadInput(f'MCP server "{name}" does not use OAuth (auth = "oauth")')
+    return server
+
+
+@mcp.command()
 @click.option(
     "--zone",
     type=click.Choice([zone.value for zone in TrustZone]),

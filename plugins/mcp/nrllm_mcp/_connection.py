@@ -24,6 +24,7 @@ from nrllm_core import ToolContext
 from nrllm_core.log import logger
 from nrllm_mcp import _runner
 from nrllm_mcp._asking import Asking
+from nrllm_mcp._oauth import NotLoggedIn
 from nrllm_mcp._settings import ServerSettings
 
 __all__ = ["Connection", "ConnectionFailed", "Progress", "wait_closed"]
@@ -329,6 +330,10 @@ class _Session:
             if value is None:
                 raise ConnectionFailed(f"header {header}: ${variable} is not set")
             headers[header] = value
+        if settings.auth == "oauth":
+            from nrllm_mcp._oauth import authorized_streams
+
+            return authorized_streams(settings, self._environ, headers, settings.timeout_seconds)
         client = httpx2.AsyncClient(
             headers=headers, timeout=httpx2.Timeout(settings.timeout_seconds)
         )
@@ -447,7 +452,7 @@ def wait_closed() -> None:
 
 def _reason(exc: BaseException) -> str:
     """What a failure is, without its text (which can quote a URL's token or a header)."""
-    if isinstance(exc, ConnectionFailed):
+    if isinstance(exc, ConnectionFailed | NotLoggedIn):
         return str(exc)
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _reason(exc.exceptions[0])

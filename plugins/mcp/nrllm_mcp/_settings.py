@@ -56,6 +56,12 @@ class ServerSettings:
     sampling_max_requests: int = 3
     # Whether the server may ask the person a question during a call.
     elicitation: bool = False
+    # "oauth": an HTTP server's requests carry the token ``nrllm mcp login`` stored .
+    auth: str | None = None
+    # OAuth: a client registered beforehand (else registered dynamically at login), and the
+    # scopes asked for (else those the server advertises).
+    client_id: str | None = None
+    scopes: tuple[str, ...] = ()
 
     @property
     def transport(self) -> str:
@@ -113,6 +119,7 @@ def _server(name: object, raw: object) -> ServerSettings:
         raise SettingsError(f"{where}.url: expected an http:// or https:// URL")
     if "prefix" in values and not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", values["prefix"]):
         raise SettingsError(f"{where}.prefix: expected ^[A-Za-z0-9_-]{{1,32}}$")
+    _oauth_settings(raw, values, where)
     for key in ("args", "read_only_tools"):
         if key in raw:
             items = raw[key]
@@ -166,6 +173,29 @@ def _server(name: object, raw: object) -> ServerSettings:
             )
         values["integrity"] = kinds[raw["integrity"]]
     return ServerSettings(**values)
+
+
+def _oauth_settings(raw: Mapping[str, Any], values: dict[str, Any], where: str) -> None:
+    if "auth" in raw:
+        if raw["auth"] != "oauth":
+            raise SettingsError(
+                f"{where}.auth: {raw['auth']!r} is not accepted; accepted values: oauth"
+            )
+        if "url" not in values:
+            raise SettingsError(f"{where}.auth: OAuth is for a url (HTTP) server only")
+        values["auth"] = "oauth"
+    for key in ("client_id", "scopes"):
+        if key in raw and "auth" not in values:
+            raise SettingsError(f'{where}.{key}: only with auth = "oauth"')
+    if "client_id" in raw:
+        values["client_id"] = _string(raw["client_id"], f"{where}.client_id")
+    if "scopes" in raw:
+        scopes = raw["scopes"]
+        if not isinstance(scopes, list) or not all(
+            isinstance(s, str) and re.fullmatch(r"[\x21\x23-\x5b\x5d-\x7e]+", s) for s in scopes
+        ):
+            raise SettingsError(f"{where}.scopes: expected an array of OAuth scope names")
+        values["scopes"] = tuple(scopes)
 
 
 def _seconds(value: object, where: str, most: int) -> float:
