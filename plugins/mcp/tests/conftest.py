@@ -27,6 +27,7 @@ READ_ONLY = [
     "environment",
     "grow",
     "chatty",
+    "roots",
     "delete_all",
 ]
 
