@@ -13,6 +13,9 @@ from nrllm_core.cli import BadInput, echo, echo_json, host_config
 from nrllm_mcp._settings import SECTION, McpSettings, ServerSettings, SettingsError, load_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from nrllm_mcp._connection import Connection
     from nrllm_mcp._pins import PinStore
 
 __all__ = ["mcp"]
@@ -101,6 +104,72 @@ def servers(ctx: click.Context, as_json: bool) -> None:
                 reason, detail = tool["withheld"]["reason"], tool["withheld"]["detail"]
                 pin = f"{pin}, withheld ({reason}{f': {detail}' if detail else ''})"
             echo(f"  {tool['name'] or '(no usable name)'}  {pin}  (server's {tool['tool']})")
+
+
+@mcp.command()
+@click.argument("server_name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def resources(ctx: click.Context, server_name: str, as_json: bool) -> None:
+    """The resources the server lists (every page): URI, name, MIME type, description."""
+    from nrllm_mcp._resources import shown_resources
+
+    rows = shown_resources(_listed(ctx, server_name, "resources", lambda c: c.list_resources()))
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        echo(f"{server_name} lists no resources")
+    for row in rows:
+        echo(f"{row['uri']}  {row['name']}  ({row['mimeType'] or 'no MIME type'})")
+        if row["description"]:
+            echo(f"  {row['description']}")
+
+
+@mcp.command()
+@click.argument("server_name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def prompts(ctx: click.Context, server_name: str, as_json: bool) -> None:
+    """The prompts the server lists (every page): name, description, arguments."""
+    from nrllm_mcp._resources import shown_prompts
+
+    rows = shown_prompts(_listed(ctx, server_name, "prompts", lambda c: c.list_prompts()))
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        echo(f"{server_name} lists no prompts")
+    for row in rows:
+        echo(f"{row['name']}  {row['description'] or ''}".rstrip())
+        for argument in row["arguments"]:
+            needed = "required" if argument["required"] else "optional"
+            echo(f"  {argument['name']} ({needed})  {argument['description'] or ''}".rstrip())
+
+
+def _listed(
+    ctx: click.Context, server_name: str, what: str, listing: Callable[[Connection], list[Any]]
+) -> list[Any]:
+    """The server's ``resources`` or ``prompts``, every page; the failure, never the server's
+    text of it, as the command's error."""
+    from nrllm_mcp._client import close_all, connection_for
+    from nrllm_mcp._connection import ConnectionFailed
+
+    _, settings = _config(ctx)
+    server = _server(settings, server_name)
+    if not server.enabled:
+        raise BadInput(f'MCP server "{server.name}" is disabled')
+    ctx.call_on_close(close_all)
+    connection = connection_for(server, os.environ)
+    try:
+        connection.open_for_request()
+        return listing(connection)
+    except ConnectionFailed as exc:
+        raise click.ClickException(f'MCP server "{server.name}" cannot be read: {exc}') from None
+    except Exception:
+        raise click.ClickException(
+            f'MCP server "{server.name}" did not list its {what} (it may serve none)'
+        ) from None
 
 
 @mcp.group(invoke_without_command=True)

@@ -171,6 +171,10 @@ def register_servers(
             server = connection.settings
             found = survey(server, environ, pins, pin_first_use=True, listed=listed)
             register_survey(registry, found, connection)
+            if server.resources and found.failure is None:
+                from nrllm_mcp._resources import ReadResource
+
+                registry.register(ReadResource(connection))
             if found.failure is not None:
                 _withhold_pinned(registry, server, found.failure, pins)
     finally:

@@ -17,8 +17,8 @@ import shutil
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final, final
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from typing import Any, Final, TypeVar, final
 
 from nrllm_core import ToolContext
 from nrllm_core.log import logger
@@ -28,6 +28,8 @@ from nrllm_mcp._oauth import NotLoggedIn
 from nrllm_mcp._settings import ServerSettings
 
 __all__ = ["Connection", "ConnectionFailed", "Progress", "wait_closed"]
+
+T = TypeVar("T")
 
 # What hears a call's progress: how far, of how much (``None``: unknown), and what it says.
 Progress = Callable[[float, float | None, str | None], None]
@@ -69,6 +71,22 @@ class Connection:
 
     def list_tools(self) -> list[Any]:
         return self._state.list_tools()
+
+    def open_for_request(self) -> None:
+        """Open the session if it is closed, for a request that is not a tool's call."""
+        self._state.open_for_request()
+
+    def list_resources(self) -> list[Any]:
+        """The server's resources (every page); raises as :meth:`call` does."""
+        return self._state.ask(lambda session: _pages(session.list_resources, "resources"))
+
+    def list_prompts(self) -> list[Any]:
+        """The server's prompts (every page); raises as :meth:`call` does."""
+        return self._state.ask(lambda session: _pages(session.list_prompts, "prompts"))
+
+    def read_resource(self, uri: str) -> Any:
+        """The server's ``ReadResourceResult`` for ``uri``; raises as :meth:`call` does."""
+        return self._state.ask(lambda session: session.read_resource(uri))
 
     def call(
         self,
@@ -161,9 +179,25 @@ class _Session:
             return self.open()
 
     def list_tools(self) -> list[Any]:
+        return self.ask(self._list)
+
+    def open_for_request(self) -> None:
+        """Open the session if it is closed. The tools it lists were compared with no pin, so
+        the next tool's call lists them again, as after the server said they changed."""
+        with self._lock:
+            with self._uses:
+                if self._session is not None:
+                    self._last_used = time.monotonic()
+                    return
+            self.open()
+            with self._uses:
+                self._changed = True
+
+    def ask(self, request: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+        """Run ``request(session)`` on the open session, bounded by ``timeout_seconds``."""
         session = self._use()
         try:
-            return _runner.run(self._list(session), self.settings.timeout_seconds)
+            return _runner.run(request(session), self.settings.timeout_seconds)
         finally:
             self._done()
 
@@ -237,23 +271,14 @@ class _Session:
         return await self._list(session)
 
     async def _list(self, session: Any) -> list[Any]:
-        tools: list[Any] = []
-        cursor = None
-        for _ in range(100):
-            from mcp.types import PaginatedRequestParams
-
-            params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
-            page = await session.list_tools(params=params)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                return tools
-        raise ConnectionFailed("the server's tool list did not end")
+        return await _pages(session.list_tools, "tools")
 
     async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
         from mcp import ClientSession
 
         try:
+            # Checked before the server starts: it is never offered a folder that is not one.
+            roots = _roots_callback(self.settings)
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
                 session = await stack.enter_async_context(
@@ -266,6 +291,8 @@ class _Session:
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         **self._asking.callbacks(),
+                        # None: the SDK declares no roots capability and refuses ``roots/list``.
+                        list_roots_callback=roots,
                         # From 2026-07-28 on, a server logs to a request only when asked to.
                         log_level="info",
                     )
@@ -388,6 +415,50 @@ async def _call_tool(session: Any, name: str, arguments: dict[str, Any], progres
     if not isinstance(first, InputRequiredResult):
         return first
     return await run_input_required_driver(first, dispatch=dispatch, retry=again)
+
+
+async def _pages(request: Callable[..., Any], field: str) -> list[Any]:
+    """Every page of a listing (``tools``, ``resources``, ``prompts``), up to 100 pages."""
+    from mcp.types import PaginatedRequestParams
+
+    items: list[Any] = []
+    cursor = None
+    for _ in range(100):
+        params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+        page = await request(params=params)
+        items.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if cursor is None:
+            return items
+    raise ConnectionFailed(f"the server's {field} list did not end")
+
+
+def _roots_callback(settings: ServerSettings) -> Any:
+    """What answers the server's ``roots/list``: the configured folders as ``file://`` URIs,
+    each resolved now (a symbolic link to the folder it names); ``None`` when none is set.
+    A root that is not an existing folder stops the server from starting, naming the key."""
+    if not settings.roots:
+        return None
+    from pathlib import Path
+
+    from mcp.types import ListRootsResult, Root
+    from pydantic import FileUrl
+
+    offered = []
+    for index, root in enumerate(settings.roots):
+        folder = Path(root).resolve()
+        if not folder.is_dir():
+            raise ConnectionFailed(
+                f"mcp.servers.{settings.name}.roots[{index}] is not an existing folder"
+            )
+        offered.append(Root(uri=FileUrl(folder.as_uri())))
+    answer = ListRootsResult(roots=offered)
+
+    async def list_roots(context: Any) -> Any:
+        logger().info("nrllm.mcp.roots_listed", server=settings.name, roots=len(offered))
+        return answer
+
+    return list_roots
 
 
 async def _negotiate(session: Any) -> None:

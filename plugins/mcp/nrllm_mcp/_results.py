@@ -11,7 +11,7 @@ from typing import Any
 
 from nrllm_core import ToolArtifact, ToolResult
 
-__all__ = ["to_tool_result"]
+__all__ = ["resource_artifact", "to_tool_result"]
 
 
 def to_tool_result(result: Any, tool_name: str) -> ToolResult:
@@ -36,7 +36,7 @@ def to_tool_result(result: Any, tool_name: str) -> ToolResult:
                 )
             )
         elif kind == "resource":
-            artifacts.append(_resource(block.resource, tool_name))
+            artifacts.append(resource_artifact(block.resource, tool_name))
         elif kind == "resource_link":
             artifacts.append(
                 ToolArtifact.text(
@@ -88,7 +88,8 @@ def _cell(value: object) -> str:
     return json.dumps(value)
 
 
-def _resource(resource: Any, tool_name: str) -> ToolArtifact:
+def resource_artifact(resource: Any, tool_name: str) -> ToolArtifact:
+    """A resource's contents for the run only: its text, or a blob's type and size."""
     label = f"resource {resource.uri} from {tool_name}"
     text = getattr(resource, "text", None)
     if isinstance(text, str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Any, Final, final
@@ -62,6 +63,11 @@ class ServerSettings:
     # scopes asked for (else those the server advertises).
     client_id: str | None = None
     scopes: tuple[str, ...] = ()
+    # Folders offered to the server as its roots (``roots/list``), absolute paths; none: the
+    # client declares no roots capability and refuses the request.
+    roots: tuple[str, ...] = ()
+    # Whether a model may read the server's listed resources, through one nrllm tool.
+    resources: bool = False
 
     @property
     def transport(self) -> str:
@@ -146,7 +152,7 @@ def _server(name: object, raw: object) -> ServerSettings:
         if type(size) is not int or not 1_024 <= size <= 1_048_576:
             raise SettingsError(f"{where}.max_tool_bytes: expected an integer in [1024, 1048576]")
         values["max_tool_bytes"] = size
-    for key in ("enabled", "elicitation"):
+    for key in ("enabled", "elicitation", "resources"):
         if key in raw:
             if type(raw[key]) is not bool:
                 raise SettingsError(f"{where}.{key}: expected a boolean")
@@ -156,6 +162,8 @@ def _server(name: object, raw: object) -> ServerSettings:
             if type(raw[key]) is not int or not 1 <= raw[key] <= most:
                 raise SettingsError(f"{where}.{key}: expected an integer in [1, {most}]")
             values[key] = raw[key]
+    if "roots" in raw:
+        values["roots"] = _roots(raw["roots"], f"{where}.roots")
     if "data_class" in raw:
         classes = {member.value: member for member in DataClass}
         if raw["data_class"] not in classes:
@@ -196,6 +204,18 @@ def _oauth_settings(raw: Mapping[str, Any], values: dict[str, Any], where: str) 
         ):
             raise SettingsError(f"{where}.scopes: expected an array of OAuth scope names")
         values["scopes"] = tuple(scopes)
+
+
+def _roots(value: object, where: str) -> tuple[str, ...]:
+    """Absolute paths, so a root does not depend on the folder a command runs in. Whether each
+    is an existing folder is checked when the session opens: the configuration is read by
+    every command, before a folder may exist, and the folder offered is the one found then."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SettingsError(f"{where}: expected an array of absolute folder paths")
+    for index, item in enumerate(value):
+        if not os.path.isabs(item) or "\x00" in item:
+            raise SettingsError(f"{where}[{index}]: expected an absolute folder path")
+    return tuple(value)
 
 
 def _seconds(value: object, where: str, most: int) -> float:

@@ -29,6 +29,7 @@ READ_ONLY = [
     "chatty",
     "sample",
     "ask",
+    "roots",
     "delete_all",
 ]
 

@@ -10,6 +10,10 @@ a tool's name, a tool's description and a tool's result. Every start appends its
 to STATE_DIR/starts; with STATE_DIR/start_delay, the server sleeps that many seconds first.
 With STATE_DIR/revision, the server is one of that (handshake-era) protocol revision: it knows
 no ``server/discover`` and answers ``initialize`` with that revision.
+It lists two resources (``test://notes``, text; ``test://picture``, a blob of IMAGE) and a prompt
+(``summarise``), and serves ``test://secret`` without listing it; with STATE_DIR/hostile, a
+resource and a prompt carry that text in every field. Its tool ``roots`` asks the client for
+its roots (``roots/list``) and answers their URIs, one a line, or the error it got.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 IMAGE = b"\x89PNG\r\n\x1a\n" + b"\x07" * (48213 - 8)
 
@@ -63,6 +68,7 @@ def _tools() -> list[types.Tool]:
         types.Tool(name="chatty", description="Logs its text, then answers.", input_schema=empty),
         types.Tool(name="sample", description="Asks the client's model.", input_schema=any_object),
         types.Tool(name="ask", description="Asks the client's person.", input_schema=any_object),
+        types.Tool(name="roots", description="The client's roots.", input_schema=empty),
         types.Tool(
             name="delete_all",
             description="Deletes.",
@@ -150,8 +156,6 @@ async def call_tool(
         from mcp.server.subscriptions import ToolsListChanged
 
         await _bus.publish(ToolsListChanged())
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(text="grown")])
@@ -164,6 +168,18 @@ async def call_tool(
         return types.CallToolResult(content=[types.TextContent(text="chatted")])
     if params.name in ("sample", "ask"):
         return await _asking(ctx, params, arguments)
+    if params.name == "roots" and ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return await _asking(ctx, params, arguments)
+    if params.name == "roots":
+        try:
+            listed = await ctx.session.list_roots()
+        except Exception as exc:
+            return types.CallToolResult(
+                content=[types.TextContent(text=f"refused: {exc}")], is_error=True
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text="\n".join(str(r.uri) for r in listed.roots))]
+        )
     if params.name == "hang":
         await anyio.sleep(3600)
     if params.name == "shout":
@@ -178,7 +194,10 @@ async def call_tool(
 
 
 def _client_request(name: str, arguments: dict[str, Any]) -> Any:
-    """What ``sample`` and ``ask`` ask the client: {"text", "max_tokens", "tools", "url"}."""
+    """What ``sample``, ``ask`` and ``roots`` ask the client: {"text", "max_tokens", "tools",
+    "url"}."""
+    if name == "roots":
+        return types.ListRootsRequest()
     if name == "sample":
         tool = types.Tool(name="pay", input_schema={"type": "object"})
         return types.CreateMessageRequest(
@@ -210,17 +229,19 @@ def _said(result: Any) -> str:
     data = result if isinstance(result, dict) else result.model_dump(by_alias=True)
     if "model" in data:
         return f"{data['model']} said {data['content']['text']}"
+    if "roots" in data:
+        return "\n".join(str(root["uri"]) for root in data["roots"])
     return f"{data['action']} {json.dumps(data.get('content'))}"
 
 
 async def _asking(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, arguments: dict[str, Any]
 ) -> Any:
-    """``sample`` and ``ask``: ask the client {"times"} times (sampling or elicitation), as a
-    server of the session's revision does (a request of its own before 2026-07-28, an "input
-    required" result answered by calling again from then on), and say what came back."""
+    """``sample``, ``ask`` (and ``roots`` from 2026-07-28 on): ask the client {"times"}
+    times, as a server of the session's revision does (a request of its own before
+    2026-07-28, an "input required" result answered by calling again from then on), and say
+    what came back."""
     from mcp.shared.exceptions import MCPError
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     times = arguments.get("times", 1)
     request = _client_request(params.name, arguments)
@@ -243,6 +264,65 @@ async def _asking(
     return types.CallToolResult(content=[types.TextContent(text="; ".join(said))])
 
 
+NOTES = "Meeting notes: ship on Friday."
+# Served when asked for, never listed: a client must not read what the server did not offer.
+SECRET = "the unlisted secret"
+
+
+def _resources() -> list[types.Resource]:
+    resources = [
+        types.Resource(
+            uri="test://notes", name="notes", mime_type="text/plain", description="Notes."
+        ),
+        types.Resource(uri="test://picture", name="picture", mime_type="image/png"),
+    ]
+    hostile = _hostile()
+    if hostile is not None:
+        resources.append(
+            types.Resource(
+                uri="test://hostile", name=hostile, mime_type=hostile, description=hostile
+            )
+        )
+    return resources
+
+
+async def list_resources(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    # One resource a page: a client that reads only the first page misses the others.
+    resources = _resources()
+    at = int(params.cursor) if params is not None and params.cursor else 0
+    following = str(at + 1) if at + 1 < len(resources) else None
+    return types.ListResourcesResult(resources=resources[at : at + 1], next_cursor=following)
+
+
+async def read_resource(
+    ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    uri = str(params.uri)
+    if uri == "test://picture":
+        blob = base64.b64encode(IMAGE).decode("ascii")
+        contents: list[types.TextResourceContents | types.BlobResourceContents] = [
+            types.BlobResourceContents(uri=uri, mime_type="image/png", blob=blob)
+        ]
+    else:
+        text = {"test://notes": NOTES, "test://secret": SECRET}.get(uri, _hostile() or "")
+        contents = [types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+    return types.ReadResourceResult(contents=contents)
+
+
+async def list_prompts(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    topic = types.PromptArgument(name="topic", description="What about.", required=True)
+    prompts = [types.Prompt(name="summarise", description="Summarise a topic.", arguments=[topic])]
+    hostile = _hostile()
+    if hostile is not None:
+        argument = types.PromptArgument(name=hostile, description=hostile)
+        prompts.append(types.Prompt(name=hostile, description=hostile, arguments=[argument]))
+    return types.ListPromptsResult(prompts=prompts)
+
+
 def _subscriptions() -> tuple[Any, Any]:
     from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 
@@ -252,7 +332,13 @@ def _subscriptions() -> tuple[Any, Any]:
 
 _bus, _listen = _subscriptions()
 server = Server(
-    "nrllm-test", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=_listen
+    "nrllm-test",
+    on_list_tools=list_tools,
+    on_call_tool=call_tool,
+    on_subscriptions_listen=_listen,
+    on_list_resources=list_resources,
+    on_read_resource=read_resource,
+    on_list_prompts=list_prompts,
 )
 
 

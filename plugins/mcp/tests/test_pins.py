@@ -467,7 +467,7 @@ def test_approve_all_yes_shows_every_servers_diff_and_pins_them_all(two_servers)
     assert f'+  "description": "{RUG_PULL}",' in out
     assert out.index("pinned 1 tool(s) of demo") < out.index("more (stdio):")
     assert out.index("more (stdio):") < out.index("unauthenticated: more echo")
-    assert "pinned 12 tool(s) of more" in out
+    assert "pinned 13 tool(s) of more" in out
     assert "off (stdio):" not in out
     assert "Pin these definitions?" not in approved.stdout
     rows = tools_json()
@@ -478,7 +478,7 @@ def test_approve_all_asks_once_per_server_and_pins_only_what_was_confirmed(two_s
     answered = nrllm("mcp", "pins", "approve", "--all", input="n\ny\n")
     assert answered.exit_code == 1
     assert answered.stdout.count("Pin these definitions?") == 2
-    assert "pinned 12 tool(s) of more" in answered.stdout
+    assert "pinned 13 tool(s) of more" in answered.stdout
     assert "demo: nothing was approved" in answered.stderr
     assert "not approved: demo" in answered.stderr
     rows = tools_json()
