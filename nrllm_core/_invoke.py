@@ -28,6 +28,8 @@ from nrllm_core.log import logger
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
 
+    from nrllm_core._handles import Keeper
+
 __all__ = ["ainvoke", "invoke", "own_context", "refuse"]
 
 # A tool step's ``tool_outcome``: the tool ran and answered, ran and failed, ran past its
@@ -164,9 +166,11 @@ def deliver(
     seconds: float,
     *,
     policy: Mapping[str, Any] | None = None,
+    kept: Keeper | None = None,
 ) -> tuple[WirePayload, RunStep]:
     """Bound both channels, hand the wire its payload, and build the call's step to record
-    (with the ``policy``'s decision on the call, when it made one)."""
+    (with the ``policy``'s decision on the call, when it made one). ``kept`` turns a bounded
+    result the run keeps as a handle into what the wire carries instead."""
     # Both channels bounded; the result is rebuilt through its factories unless bounding
     # returned the very same objects, in which case the tool's result already is that rebuild.
     content = bound_content(result.content)
@@ -176,7 +180,11 @@ def deliver(
     else:
         artifacts = bound_artifacts(result.artifacts) if result.artifacts else ()
         if content is not result.content or artifacts is not result.artifacts:
-            result = ToolResult.text(content, *artifacts, integrity=result.integrity)
+            result = ToolResult.text(
+                content, *artifacts, integrity=result.integrity, handle=result.handle
+            )
+    if kept is not None:
+        result = kept(result)
     # The name comes from the model: bounded like any text it influences.
     shown_name = bound_content(tool_name)
     wire = _new_wire(
@@ -209,6 +217,7 @@ def deliver(
                 else result_integrity(registered, result)._value_
             ),
             "policy": policy,
+            "handle": None if kept is None or kept.handle is None else kept.handle.id,
         },
         tool_artifacts=result.artifacts,
     )
@@ -430,6 +439,7 @@ def _well_formed(raw: object) -> TypeGuard[ToolResult]:
         and type(raw.content) is str
         and type(raw.is_error) is bool
         and type(raw.artifacts) is tuple
+        and type(raw.handle) is bool
     )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import secrets
-import sys
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Final, final
@@ -20,6 +19,7 @@ import attrs
 from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import MAX_ROUNDS_CAP, MAX_ROUNDS_DEFAULT, RunConfig
+from nrllm_core._handles import Handle, Handles, Keeper, UnknownHandle
 from nrllm_core._invoke import (
     REFUSED,
     Admitted,
@@ -42,9 +42,10 @@ from nrllm_core._messages import (
     Usage,
 )
 from nrllm_core._payloads import RunStep, StepKind, WirePayload
-from nrllm_core._policy import CallDecision, PolicyConfig, decide_turn
+from nrllm_core._policy import CallDecision, PolicyConfig, decide_turn, returns_handle
 from nrllm_core._preview import preview_lines
 from nrllm_core._tool import ToolContext
+from nrllm_core._turn_caps import turn_caps
 from nrllm_core._values import Actor, ToolResult, TrustZone
 from nrllm_core.log import logger
 
@@ -159,10 +160,22 @@ class SuspendedRunState:
     nonce: str
     # What the model has seen; a state sealed without one stands for the strictest.
     label: RunLabel = attrs.field(factory=RunLabel.unknown)
+    # The results the run keeps as handles, values and all (the state is sealed).
+    handles: tuple[Handle, ...] = ()
 
     @property
     def initiator(self) -> str:
         return self.actor.id
+
+    @property
+    def turn_label(self) -> RunLabel:
+        """What the waiting turn carries: the run's label and the handles its calls pass on,
+        for the person who decides it."""
+        handles = Handles(kept={h.id: h for h in self.handles})
+        label = self.label
+        for call in self.pending:
+            label = handles.label(label, call.arguments)
+        return label
 
     @property
     def digest(self) -> str:
@@ -268,6 +281,7 @@ class _Segment:
     policy: PolicyConfig = attrs.field(factory=PolicyConfig)
     # This turn's policy decisions by call id, recorded with each call's step.
     decided: dict[str, CallDecision] = attrs.field(factory=dict)
+    handles: Handles = attrs.field(factory=Handles)
 
 
 def first_segment(
@@ -363,8 +377,8 @@ def _rounds(seg: _Segment) -> Core:
         refusals, seg.decided = decide_turn(
             {t.name: t for t in seg.offered},
             answer.tool_calls,
-            _turn_caps(seg.limits, answer.tool_calls),
-            label=seg.label,
+            turn_caps(seg.limits, answer.tool_calls),
+            label=lambda call: seg.handles.label(seg.label, call.arguments),
             zone=seg.zone,
             policy=seg.policy,
         )
@@ -479,36 +493,6 @@ def _ask(
     return answer
 
 
-def _turn_caps(limits: RunConfig, calls: Sequence[ToolCall]) -> list[str | None]:
-    """The fixed answer of each call a cap of the turn refuses (``None``: not refused).
-
-    Applied before the approval scan: a refused call never runs, shows no preview and never
-    makes its turn wait for a person.
-    """
-    refusals: list[str | None] = []
-    for index, call in enumerate(calls):
-        if index >= limits.max_tool_calls_per_turn:
-            refusals.append(
-                f"Error: too many tool calls in one turn (limit {limits.max_tool_calls_per_turn})"
-            )
-        elif _argument_bytes(call) > limits.max_argument_bytes:
-            refusals.append(
-                f"Error: the arguments of this call exceed {limits.max_argument_bytes} bytes"
-            )
-        else:
-            refusals.append(None)
-    return refusals
-
-
-def _argument_bytes(call: ToolCall) -> int:
-    try:
-        return len(_json.dumps(dict(call.arguments)))
-    except _json.EncodeError:
-        # Arguments with no canonical JSON form (a provider plugin's own values) have no size
-        # to measure: they count as too large, so the call is refused (fail closed).
-        return sys.maxsize
-
-
 def _approval_scan(
     seg: _Segment, calls: Sequence[ToolCall], refusals: Sequence[str | None]
 ) -> SuspendedRunState | None:
@@ -564,6 +548,7 @@ def _approval_scan(
         run_id=seg.run_id,
         nonce=secrets.token_hex(16),
         label=seg.label,
+        handles=tuple(seg.handles.kept.values()),
     )
 
 
@@ -587,7 +572,11 @@ def _answer_turn(
         if refusal is not None:
             planned.append(ToolResult.error(refusal))
             continue
-        arguments = call.arguments if call.arguments_valid else None
+        try:
+            arguments = seg.handles.substituted(call.arguments) if call.arguments_valid else None
+        except UnknownHandle as unknown:
+            planned.append(ToolResult.error(str(unknown)))
+            continue
         planned.append(admit(seg.pm, call.name, arguments, seg.context_for(call.id), seg.permits))
     runnable = tuple(p for p in planned if isinstance(p, Admitted))
     executed: list[Executed] = list((yield Run(calls=runnable))) if runnable else []
@@ -606,6 +595,7 @@ def _answer_turn(
         shown = call.arguments if refusal is not None or call.arguments_valid else None
         context = seg.context_for(call.id)
         decided = seg.decided.get(call.id)
+        keeper = None if not isinstance(plan, Admitted) else _keeper(seg, plan, call)
         wire, step = deliver(
             seg.pm,
             result,
@@ -618,10 +608,11 @@ def _answer_turn(
             policy=None
             if decided is None
             else {"decision": decided.decision, "reason": decided.reason},
+            kept=keeper,
         )
         audited = yield Record(step=step, wire=wire)
         _answer(seg, call, wire.content, wire.is_error)
-        if isinstance(plan, Admitted):
+        if isinstance(plan, Admitted) and (keeper is None or keeper.handle is None):
             seg.label = seg.label.rise(
                 tool=plan.registered.name,
                 call_id=call.id,
@@ -635,6 +626,17 @@ def _answer_turn(
             f'the audit could not record the call of the writing tool "{lost[0]}"; '
             "the run was stopped"
         )
+
+
+def _keeper(seg: _Segment, plan: Admitted, call: ToolCall) -> Keeper:
+    tool = plan.registered
+    return seg.handles.keeper(
+        tool=tool.name,
+        call_id=call.id,
+        data_class=tool.data_class,
+        integrity=tool.integrity,
+        always=returns_handle(tool.name, seg.zone, seg.policy),
+    )
 
 
 def single_call(
@@ -706,6 +708,7 @@ def resumed_segment(
         label=state.label,
         zone=zone,
         policy=policy or PolicyConfig(),
+        handles=Handles(kept={h.id: h for h in state.handles}),
     )
 
     def answer_turn() -> Core:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, final
 
 import attrs
@@ -24,6 +24,7 @@ __all__ = [
     "PolicyRule",
     "decide_call",
     "decide_turn",
+    "returns_handle",
 ]
 
 
@@ -50,6 +51,8 @@ class PolicyRule:
 
     on_untrusted: PolicyAction | None = None
     on_egress: PolicyAction | None = None
+    # Keep the tool's results as handles: the model reads a description, never the value.
+    handle: bool | None = None
 
 
 @final
@@ -124,25 +127,33 @@ def decide_call(
     return CallDecision()
 
 
+def returns_handle(tool: str, zone: TrustZone, policy: PolicyConfig) -> bool:
+    """Whether the policy keeps ``tool``'s results as handles in runs of ``zone``: its own
+    rule's ``handle``, else its zone's, else not."""
+    rules = (policy.tools.get(tool), policy.zones.get(zone))
+    return next((r.handle for r in rules if r is not None and r.handle is not None), False)
+
+
 def decide_turn(
     offered: Mapping[str, RegisteredTool],
     calls: Sequence[ToolCall],
     refusals: Sequence[str | None],
     *,
-    label: RunLabel,
+    label: Callable[[ToolCall], RunLabel],
     zone: TrustZone,
     policy: PolicyConfig,
 ) -> tuple[list[str | None], dict[str, CallDecision]]:
-    """A turn's calls as the policy decides them from what the model read before the turn:
-    each call of an ``offered`` tool that no cap refused (``refusals``) is let through, made
-    to wait for a person, or refused. The refusals, the policy's joined to the caps', and
-    each decision by call id."""
+    """A turn's calls as the policy decides them from what each carries (``label``: what the
+    model read before the turn, and what the handles it passes hold): each call of an
+    ``offered`` tool that no cap refused (``refusals``) is let through, made to wait for a
+    person, or refused. The refusals, the policy's joined to the caps', and each decision by
+    call id."""
     joined: list[str | None] = []
     decided: dict[str, CallDecision] = {}
     for call, refusal in zip(calls, refusals, strict=True):
         tool = offered.get(call.name)
         if refusal is None and tool is not None:
-            decided[call.id] = decide_call(tool, label, zone, policy)
+            decided[call.id] = decide_call(tool, label(call), zone, policy)
             refusal = decided[call.id].refusal(call.name)
         joined.append(refusal)
     return joined, decided

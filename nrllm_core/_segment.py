@@ -305,7 +305,7 @@ class HostParts:
                 pending=state.pending,
                 turn_digest=state.digest,
                 usage=result.usage,
-                untrusted=state.label.untrusted,
+                untrusted=state.turn_label.untrusted,
             )
         status = RunStatus.FAILED if outcome.error is not None else RunStatus.COMPLETED
         if termination is TerminationReason.CANCELLED:

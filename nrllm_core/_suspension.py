@@ -119,7 +119,7 @@ class Suspensions:
             pending=state.pending,
             turn_digest=suspension.turn_digest,
             usage=state.usage,
-            untrusted=state.label.untrusted,
+            untrusted=state.turn_label.untrusted,
         )
 
     def claim(
@@ -283,7 +283,7 @@ def suspension_step(state: SuspendedRunState) -> RunStep:
                 for p in state.pending
             ],
             # What the model had read when it asked: why the policy may have stepped in.
-            "label": state.label.audited(),
+            "label": state.turn_label.audited(),
         },
     )
 

@@ -231,17 +231,25 @@ class ToolResult:
     artifacts: tuple[ToolArtifact, ...]
     # Who wrote this result, when the tool says per call; ``None``: as the tool declares.
     integrity: Integrity | None = None
+    # Kept in the run as a handle: the model reads a description, never the content.
+    handle: bool = False
     _token: object = attrs.field(
         default=None, alias="_token", repr=False, eq=False, hash=False, validator=_refuse_direct
     )
 
     @classmethod
     def text(
-        cls, content: str, *artifacts: ToolArtifact, integrity: Integrity | None = None
+        cls,
+        content: str,
+        *artifacts: ToolArtifact,
+        integrity: Integrity | None = None,
+        handle: bool = False,
     ) -> ToolResult:
         """A successful result, optionally with artifacts (order kept). ``integrity`` says who
         wrote this one result when the tool returns both kinds (your own email and one from a
-        stranger); without it, the tool's declared ``integrity`` holds."""
+        stranger); without it, the tool's declared ``integrity`` holds. With ``handle``, a
+        run keeps ``content`` as a handle: its model reads only nrllm's description of it,
+        and may pass it on to another call (``{"$handle": "h1"}``)."""
         if not isinstance(content, str):
             raise TypeError("ToolResult content must be a str")
         for artifact in artifacts:
@@ -249,11 +257,14 @@ class ToolResult:
                 raise TypeError("ToolResult artifacts must be ToolArtifact instances")
         if integrity is not None and not isinstance(integrity, Integrity):
             raise TypeError("ToolResult integrity must be an Integrity or None")
+        if type(handle) is not bool:
+            raise TypeError("ToolResult handle must be a bool")
         return cls(
             content=content,
             is_error=False,
             artifacts=artifacts,
             integrity=integrity,
+            handle=handle,
             _token=_CREATE,
         )
 

@@ -93,6 +93,7 @@ def _host(
     turns: list[dict[str, Any]],
     policy: dict[str, Any] | None = None,
     store_url: str | None = None,
+    plugins: list[object] | None = None,
 ) -> Host:
     tmp_path.mkdir(parents=True, exist_ok=True)
     script = tmp_path / "script.json"
@@ -109,7 +110,7 @@ def _host(
         data["store"] = {"url": store_url}
     return Host.from_config(
         data=data,
-        pm=make_plugin_manager(plugins=[Tools()], load_entry_points=False),
+        pm=make_plugin_manager(plugins=plugins or [Tools()], load_entry_points=False),
         data_dir=tmp_path / "home",
         environ={},
     )

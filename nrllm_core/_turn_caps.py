@@ -1,0 +1,43 @@
+"""The caps of one model turn: how many calls it may make, and how large each call's
+arguments may be."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from nrllm_core import _json
+from nrllm_core._config import RunConfig
+from nrllm_core._messages import ToolCall
+
+__all__ = ["turn_caps"]
+
+
+def turn_caps(limits: RunConfig, calls: Sequence[ToolCall]) -> list[str | None]:
+    """The fixed answer of each call a cap of the turn refuses (``None``: not refused).
+
+    Applied before the approval scan: a refused call never runs, shows no preview and never
+    makes its turn wait for a person.
+    """
+    refusals: list[str | None] = []
+    for index, call in enumerate(calls):
+        if index >= limits.max_tool_calls_per_turn:
+            refusals.append(
+                f"Error: too many tool calls in one turn (limit {limits.max_tool_calls_per_turn})"
+            )
+        elif _argument_bytes(call) > limits.max_argument_bytes:
+            refusals.append(
+                f"Error: the arguments of this call exceed {limits.max_argument_bytes} bytes"
+            )
+        else:
+            refusals.append(None)
+    return refusals
+
+
+def _argument_bytes(call: ToolCall) -> int:
+    try:
+        return len(_json.dumps(dict(call.arguments)))
+    except _json.EncodeError:
+        # Arguments with no canonical JSON form (a provider plugin's own values) have no size
+        # to measure: they count as too large, so the call is refused (fail closed).
+        return sys.maxsize
