@@ -69,6 +69,7 @@ function show(view, event, finish) {
   else if (event.event === "step") view.step(event.step);
   else if (event.event === "text" || event.event === "thinking") view.piece(event.event, event.text);
   else if (event.event === "restart") view.restart();
+  else if (event.event === "progress") view.progress(event);
   else finish(event);
 }
 
@@ -93,6 +94,8 @@ function runView(container) {
   container.append(label, context, steps, outcome);
   // The model's text as it streams, in the timeline where its step will stand.
   let answer = null;
+  // Each running call's progress, in the timeline where its step will stand.
+  const running = new Map();
   const answering = () => {
     if (!answer) {
       answer = answerView();
@@ -115,7 +118,11 @@ function runView(container) {
       }
     },
     step(step) {
-      if (answer && step?.kind === "llm") {
+      const call = step?.kind === "tool" && typeof step.tool_call_id === "string" ? running.get(step.tool_call_id) : undefined;
+      if (call) {
+        running.delete(step.tool_call_id);
+        call.node.replaceWith(stepCard(step));
+      } else if (answer && step?.kind === "llm") {
         answer.node.replaceWith(stepCard(step));
         answer = null;
       } else {
@@ -128,9 +135,21 @@ function runView(container) {
     restart() {
       answering().restart();
     },
+    progress(event) {
+      if (typeof event.call_id !== "string") return;
+      let call = running.get(event.call_id);
+      if (!call) {
+        call = progressView(event.tool);
+        running.set(event.call_id, call);
+        steps.append(call.node);
+      }
+      call.update(event);
+    },
     terminal(event) {
       answer?.stopped();
       answer = null;
+      for (const call of running.values()) call.stopped();
+      running.clear();
       clear(outcome);
       outcome.append(outcomeView(event));
     },
@@ -165,6 +184,42 @@ function answerView() {
     },
     stopped() {
       status.textContent = "the run ended before the model's step was recorded";
+    },
+  };
+}
+
+// A running call's progress: its tool, how far it got and its message, all as text (the
+// message is the tool's, or an MCP server's).
+function progressView(tool) {
+  const status = el("span", { class: "summary", text: `${asText(tool ?? "tool")} (running)` });
+  const bar = el("progress", { "aria-label": "Progress" });
+  const count = el("span", { class: "muted progress-count" });
+  const message = el("p", { class: "progress-message" });
+  const node = el(
+    "li",
+    { class: "step progress", "data-kind": "progress" },
+    el("div", { class: "step-head" }, el("span", { class: "kind", text: "tool" }), status),
+    el("div", { class: "row" }, bar, count),
+    message,
+  );
+  return {
+    node,
+    update(event) {
+      const done = typeof event.progress === "number" ? event.progress : 0;
+      const total = typeof event.total === "number" && event.total > 0 ? event.total : null;
+      if (total === null) {
+        // A progress without a total only counts up: the bar stays indeterminate.
+        bar.removeAttribute("value");
+        count.textContent = asText(done);
+      } else {
+        bar.max = total;
+        bar.value = Math.min(done, total);
+        count.textContent = `${asText(done)} / ${asText(total)}`;
+      }
+      message.textContent = typeof event.message === "string" ? event.message : "";
+    },
+    stopped() {
+      status.textContent = `${asText(tool ?? "tool")} (the run ended before its step was recorded)`;
     },
   };
 }
