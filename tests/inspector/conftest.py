@@ -248,6 +248,7 @@ SCRIPTS = {
     "mail": _calls(("send_mail", {"to": "ops@example.org"})) + _final("Mail sent."),
     "slow": _calls(("wait_tool", {})) + _final("Waited."),
     "progress": _calls(("progress_tool", {})) + _final("Progressed."),
+    "asking": _calls(("ask_tool", {})) + _final("Asked."),
     "empty": "turns = []\n",
     "counted": _final("Counted.")
     + "usage = { prompt_tokens = 120, completion_tokens = 30, cached_tokens = 64,"
@@ -273,16 +274,22 @@ def write_config(folder: Path, *, streaming: bool) -> Path:
 
 
 def make_host(
-    folder: Path, environ: dict[str, str] | None = None, *, streaming: bool = True
+    folder: Path,
+    environ: dict[str, str] | None = None,
+    *,
+    streaming: bool = True,
+    plugins: Sequence[object] = (),
+    on_elicitation: Any = None,
 ) -> Host:
     """A host on the scripted providers and, with ``streaming``, the in-test streaming ones
     (a process that loads no in-test plugin can read only a configuration without them)."""
     return Host.from_config(
         write_config(folder, streaming=streaming),
-        plugins=[InspectorTools(), StreamingProviders()],
+        plugins=[InspectorTools(), StreamingProviders(), *plugins],
         load_entry_points=False,
         data_dir=folder / "data",
         environ=environ or {},
+        on_elicitation=on_elicitation,
     )
 
 

@@ -240,6 +240,7 @@ def test_no_asset_comes_from_another_site_and_no_script_is_inline():
 def test_config_lists_providers_skills_and_tools(client):
     config = client.get("/api/config").json()
     assert config["providers"] == [
+        "asking",
         "counted",
         "crafted",
         "demo",
