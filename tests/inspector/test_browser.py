@@ -519,3 +519,48 @@ def test_the_direct_call_option_says_who_calls_and_what_is_bypassed(page):
     assert "made by you, the holder of this page's token, as nrllm invoke is" in text
     assert "needs no approval" in text
     assert "the tool switches do not apply" in text
+
+
+def test_a_tools_question_shows_as_text_and_the_answer_is_posted(page):
+    p = page.page
+    title = p.title()
+    message = "<img src=x onerror=\"document.title='pwned'\"> Which?"
+    fields = [
+        {"name": "<b>who</b>", "type": "string", "required": True},
+        {"name": "count", "type": "integer"},
+        {"name": "sure", "type": "boolean"},
+        {"name": "colour", "type": "string", "enum": ["red", "<i>blue</i>"]},
+    ]
+    body = ndjson(
+        {"event": "context", "provider": "demo", "zone": "local", "offered": []},
+        {
+            "event": "question",
+            "question_id": "q1",
+            "tool": "t",
+            "message": message,
+            "fields": fields,
+        },
+    )
+    posted: list[Any] = []
+
+    def answer(route: Any) -> None:
+        posted.append((route.request.url, json.loads(route.request.post_data or "{}")))
+        fulfil_json(route, {"action": "accept"})
+
+    p.route("**/api/questions/**", answer)
+    p.route(
+        "**/api/run",
+        lambda route: route.fulfill(status=200, content_type="application/x-ndjson", body=body),
+    )
+    run_prompt(p, "Ask", "demo")
+    panel = p.locator(".step[data-kind=question]")
+    panel.wait_for()
+    assert panel.locator(".question-message").inner_text() == message
+    assert panel.locator(".question-field span").first.inner_text() == "<b>who</b>"
+    assert p.locator("img, b, i").count() == 0
+    assert p.title() == title
+    # The stream ended with no outcome: the panel says the question is over.
+    p.wait_for_selector("[data-outcome=error]")
+    assert panel.locator(".question-form").is_hidden()
+    assert panel.locator(".question-status").inner_text() == "The question is over."
+    assert posted == []
