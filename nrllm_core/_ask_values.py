@@ -22,6 +22,7 @@ __all__ = [
     "Question",
     "QuestionHandler",
     "ToolAsks",
+    "flat_fields",
 ]
 
 # The most tokens a tool may ask a model for, whatever it asks.
@@ -73,6 +74,28 @@ class PersonAnswer:
     @classmethod
     def cancelled(cls) -> PersonAnswer:
         return cls(action=PersonAnswered.CANCEL)
+
+
+# The most fields one question may ask for: a schema is the server's, a form is a person's.
+_MAX_FIELDS: Final = 20
+_FIELD_TYPES: Final = frozenset({"string", "number", "integer", "boolean"})
+
+
+def flat_fields(schema: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
+    """The fields of a question's schema when it is the flat object MCP allows (strings,
+    numbers, integers, booleans, enumerations; at most 20); ``None`` for any other shape,
+    which a person cannot be asked to fill in (the question is declined)."""
+    properties = schema.get("properties", {})
+    if not isinstance(properties, Mapping) or len(properties) > _MAX_FIELDS:
+        return None
+    fields: dict[str, Mapping[str, Any]] = {}
+    for name, field in properties.items():
+        if not isinstance(name, str) or not isinstance(field, Mapping):
+            return None
+        if field.get("type") not in _FIELD_TYPES:
+            return None
+        fields[name] = field
+    return fields
 
 
 # What a host hands its runs to put a tool's question to a person.

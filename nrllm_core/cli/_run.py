@@ -46,14 +46,28 @@ def run(
 ) -> None:
     """Run PROMPT against a provider with the tools its zone allows. On a terminal, a tool's
     question to a person is asked there; elsewhere it is declined."""
-    host = open_host(ctx, on_elicitation=_asker())
+    # Loaded with the host: a command that opens none (``--help``, ``runs``) never loads them.
+    from nrllm_core._events import Finished, Suspended
+    from nrllm_core.cli._progress import ProgressLine
+
+    line = ProgressLine() if _stderr_terminal() else None
+    asker = _asker()
+    if line is not None and asker is not None:
+        asker = line.asking(asker)
+    host = open_host(ctx, on_elicitation=asker)
     if otel_console:
         start_otel_console(host.pm.has_plugin("otel"))
     try:
-        outcome = host.run(prompt, provider=provider, skill=skill, max_rounds=max_rounds)
+        events = host.stream(prompt, provider=provider, skill=skill, max_rounds=max_rounds)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    _report(ctx, outcome, as_json)
+    # The events only drive the progress line: the model's text is printed once, with the
+    # outcome, as it always was (stdout is the answer, not a transcript of its making).
+    for event in events:
+        if line is not None:
+            line.see(event)
+        if isinstance(event, Suspended | Finished):
+            _report(ctx, event.outcome, as_json)
 
 
 @_main.cli.command()
@@ -109,6 +123,11 @@ def _asker() -> QuestionHandler | None:
     from nrllm_core.cli._questions import ask_on_terminal
 
     return ask_on_terminal
+
+
+def _stderr_terminal() -> bool:
+    """Whether a person watches standard error: the progress line is for a terminal only."""
+    return sys.stderr.isatty()
 
 
 def _interactive() -> bool:

@@ -55,12 +55,14 @@ def serve(ctx: click.Context, host: str, port: int, allow_remote: bool, otel_con
         )
     import uvicorn
 
-    from nrllm_core.inspector import create_app
+    from nrllm_core.inspector import PageQuestions, create_app
 
-    nrllm = open_host(ctx)
+    # A tool's question to a person in a live run is asked on the page that runs it.
+    questions = PageQuestions()
+    nrllm = open_host(ctx, on_elicitation=questions)
     if otel_console:
         _shut_down_on_sigterm(start_otel_console(nrllm.pm.has_plugin("otel")))
-    app = create_app(nrllm, token=(token := secrets.token_urlsafe(32)))
+    app = create_app(nrllm, token=(token := secrets.token_urlsafe(32)), questions=questions)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

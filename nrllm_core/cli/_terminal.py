@@ -24,7 +24,7 @@ import click
 
 from nrllm_core._serde import to_json
 
-__all__ = ["PrintableGroup", "echo", "echo_json", "printable"]
+__all__ = ["PrintableGroup", "echo", "echo_json", "printable", "status_line"]
 
 # C0 controls, DEL, C1 controls, and the bidirectional overrides and isolates.
 _SINGLE_LINE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -54,6 +54,21 @@ def printable(text: str, *, multiline: bool = False) -> str:
 def echo(text: str, *, multiline: bool = False, err: bool = False) -> None:
     """Print one line (or, with ``multiline``, a block of lines) through :func:`printable`."""
     click.echo(printable(text, multiline=multiline), err=err)
+
+
+def status_line(text: str | None) -> None:
+    """Redraw the one line of standard error that shows what is going on (a terminal's only),
+    ``text`` through :func:`printable`; ``None`` clears it.
+
+    The line is cut to the terminal's width: a line that wraps cannot be redrawn in place.
+    The carriage return and the erase-line sequence are the command's own, never the text's.
+    """
+    import shutil
+
+    width = max(shutil.get_terminal_size().columns - 1, 1)
+    shown = "" if text is None else printable(text)[:width]
+    # color: click drops ANSI sequences it sees going elsewhere than a terminal (a test).
+    click.echo(f"\r\x1b[K{shown}", nl=False, err=True, color=True)
 
 
 def echo_json(data: Any, *, err: bool = False) -> None:

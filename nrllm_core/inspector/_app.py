@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from nrllm_core import _json
+from nrllm_core._ask_values import PersonAnswer
 from nrllm_core._gate import GateReport
 from nrllm_core._host import Host
 from nrllm_core._outcome import RunOutcome, pending_dict
@@ -15,6 +16,7 @@ from nrllm_core._status import RunStatus
 from nrllm_core._suspension import ApprovalRefused
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._live import live_text
+from nrllm_core.inspector._questions import PageQuestions, UnknownQuestion
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
 from nrllm_core.log import logger
 
@@ -33,17 +35,21 @@ class _BadRequest(Exception):
     """A request the API refuses with 400; the message is written for the person at the page."""
 
 
-def create_app(host: Host, *, token: str) -> Starlette:
+def create_app(host: Host, *, token: str, questions: PageQuestions | None = None) -> Starlette:
     """The inspector as an ASGI application; mount it in a host's own app or serve it alone.
 
     Every request must carry ``token`` once (``?token=``), then the cookie it is swapped for.
+    ``questions`` is the host's ``on_elicitation`` handler when the page answers a tool's
+    question to a person in a live run; without it the host's own handler answers (or none).
     """
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    api = _Api(host)
+    if questions is not None:
+        questions.bind_timeout(lambda: host.config.run.tool_timeout_seconds)
+    api = _Api(host, questions)
     routes = [
         Route("/", api.page, methods=["GET"]),
         Route("/api/config", api.config, methods=["GET"]),
@@ -53,16 +59,18 @@ def create_app(host: Host, *, token: str) -> Starlette:
         Route("/api/runs/{run_id}", api.run_detail, methods=["GET"]),
         Route("/api/approvals", api.approvals, methods=["GET"]),
         Route("/api/approvals/{run_id}", api.decide, methods=["POST"]),
+        Route("/api/questions/{question_id}", api.answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(Guard, token=token)])
 
 
 class _Api:
-    __slots__ = ("_host",)
+    __slots__ = ("_host", "_questions")
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, questions: PageQuestions | None) -> None:
         self._host = host
+        self._questions = questions
 
     async def page(self, request: Request) -> Response:
         from starlette.responses import FileResponse
@@ -94,21 +102,58 @@ class _Api:
         except _BadRequest as exc:
             return _refuse(str(exc))
         host = self._host
+        questions = self._questions
+        watched: list[str] = []
 
         def job(emit: Emit) -> None:
+            def on_event(event: TraceEvent) -> None:
+                # The run's first step names it: from then on its questions come to this page.
+                if questions is not None and not watched:
+                    watched.append(event.run_id)
+                    questions.watch(event.run_id, emit)
+                emit(step_event(event))
+
             actor = host.config.actor()
             emit(_context(host.gate(provider=provider, skill=skill, actor=actor)))
-            stream = host.stream(
-                prompt,
-                provider=provider,
-                skill=skill,
-                max_rounds=max_rounds,
-                actor=actor,
-                on_event=_stepper(emit),
-            )
-            emit(_terminal(live_text(stream, emit)))
+            try:
+                stream = host.stream(
+                    prompt,
+                    provider=provider,
+                    skill=skill,
+                    max_rounds=max_rounds,
+                    actor=actor,
+                    on_event=on_event,
+                )
+                emit(_terminal(live_text(stream, emit)))
+            finally:
+                gone()
 
-        return ndjson_response(job, what="run")
+        def gone() -> None:
+            if questions is not None and watched:
+                questions.unwatch(watched[0])
+
+        return ndjson_response(job, what="run", on_gone=gone)
+
+    async def answer(self, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        if self._questions is None:
+            return _json_response({"error": "No question is waiting for this page."}, status=404)
+        try:
+            body = await _body(request)
+            answer = _person_answer(body)
+        except _BadRequest as exc:
+            return _refuse(str(exc))
+        try:
+            await run_in_threadpool(
+                self._questions.answer, request.path_params["question_id"], answer
+            )
+        except UnknownQuestion:
+            return _json_response({"error": "No question with this id is waiting."}, status=404)
+        except ValueError as exc:
+            # Fixed text of the check, about the answer's shape only.
+            return _refuse(str(exc))
+        return _json_response({"action": answer.action.value})
 
     async def invoke(self, request: Request) -> Response:
         try:
@@ -310,6 +355,20 @@ def _terminal(outcome: RunOutcome) -> dict[str, Any]:
         "termination_reason": outcome.termination_reason,
         "error": outcome.error or "The run failed.",
     }
+
+
+def _person_answer(body: dict[str, Any]) -> PersonAnswer:
+    action = body.get("action")
+    if action not in ("accept", "decline", "cancel"):
+        raise _BadRequest('"action" must be "accept", "decline" or "cancel".')
+    if action == "decline":
+        return PersonAnswer.declined()
+    if action == "cancel":
+        return PersonAnswer.cancelled()
+    content = body.get("content", {})
+    if not isinstance(content, dict):
+        raise _BadRequest('"content" must be a JSON object.')
+    return PersonAnswer.accepted(content)
 
 
 def _refusal_text(exc: ApprovalRefused) -> str:

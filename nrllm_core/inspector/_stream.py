@@ -27,23 +27,28 @@ def step_event(event: TraceEvent) -> dict[str, Any]:
     return {"event": "step", "step": trace_dict(event)}
 
 
-def ndjson_response(job: Callable[[Emit], None], *, what: str) -> StreamingResponse:
+def ndjson_response(
+    job: Callable[[Emit], None], *, what: str, on_gone: Callable[[], None] | None = None
+) -> StreamingResponse:
     """Stream what ``job`` emits, one canonical JSON object a line.
 
     ``job`` runs in a worker thread and must emit exactly one terminal event; if it raises
     instead, the stream ends with a generic ``error`` event and the log keeps the exception.
-    ``emit`` may be called from any thread, one call at a time.
+    ``emit`` may be called from any thread, one call at a time. ``on_gone`` is called when
+    the reader stops reading (a closed page, or the stream's end).
     """
     from starlette.responses import StreamingResponse
 
     return StreamingResponse(
-        _lines(job, what),
+        _lines(job, what, on_gone),
         media_type="application/x-ndjson",
         headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
     )
 
 
-async def _lines(job: Callable[[Emit], None], what: str) -> AsyncIterator[bytes]:
+async def _lines(
+    job: Callable[[Emit], None], what: str, on_gone: Callable[[], None] | None
+) -> AsyncIterator[bytes]:
     import anyio
     import anyio.from_thread
     import anyio.lowlevel
@@ -78,6 +83,12 @@ async def _lines(job: Callable[[Emit], None], what: str) -> AsyncIterator[bytes]
 
     async with anyio.create_task_group() as group:
         group.start_soon(anyio.to_thread.run_sync, work)
-        async with receive:
-            async for line in receive:
-                yield line
+        try:
+            async with receive:
+                async for line in receive:
+                    yield line
+        finally:
+            # Before the group waits for the job: a job waiting on the page (a question to a
+            # person) is let go when nobody reads any more.
+            if on_gone is not None:
+                on_gone()

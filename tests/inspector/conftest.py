@@ -82,6 +82,24 @@ def wait_tool() -> ToolResult:
     return ToolResult.text("released")
 
 
+HOSTILE_PROGRESS = "<img src=x onerror=\"document.title='pwned-progress'\"> half"
+
+
+class ProgressTool(Tool):
+    name = "progress_tool"
+    description = "Reports how far it got, in markup, then a progress JSON cannot carry."
+    group = "inspector"
+    data_class = DataClass.PUBLIC_CONTENT
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        context.report_progress(1, 2, HOSTILE_PROGRESS)
+        context.report_progress(float("nan"), 2)
+        context.report_progress(2, float("inf"))
+        # Held like `wait_tool`: the page shows the progress before the call's step.
+        RELEASE.wait(timeout=30)
+        return ToolResult.text("progressed")
+
+
 class SendTool(Tool):
     name = "send_mail"
     description = "Sends a mail; a person approves first."
@@ -105,7 +123,8 @@ class SendTool(Tool):
 class InspectorTools:
     @hookimpl
     def nrllm_register_tools(self, registry: Any) -> None:
-        for t in (table_tool, plain_tool, hostile_tool, crafted_tool, wait_tool, SendTool()):
+        tools = (table_tool, plain_tool, hostile_tool, crafted_tool, wait_tool, ProgressTool())
+        for t in (*tools, SendTool()):
             registry.register(t)
 
 
@@ -228,6 +247,8 @@ SCRIPTS = {
     "crafted": _calls(("crafted_tool", {}), ("plain_tool", {})) + _final("Still rendering."),
     "mail": _calls(("send_mail", {"to": "ops@example.org"})) + _final("Mail sent."),
     "slow": _calls(("wait_tool", {})) + _final("Waited."),
+    "progress": _calls(("progress_tool", {})) + _final("Progressed."),
+    "asking": _calls(("ask_tool", {})) + _final("Asked."),
     "empty": "turns = []\n",
     "counted": _final("Counted.")
     + "usage = { prompt_tokens = 120, completion_tokens = 30, cached_tokens = 64,"
@@ -253,16 +274,22 @@ def write_config(folder: Path, *, streaming: bool) -> Path:
 
 
 def make_host(
-    folder: Path, environ: dict[str, str] | None = None, *, streaming: bool = True
+    folder: Path,
+    environ: dict[str, str] | None = None,
+    *,
+    streaming: bool = True,
+    plugins: Sequence[object] = (),
+    on_elicitation: Any = None,
 ) -> Host:
     """A host on the scripted providers and, with ``streaming``, the in-test streaming ones
     (a process that loads no in-test plugin can read only a configuration without them)."""
     return Host.from_config(
         write_config(folder, streaming=streaming),
-        plugins=[InspectorTools(), StreamingProviders()],
+        plugins=[InspectorTools(), StreamingProviders(), *plugins],
         load_entry_points=False,
         data_dir=folder / "data",
         environ=environ or {},
+        on_elicitation=on_elicitation,
     )
 
 

@@ -18,6 +18,8 @@ from nrllm_core._payloads import RunStep, StepKind, TraceEvent
 from nrllm_core.inspector import create_app
 from nrllm_core.inspector._guard import cookie_name
 
+from .conftest import HOSTILE_PROGRESS
+
 TOKEN = "test-token-123"
 ORIGIN = "http://127.0.0.1:8765"
 STATIC = Path(__file__).resolve().parents[2] / "nrllm_core" / "inspector" / "static"
@@ -238,6 +240,7 @@ def test_no_asset_comes_from_another_site_and_no_script_is_inline():
 def test_config_lists_providers_skills_and_tools(client):
     config = client.get("/api/config").json()
     assert config["providers"] == [
+        "asking",
         "counted",
         "crafted",
         "demo",
@@ -245,6 +248,7 @@ def test_config_lists_providers_skills_and_tools(client):
         "gated",
         "hostile",
         "mail",
+        "progress",
         "restarted",
         "slow",
         "streamed",
@@ -278,6 +282,7 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
             "crafted_tool",
             "hostile_tool",
             "plain_tool",
+            "progress_tool",
             "send_mail",
             "table_tool",
             "wait_tool",
@@ -465,6 +470,45 @@ def test_a_restarted_stream_says_so_and_the_step_has_the_whole_answer_only(clien
         "done",
     ]
     assert stream[-1]["final_content"] == "The whole answer."
+
+
+def test_a_calls_progress_streams_before_its_step_as_plain_data(client, release):
+    release.set()
+    stream = events(post(client, "/api/run", {"prompt": "Go", "provider": "progress"}))
+    progress = [e for e in stream if e["event"] == "progress"]
+    # The NaN progress is left out, the infinite total is unknown: JSON carries neither.
+    assert progress == [
+        {
+            "event": "progress",
+            "call_id": "c0",
+            "tool": "progress_tool",
+            "progress": 1.0,
+            "total": 2.0,
+            "message": HOSTILE_PROGRESS,
+        },
+        {
+            "event": "progress",
+            "call_id": "c0",
+            "tool": "progress_tool",
+            "progress": 2.0,
+            "total": None,
+            "message": None,
+        },
+    ]
+    assert shape(stream)[4:] == [
+        "text:Calling.",
+        "llm",
+        "progress",
+        "progress",
+        "tool",
+        "request",
+        "text:Progressed.",
+        "llm",
+        "finish",
+        "done",
+    ]
+    (tool_step,) = [e["step"] for e in stream if e.get("step", {}).get("kind") == "tool"]
+    assert tool_step["tool_call_id"] == "c0"
 
 
 def llm_event(sequence, content, *calls):

@@ -175,6 +175,53 @@ def test_steps_arrive_while_the_run_streams(page, release):
     assert p.locator("[data-outcome=done] pre").inner_text() == "Waited."
 
 
+def test_a_calls_progress_shows_then_becomes_its_step(page, release):
+    p = page.page
+    title = p.title()
+    run_prompt(p, "Go", "progress")
+    running = ".step[data-kind=progress]"
+    p.wait_for_function(
+        f"() => document.querySelector('{running} .progress-count')?.textContent === '2'"
+    )
+    # The last progress had no total: the bar counts up without one; the message stays.
+    assert p.locator(f"{running} .summary").inner_text() == "progress_tool (running)"
+    assert p.locator(f"{running} progress").get_attribute("value") is None
+    assert p.locator(f"{running} .progress-message").inner_text() == ""
+    assert p.locator("img").count() == 0
+    assert p.title() == title
+    release.set()
+    p.wait_for_selector("[data-outcome=done]")
+    assert p.locator(running).count() == 0
+    assert tool_step(p, "progress_tool").is_visible()
+
+
+def test_a_progress_message_is_text(page):
+    p = page.page
+    title = p.title()
+    message = "<img src=x onerror=\"document.title='pwned'\"> half"
+    body = ndjson(
+        {"event": "context", "provider": "demo", "zone": "local", "offered": []},
+        # Values no page should trust: each shown as text or left out, the stream goes on.
+        {"event": "progress", "call_id": "c1", "tool": CRAFTED, "progress": "x", "message": 3},
+        {"event": "progress", "call_id": "c1", "progress": 1, "total": 4, "message": message},
+    )
+    p.route(
+        "**/api/run",
+        lambda route: route.fulfill(status=200, content_type="application/x-ndjson", body=body),
+    )
+    run_prompt(p, "Go", "demo")
+    p.wait_for_selector("[data-outcome=error]")
+    shown = p.locator(".step[data-kind=progress]")
+    assert shown.count() == 1
+    assert shown.locator(".progress-message").inner_text() == message
+    assert shown.locator(".progress-count").inner_text() == "1 / 4"
+    assert shown.locator(".summary").inner_text() == (
+        f"{CRAFTED_TEXT} (the run ended before its step was recorded)"
+    )
+    assert p.locator("img").count() == 0
+    assert p.title() == title
+
+
 def test_the_models_text_shows_as_it_arrives_then_becomes_its_step(page, gates, hostile_delta):
     p = page.page
     title = p.title()
@@ -472,3 +519,48 @@ def test_the_direct_call_option_says_who_calls_and_what_is_bypassed(page):
     assert "made by you, the holder of this page's token, as nrllm invoke is" in text
     assert "needs no approval" in text
     assert "the tool switches do not apply" in text
+
+
+def test_a_tools_question_shows_as_text_and_the_answer_is_posted(page):
+    p = page.page
+    title = p.title()
+    message = "<img src=x onerror=\"document.title='pwned'\"> Which?"
+    fields = [
+        {"name": "<b>who</b>", "type": "string", "required": True},
+        {"name": "count", "type": "integer"},
+        {"name": "sure", "type": "boolean"},
+        {"name": "colour", "type": "string", "enum": ["red", "<i>blue</i>"]},
+    ]
+    body = ndjson(
+        {"event": "context", "provider": "demo", "zone": "local", "offered": []},
+        {
+            "event": "question",
+            "question_id": "q1",
+            "tool": "t",
+            "message": message,
+            "fields": fields,
+        },
+    )
+    posted: list[Any] = []
+
+    def answer(route: Any) -> None:
+        posted.append((route.request.url, json.loads(route.request.post_data or "{}")))
+        fulfil_json(route, {"action": "accept"})
+
+    p.route("**/api/questions/**", answer)
+    p.route(
+        "**/api/run",
+        lambda route: route.fulfill(status=200, content_type="application/x-ndjson", body=body),
+    )
+    run_prompt(p, "Ask", "demo")
+    panel = p.locator(".step[data-kind=question]")
+    panel.wait_for()
+    assert panel.locator(".question-message").inner_text() == message
+    assert panel.locator(".question-field span").first.inner_text() == "<b>who</b>"
+    assert p.locator("img, b, i").count() == 0
+    assert p.title() == title
+    # The stream ended with no outcome: the panel says the question is over.
+    p.wait_for_selector("[data-outcome=error]")
+    assert panel.locator(".question-form").is_hidden()
+    assert panel.locator(".question-status").inner_text() == "The question is over."
+    assert posted == []

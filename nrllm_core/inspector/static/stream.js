@@ -69,6 +69,9 @@ function show(view, event, finish) {
   else if (event.event === "step") view.step(event.step);
   else if (event.event === "text" || event.event === "thinking") view.piece(event.event, event.text);
   else if (event.event === "restart") view.restart();
+  else if (event.event === "progress") view.progress(event);
+  else if (event.event === "question") view.question(event);
+  else if (event.event === "question_closed") view.questionClosed(event);
   else finish(event);
 }
 
@@ -93,6 +96,10 @@ function runView(container) {
   container.append(label, context, steps, outcome);
   // The model's text as it streams, in the timeline where its step will stand.
   let answer = null;
+  // Each running call's progress, in the timeline where its step will stand.
+  const running = new Map();
+  // Each tool's question to the person, open until the run says it is closed.
+  const questions = new Map();
   const answering = () => {
     if (!answer) {
       answer = answerView();
@@ -115,7 +122,11 @@ function runView(container) {
       }
     },
     step(step) {
-      if (answer && step?.kind === "llm") {
+      const call = step?.kind === "tool" && typeof step.tool_call_id === "string" ? running.get(step.tool_call_id) : undefined;
+      if (call) {
+        running.delete(step.tool_call_id);
+        call.node.replaceWith(stepCard(step));
+      } else if (answer && step?.kind === "llm") {
         answer.node.replaceWith(stepCard(step));
         answer = null;
       } else {
@@ -128,9 +139,33 @@ function runView(container) {
     restart() {
       answering().restart();
     },
+    progress(event) {
+      if (typeof event.call_id !== "string") return;
+      let call = running.get(event.call_id);
+      if (!call) {
+        call = progressView(event.tool);
+        running.set(event.call_id, call);
+        steps.append(call.node);
+      }
+      call.update(event);
+    },
+    question(event) {
+      if (typeof event.question_id !== "string" || questions.has(event.question_id)) return;
+      const panel = questionView(event);
+      questions.set(event.question_id, panel);
+      steps.append(panel.node);
+    },
+    questionClosed(event) {
+      questions.get(event.question_id)?.closed(event.action);
+      questions.delete(event.question_id);
+    },
     terminal(event) {
+      for (const panel of questions.values()) panel.closed("over");
+      questions.clear();
       answer?.stopped();
       answer = null;
+      for (const call of running.values()) call.stopped();
+      running.clear();
       clear(outcome);
       outcome.append(outcomeView(event));
     },
@@ -167,6 +202,124 @@ function answerView() {
       status.textContent = "the run ended before the model's step was recorded";
     },
   };
+}
+
+// A running call's progress: its tool, how far it got and its message, all as text (the
+// message is the tool's, or an MCP server's).
+function progressView(tool) {
+  const status = el("span", { class: "summary", text: `${asText(tool ?? "tool")} (running)` });
+  const bar = el("progress", { "aria-label": "Progress" });
+  const count = el("span", { class: "muted progress-count" });
+  const message = el("p", { class: "progress-message" });
+  const node = el(
+    "li",
+    { class: "step progress", "data-kind": "progress" },
+    el("div", { class: "step-head" }, el("span", { class: "kind", text: "tool" }), status),
+    el("div", { class: "row" }, bar, count),
+    message,
+  );
+  return {
+    node,
+    update(event) {
+      const done = typeof event.progress === "number" ? event.progress : 0;
+      const total = typeof event.total === "number" && event.total > 0 ? event.total : null;
+      if (total === null) {
+        // A progress without a total only counts up: the bar stays indeterminate.
+        bar.removeAttribute("value");
+        count.textContent = asText(done);
+      } else {
+        bar.max = total;
+        bar.value = Math.min(done, total);
+        count.textContent = `${asText(done)} / ${asText(total)}`;
+      }
+      message.textContent = typeof event.message === "string" ? event.message : "";
+    },
+    stopped() {
+      status.textContent = `${asText(tool ?? "tool")} (the run ended before its step was recorded)`;
+    },
+  };
+}
+
+// A tool's question to the person: its message and field names are the tool's (an MCP
+// server's) text, shown as text. The answer goes back through the guarded POST.
+function questionView(event) {
+  const id = event.question_id;
+  const fields = Array.isArray(event.fields) ? event.fields : [];
+  const status = el("p", { class: "muted question-status", role: "status" });
+  const inputs = fields.map((field) => fieldInput(field));
+  const buttons = [
+    el("button", { type: "submit", text: "Answer" }),
+    el("button", { type: "button", text: "Decline", onclick: () => send({ action: "decline" }) }),
+    el("button", { type: "button", text: "Cancel", onclick: () => send({ action: "cancel" }) }),
+  ];
+  const form = el(
+    "form",
+    { class: "question-form", novalidate: true },
+    inputs.map((input) => input.node),
+    el("div", { class: "row" }, buttons),
+  );
+  const node = el(
+    "li",
+    { class: "step question", "data-kind": "question", role: "group", "aria-label": "A tool's question" },
+    el("div", { class: "step-head" }, el("span", { class: "kind", text: "question" }), el("span", { class: "summary", text: `${asText(event.tool ?? "tool")} asks you` })),
+    el("pre", { class: "pre question-message", text: typeof event.message === "string" ? event.message : "" }),
+    form,
+    status,
+  );
+  let open = true;
+  async function send(body) {
+    if (!open) return;
+    for (const button of buttons) button.disabled = true;
+    try {
+      const response = await postJson(`api/questions/${encodeURIComponent(id)}`, body);
+      if (!response.ok) status.textContent = await readError(response);
+    } catch {
+      status.textContent = "The answer could not be sent.";
+    } finally {
+      if (open) for (const button of buttons) button.disabled = false;
+    }
+  }
+  form.addEventListener("submit", (submitted) => {
+    submitted.preventDefault();
+    const content = {};
+    for (const input of inputs) {
+      const value = input.value();
+      if (value !== undefined) content[input.name] = value;
+    }
+    send({ action: "accept", content });
+  });
+  return {
+    node,
+    closed(action) {
+      open = false;
+      form.hidden = true;
+      const said = { accept: "Answered.", decline: "Declined.", cancel: "Cancelled (no answer in time, or cancelled)." };
+      status.textContent = said[action] ?? "The question is over.";
+    },
+  };
+}
+
+function fieldInput(field) {
+  const name = typeof field?.name === "string" ? field.name : "";
+  const label = typeof field?.title === "string" && field.title ? field.title : name;
+  const hint = typeof field?.description === "string" ? field.description : "";
+  let control;
+  let value;
+  if (Array.isArray(field?.enum)) {
+    control = el("select", {}, field.enum.map((choice) => el("option", { value: asText(choice), text: asText(choice) })));
+    value = () => control.value;
+  } else if (field?.type === "boolean") {
+    control = el("input", { type: "checkbox" });
+    value = () => control.checked;
+  } else if (field?.type === "integer" || field?.type === "number") {
+    control = el("input", { type: "number", step: field.type === "integer" ? "1" : "any" });
+    value = () => (control.value === "" ? undefined : Number(control.value));
+  } else {
+    control = el("input", { type: "text" });
+    value = () => (control.value === "" && !field?.required ? undefined : control.value);
+  }
+  const node = el("label", { class: "question-field" }, el("span", { text: label }), control, hint ? el("span", { class: "hint", text: hint }) : false);
+  return { name, node, value };
 }
 
 function outcomeView(event) {
