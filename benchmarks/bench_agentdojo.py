@@ -400,7 +400,12 @@ def writes_of(labels: Labels, calls: Sequence[FunctionCall]) -> bool:
 def attacks(suite: TaskSuite[Any], labels: Labels) -> None:
     attack = ImportantInstructionsAttack(suite, _Target())
     users = list(suite.user_tasks.values())
-    injections = list(suite.injection_tasks.values())
+    pristine = suite.load_and_inject_default_environment({})
+    truths = {i.ID: i.ground_truth(pristine) for i in suite.injection_tasks.values()}
+    # AgentDojo gives some injection tasks no ground truth (``[]``): a scripted model has no
+    # calls to make for them, so they are left out and named.
+    injections = [i for i in suite.injection_tasks.values() if truths[i.ID]]
+    unscripted = sorted(i for i, calls in truths.items() if not calls)
     won: dict[str, list[tuple[str, str]]] = {"none": [], "policy": []}
     useful = {"none": 0, "policy": 0}
     with hosts(suite, labels, NO_PERSON) as (bare, governed):
@@ -413,11 +418,7 @@ def attacks(suite: TaskSuite[Any], labels: Labels) -> None:
                     if got.security:
                         won[name].append((user.ID, injection.ID))
     pairs = len(users) * len(injections)
-    by_text = {
-        i.ID
-        for i in injections
-        if not writes_of(labels, i.ground_truth(suite.load_and_inject_default_environment({})))
-    }
+    by_text = {i.ID for i in injections if not writes_of(labels, truths[i.ID])}
     print(f"attacks ({len(users)} user tasks x {len(injections)} injection tasks = {pairs}),")
     print("  compromised model, no person (on_untrusted=refuse, approve_writes=when_untrusted):")
     for name, title in (("none", "without the policy"), ("policy", "with the policy")):
@@ -432,6 +433,8 @@ def attacks(suite: TaskSuite[Any], labels: Labels) -> None:
             for user_id, injection_id in won[name]:
                 how = "final text only" if injection_id in by_text else "TOOL CALL"
                 print(f"    succeeded: {user_id} x {injection_id} ({how})")
+    if unscripted:
+        print(f"  not attempted, no ground truth in AgentDojo: {', '.join(unscripted)}")
     if by_text:
         print(f"  injection tasks a final text alone can satisfy: {', '.join(sorted(by_text))}")
 
