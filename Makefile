@@ -43,6 +43,8 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_redact_false_alarms.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_cli.py
+	$(BIN)/python benchmarks/bench_agentdojo.py --suite banking
+	$(BIN)/python benchmarks/bench_agentdojo.py --suite workspace
 
 clean:
 	rm -rf $(VENV)
