@@ -118,6 +118,10 @@ def http_server(state: Path) -> Iterator[str]:
         wait_for_port(port, process)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
+        # The sessions first: the server waits for its open ones before it stops.
+        from nrllm_mcp._client import close_all
+
+        close_all()
         process.terminate()
         process.wait(10)
 

@@ -16,7 +16,8 @@ from nrllm_core import Host, PersonAnswer, Question
 
 from .conftest import READ_ONLY, stdio_server
 
-REVISIONS = [None, "2025-11-25"]
+# The newest revision over stdio, a handshake-era one over stdio, the newest over HTTP.
+REVISIONS = [None, "2025-11-25", "http"]
 SECRET = "the launch code is 0000"
 
 
@@ -31,9 +32,14 @@ def calls(tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def setup(configure, state: Path, tmp_path: Path):
+def setup(configure, state: Path, tmp_path: Path, request: pytest.FixtureRequest):
     def write(revision: str | None, *, helper_zone: str = "local", **server: Any) -> None:
-        if revision is not None:
+        if revision == "http":
+            # Streamable HTTP, of the newest revision (stateless: "input required").
+            transport = {"url": request.getfixturevalue("http_server")}
+        else:
+            transport = stdio_server(state)
+        if revision not in (None, "http"):
             (state / "revision").write_text(revision, encoding="utf-8")
         helper = script(tmp_path, "helper", [{"content": f"summary {n}"} for n in range(5)])
         extra = (
@@ -44,7 +50,7 @@ def setup(configure, state: Path, tmp_path: Path):
             f"script = {json.dumps(helper)}\n"
         )
         settings = {"read_only_tools": READ_ONLY, "data_class": "sourceCode", **server}
-        configure({"demo": stdio_server(state, **settings)}, extra)
+        configure({"demo": {**transport, **settings}}, extra)
 
     return write
 
@@ -79,7 +85,7 @@ def run(home: Path, tmp_path: Path, tool: str, handler: Any = None, **arguments:
 def refused(ran: Ran, revision: str | None, reason: str) -> None:
     """From 2026-07-28 on, a refused request of the server fails its call (the SDK's driver
     raises); before, the server hears the error and answers with it."""
-    if revision is None:
+    if revision in (None, "http"):
         assert ran.said == 'Error: MCP server "demo" refused the call of "demo__sample".'
     else:
         assert ran.said == f"refused: {reason}"
@@ -145,7 +151,7 @@ def test_elicitation_is_refused_unless_configured(setup, home, tmp_path, revisio
     ran = run(home, tmp_path, "demo__ask", lambda q: asked.append(q) or PersonAnswer.declined())
     assert asked == []
     assert ran.of("elicitation") == []
-    if revision is None:
+    if revision in (None, "http"):
         assert ran.said == 'Error: MCP server "demo" refused the call of "demo__ask".'
     else:
         assert ran.said == "refused: Elicitation not supported"

@@ -96,30 +96,32 @@ def test_read_resource_is_not_offered_for_a_server_that_failed(configure, state)
     assert "demo__read_resource" not in make_plugin_manager().catalog().tools
 
 
-# A handshake-era server asks with a request of its own; from 2026-07-28 on (where roots are
-# deprecated but still asked for) with an "input required" result.
-@pytest.mark.parametrize("revision", ["2025-11-25", None])
-def test_roots_are_refused_unless_configured(configure, state, revision):
-    if revision is not None:
-        (state / "revision").write_text(revision)
-    configure({"demo": stdio_server(state, read_only_tools=READ_ONLY)})
+# A handshake-era server asks with a request of its own (stdio); from 2026-07-28 on (roots are
+# deprecated, and still asked for) with an "input required" result, over stdio and HTTP.
+@pytest.fixture(params=["2025-11-25", "stdio", "http"])
+def asking_server(request, state):
+    if request.param == "http":
+        return {"url": request.getfixturevalue("http_server"), "read_only_tools": READ_ONLY}
+    if request.param != "stdio":
+        (state / "revision").write_text(request.param)
+    return stdio_server(state, read_only_tools=READ_ONLY)
+
+
+def test_roots_are_refused_unless_configured(configure, asking_server, state):
+    configure({"demo": asking_server})
     wire = call(make_plugin_manager(), "demo__roots", {})
     assert wire.is_error
-    if revision is None:
-        assert wire.content == 'Error: MCP server "demo" refused the call of "demo__roots".'
-    else:
+    if (state / "revision").exists():
         assert "List roots not supported" in wire.content
+    else:
+        assert wire.content == 'Error: MCP server "demo" refused the call of "demo__roots".'
 
 
-@pytest.mark.parametrize("revision", ["2025-11-25", None])
-def test_configured_roots_are_offered_as_file_uris(configure, state, tmp_path, revision):
-    if revision is not None:
-        (state / "revision").write_text(revision)
+def test_configured_roots_are_offered_as_file_uris(configure, asking_server, tmp_path):
     folder = tmp_path / "project"
     folder.mkdir()
     (tmp_path / "link").symlink_to(folder)
-    roots = [str(tmp_path / "link")]
-    configure({"demo": stdio_server(state, read_only_tools=READ_ONLY, roots=roots)})
+    configure({"demo": {**asking_server, "roots": [str(tmp_path / "link")]}})
     wire = call(make_plugin_manager(), "demo__roots", {})
     assert (wire.content, wire.is_error) == (folder.resolve().as_uri(), False)
 
