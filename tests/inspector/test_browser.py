@@ -564,3 +564,14 @@ def test_a_tools_question_shows_as_text_and_the_answer_is_posted(page):
     assert panel.locator(".question-form").is_hidden()
     assert panel.locator(".question-status").inner_text() == "The question is over."
     assert posted == []
+
+
+def test_each_request_says_what_the_model_had_read(page):
+    p = page.page
+    run_prompt(p, "Which city?", "demo")
+    p.wait_for_selector("[data-outcome=done]")
+    requests = p.locator(".step[data-kind=request] .summary")
+    assert requests.all_inner_texts() == [
+        "model has read publicContent · trusted",
+        "model has read publicContent · untrusted from table_tool, plain_tool",
+    ]

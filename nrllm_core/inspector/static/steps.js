@@ -44,11 +44,21 @@ function safeClass(kind) {
   return typeof kind === "string" && /^[a-z]+$/.test(kind) ? kind : "other";
 }
 
+// What the run's model had read when it was asked: the label's class, integrity and sources.
+function labelText(label) {
+  if (label === null || typeof label !== "object") return "";
+  const sources = Array.isArray(label.untrusted_from) ? label.untrusted_from.map(asText) : [];
+  const from = sources.length ? ` from ${sources.join(", ")}` : "";
+  return `model has read ${asText(label.data_class ?? "?")} · ${asText(label.integrity ?? "?")}${from}`;
+}
+
 function summary(step) {
   if (step.kind === "tool") {
     const state = step.tool_is_error ? "error" : "ok";
-    return `${asText(step.tool_name ?? "tool")} (${state})`;
+    const kept = step.handle ? ` · kept as ${asText(step.handle)}` : "";
+    return `${asText(step.tool_name ?? "tool")} (${state})${kept}`;
   }
+  if (step.kind === "request") return labelText(step.label);
   if (step.kind === "llm" && Array.isArray(step.requested_tool_calls)) {
     return `asks for ${step.requested_tool_calls.map((c) => asText(c?.name)).join(", ")}`;
   }
