@@ -94,6 +94,7 @@ def serve_section(issuer: Issuer, resource: str) -> str:
         f'required_scopes = ["{SCOPE}"]\n'
         "[mcp.serve.actors]\n"
         '"sub-ana" = {name = "ana", permissions = []}\n'
+        '"sub-bo" = {name = "bo"}\n'
     )
 
 
@@ -205,6 +206,21 @@ def test_a_token_signed_by_another_key_or_none_is_refused(oauth_serve):
         answer = post(resource, token)
         assert answer.status_code == 401
         assert answer.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+
+
+def test_a_session_is_bound_to_the_person_who_opened_it(oauth_serve):
+    resource, issuer = oauth_serve
+    opened = post(resource, issuer.token(resource))
+    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+    def ping_as(subject: str) -> int:
+        headers = {**ACCEPT, **session, "mcp-protocol-version": "2025-06-18"}
+        headers["authorization"] = f"Bearer {issuer.token(resource, sub=subject)}"
+        return httpx2.post(resource, json=ping, headers=headers, timeout=10).status_code
+
+    assert ping_as("sub-bo") == 404
+    assert ping_as("sub-ana") == 200
 
 
 def test_an_unmapped_subject_is_refused_never_given_a_default_actor(oauth_serve):
