@@ -106,6 +106,21 @@ def test_runs_filters_by_status(config: Path, store: Store) -> None:
     assert nrllm(config, "runs", "--status", "bogus").exit_code == 2
 
 
+def test_runs_filters_by_actor(config: Path, store: Store) -> None:
+    add_run(store, "r1", actor="ana")
+    add_run(store, "r2", actor="bo")
+    add_run(store, "r3", actor="ana")
+    store.finish_run("r3", RunStatus.FAILED, "audit_unavailable")
+
+    result = nrllm(config, "runs", "--actor", "ana", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert sorted(r["run_id"] for r in json.loads(result.stdout)) == ["r1", "r3"]
+    both = nrllm(config, "runs", "--actor", "ana", "--status", "failed", "--json")
+    assert [r["run_id"] for r in json.loads(both.stdout)] == ["r3"]
+    assert nrllm(config, "runs", "--actor", "nobody").stdout == "no runs\n"
+
+
 def test_the_status_choices_are_the_store_statuses() -> None:
     assert set(_STATUSES) == {s.value for s in RunStatus}
 

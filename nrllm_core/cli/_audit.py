@@ -34,15 +34,16 @@ def _open_store(config: HostConfig) -> Store:
 
 @cli.group(invoke_without_command=True)
 @click.option("--status", type=click.Choice(_STATUSES), default=None, help="Only runs in it.")
+@click.option("--actor", default=None, help="Only runs that acted for this actor id.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def runs(ctx: click.Context, status: str | None, as_json: bool) -> None:
+def runs(ctx: click.Context, status: str | None, actor: str | None, as_json: bool) -> None:
     """List persisted runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
     store = _open_store(_config(ctx))
     try:
-        found = store.list_runs(RunStatus(status) if status else None)
+        found = store.list_runs(RunStatus(status) if status else None, actor=actor)
     finally:
         store.close()
     if as_json:

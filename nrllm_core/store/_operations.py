@@ -530,11 +530,18 @@ def last_sequence(connection: Connection, run_id: str) -> int:
 
 
 def list_runs(
-    connection: Connection, status: RunStatus | None, *, now: datetime, lease: timedelta
+    connection: Connection,
+    status: RunStatus | None,
+    *,
+    now: datetime,
+    lease: timedelta,
+    actor: str | None = None,
 ) -> list[RunInfo]:
     query = select(RUNS).order_by(RUNS.c.started_at.desc(), RUNS.c.id)
     if status is not None:
         query = query.where(_status_is(RunStatus(status), now - lease))
+    if actor is not None:
+        query = query.where(RUNS.c.actor == actor)
     return [_info(row, now - lease) for row in connection.execute(query).all()]
 
 

@@ -569,10 +569,15 @@ class Store:
             broken.append(ChainBreak(run_id=run_id, sequence=1, problem=Problem.MISSING))
         return ChainCheck(runs_checked=checked, broken=tuple(broken), key_source=key.source)
 
-    def list_runs(self, status: RunStatus | None = None) -> list[RunInfo]:
-        """Runs, newest first; ``status`` filters on the status as reported."""
+    def list_runs(
+        self, status: RunStatus | None = None, *, actor: str | None = None
+    ) -> list[RunInfo]:
+        """Runs, newest first; ``status`` filters on the status as reported, ``actor`` on the
+        id the run acted for, exactly as stored."""
         with self._engine.connect() as connection:
-            return ops.list_runs(connection, status, now=self._clock(), lease=self._lease)
+            return ops.list_runs(
+                connection, status, now=self._clock(), lease=self._lease, actor=actor
+            )
 
     def get_run(self, run_id: str) -> RunDetail | None:
         """A run with every stored step in sequence order, or ``None`` for an unknown id."""

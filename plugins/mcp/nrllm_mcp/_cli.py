@@ -10,7 +10,14 @@ import click
 
 from nrllm_core import HostConfig, TrustZone
 from nrllm_core.cli import BadInput, echo, echo_json, host_config
-from nrllm_mcp._settings import SECTION, McpSettings, ServerSettings, SettingsError, load_settings
+from nrllm_mcp._settings import (
+    SECTION,
+    McpSettings,
+    ServerSettings,
+    ServeSettings,
+    SettingsError,
+    load_settings,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -355,7 +362,8 @@ def _oauth_server(ctx: click.Context, name: str) -> ServerSettings:
 @click.option(
     "--token-env",
     default=None,
-    help="HTTP: the environment variable holding the bearer token (default: a new one).",
+    help="HTTP: the environment variable holding the bearer token (default: a new one); "
+    'not with [mcp.serve] auth = "oauth".',
 )
 @click.pass_context
 def serve(
@@ -374,13 +382,16 @@ def serve(
 
     if zone is not None and provider is not None:
         raise BadInput("name a zone or a provider, not both")
-    config, _ = _config(ctx)
+    config, settings = _config(ctx)
     if provider is not None and provider not in config.providers:
         raise BadInput(f'no provider named "{provider}" is configured')
     if skill is not None and skill not in config.skills:
         raise BadInput(f'no skill named "{skill}" is configured')
+    oauth = transport == "http" and settings.serve.auth == "oauth"
+    if oauth and token_env is not None:
+        raise BadInput('--token-env is for the static token; [mcp.serve] auth = "oauth" takes none')
     token = None
-    if transport == "http":
+    if transport == "http" and not oauth:
         token = _token(bind, token_env)
     served = Served(
         provider=provider,
@@ -394,10 +405,18 @@ def serve(
     from nrllm_mcp._client import close_all
 
     ctx.call_on_close(close_all)
-    if token is None:
+    if transport == "stdio":
         _serve_stdio(host, served)
     else:
-        _serve_http(host, served, bind=bind, port=port, token=token, shown=token_env is None)
+        _serve_http(
+            host,
+            served,
+            bind=bind,
+            port=port,
+            token=token,
+            shown=token_env is None,
+            settings=settings.serve,
+        )
 
 
 def _token(bind: str, token_env: str | None) -> str:
@@ -434,8 +453,21 @@ def _serve_stdio(host: Any, served: Any) -> None:
     anyio.run(main)
 
 
-def _serve_http(host: Any, served: Any, *, bind: str, port: int, token: str, shown: bool) -> None:
+def _serve_http(
+    host: Any,
+    served: Any,
+    *,
+    bind: str,
+    port: int,
+    token: str | None,
+    shown: bool,
+    settings: ServeSettings,
+) -> None:
+    """Streamable HTTP at ``/mcp``: behind the static token (``token``), or, without one, as
+    the OAuth resource server ``settings`` describe."""
+    import ipaddress
     import socket
+    from urllib.parse import urlsplit
 
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
@@ -452,19 +484,34 @@ def _serve_http(host: Any, served: Any, *, bind: str, port: int, token: str, sho
         raise BadInput(f"cannot listen on {bind}:{port} ({exc.strerror})") from None
     bound = listener.getsockname()[1]
     name = f"[{bind}]" if family == socket.AF_INET6 else bind
-    # DNS-rebinding protection: only this address as Host, and no page of another origin.
+    names = [name]
+    try:
+        if ipaddress.ip_address(bind).is_loopback:
+            # What a browser or client on this machine writes for the same address.
+            names.append("localhost")
+    except ValueError:
+        pass
+    hosts = [f"{n}:{bound}" for n in names]
+    origins = [f"http://{n}:{bound}" for n in names]
+    if token is None:
+        # Behind a proxy the requests name the public resource URL's host.
+        resource = urlsplit(settings.resource or "")
+        hosts.append(resource.netloc)
+        origins.append(f"{resource.scheme}://{resource.netloc}")
+    # DNS-rebinding protection: only these as Host, and no page of another origin.
     security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{name}:{bound}"],
-        allowed_origins=[f"http://{name}:{bound}"],
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
     app = build_server(host, served).streamable_http_app(transport_security=security, host=bind)
     echo(f"nrllm MCP endpoint: http://{name}:{bound}/mcp")
-    if shown:
-        echo(f"bearer token: {token}")
+    guarded: Any
+    if token is None:
+        from nrllm_mcp._serve_auth import JwtVerifier, oauth_guard
+
+        guarded = oauth_guard(app, settings=settings, verify=JwtVerifier(settings).verify)
+        echo(f"OAuth resource: {settings.resource} (authorization server {settings.issuer})")
     else:
-        echo("bearer token: the value of --token-env")
-    server = uvicorn.Server(
-        uvicorn.Config(bearer_guard(app, token=token), log_level="warning", access_log=False)
-    )
+        guarded = bearer_guard(app, token=token)
+        echo(f"bearer token: {token}" if shown else "bearer token: the value of --token-env")
+    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", access_log=False))
     server.run(sockets=[listener])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from nrllm_core import Host, NoApprover, RefusalReason, TrustZone
+from nrllm_core import Actor, Host, NoApprover, RefusalReason, TrustZone
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -46,8 +46,9 @@ def build_server(host: Host, served: Served) -> Server[Any]:
     from mcp.server import Server, ServerRequestContext
 
     from nrllm_core import decide
+    from nrllm_mcp._serve_auth import request_actor
 
-    def offered() -> list[Any]:
+    def offered(actor: Actor | None) -> list[Any]:
         config = host.config
         catalog = host.pm.catalog()
         report = decide(
@@ -55,7 +56,7 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             config,
             provider=served.provider,
             skill=served.skill,
-            actor=config.actor(),
+            actor=actor or config.actor(),
             zone=served.zone,
         )
         return [catalog.tools[name] for name in report.offered_names]
@@ -63,7 +64,8 @@ def build_server(host: Host, served: Served) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        tools = await anyio.to_thread.run_sync(offered)
+        # Over HTTP with OAuth, the person the token names; else the configured [actor].
+        tools = await anyio.to_thread.run_sync(offered, request_actor(ctx))
         return types.ListToolsResult(
             tools=[
                 types.Tool(
@@ -83,6 +85,8 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         name, arguments = params.name, dict(params.arguments or {})
+        # Over HTTP with OAuth, the person the token names; else (None) the configured [actor].
+        actor = request_actor(ctx)
         elicits = ctx.session.check_client_capability(
             types.ClientCapabilities(elicitation=types.ElicitationCapability())
         )
@@ -98,7 +102,9 @@ def build_server(host: Host, served: Served) -> Server[Any]:
                 logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason=reason)
                 refused = RefusalReason.FOUR_EYES if elicits else RefusalReason.NO_APPROVER
                 raise NoApprover(cannot_approve(pending.name), refused)
-            return anyio.from_thread.run(_ask, ctx, pending, digest, host.config.actor().id)
+            return anyio.from_thread.run(
+                _ask, ctx, pending, digest, (actor or host.config.actor()).id
+            )
 
         def call() -> Any:
             return host.invoke(
@@ -109,6 +115,7 @@ def build_server(host: Host, served: Served) -> Server[Any]:
                 skill=served.skill,
                 kind="mcp",
                 approve=approve,
+                actor=actor,
             )
 
         wire = await anyio.to_thread.run_sync(call)
@@ -143,7 +150,8 @@ def _text(content: str, *, is_error: bool) -> CallToolResult:
 
 @final
 class bearer_guard:
-    """Every HTTP request needs ``Authorization: Bearer TOKEN``; anything else is a 401."""
+    """Every HTTP request needs ``Authorization: Bearer TOKEN``; anything else is a 401, whose
+    plain ``WWW-Authenticate: Bearer`` names no metadata: a client must not start OAuth."""
 
     __slots__ = ("_app", "_token")
 
@@ -159,7 +167,11 @@ class bearer_guard:
             if not hmac.compare_digest(offered, self._token):
                 from starlette.responses import PlainTextResponse
 
-                refusal = PlainTextResponse("A bearer token is required.", status_code=401)
+                refusal = PlainTextResponse(
+                    "A bearer token is required.",
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
                 await refusal(scope, receive, send)
                 return
         await self._app(scope, receive, send)

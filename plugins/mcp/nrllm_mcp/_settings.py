@@ -11,7 +11,15 @@ import attrs
 
 from nrllm_core import DataClass, Integrity
 
-__all__ = ["SECTION", "McpSettings", "ServerSettings", "SettingsError", "load_settings"]
+__all__ = [
+    "SECTION",
+    "McpSettings",
+    "ServeActor",
+    "ServeSettings",
+    "ServerSettings",
+    "SettingsError",
+    "load_settings",
+]
 
 SECTION: Final = "mcp"
 _SERVER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -80,8 +88,37 @@ class ServerSettings:
 
 @final
 @attrs.frozen(kw_only=True)
+class ServeActor:
+    """``[mcp.serve.actors]``: the nrllm actor a token's subject acts as."""
+
+    name: str
+    admin: bool = False
+    permissions: tuple[str, ...] = ()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ServeSettings:
+    """``[mcp.serve]``: how ``nrllm mcp serve --transport http`` knows who calls.
+
+    ``auth = "token"`` (the default): one static bearer token, for one local user, who acts as
+    ``[actor]``. ``auth = "oauth"``: an OAuth 2.1 resource server; each access token is a JWT
+    from ``issuer``, checked against its ``jwks_url``, for the audience ``resource`` with
+    ``required_scopes``, whose subject must be one of ``actors``."""
+
+    auth: str = "token"
+    issuer: str | None = None
+    jwks_url: str | None = None
+    resource: str | None = None
+    required_scopes: tuple[str, ...] = ()
+    actors: Mapping[str, ServeActor] = attrs.field(factory=dict)
+
+
+@final
+@attrs.frozen(kw_only=True)
 class McpSettings:
     servers: Mapping[str, ServerSettings] = attrs.field(factory=dict)
+    serve: ServeSettings = ServeSettings()
 
 
 _SERVER_KEYS: Final = frozenset(a.name for a in attrs.fields(ServerSettings)) - {"name"}
@@ -91,13 +128,109 @@ def load_settings(raw: object) -> McpSettings:
     """Check ``raw`` (the section as read, or ``{}``) and build the settings."""
     if not isinstance(raw, Mapping):
         raise SettingsError(f"{SECTION}: expected a table")
-    unknown = sorted(str(key) for key in raw if key != "servers")
+    unknown = sorted(str(key) for key in raw if key not in ("servers", "serve"))
     if unknown:
-        raise SettingsError(f"{SECTION}.{unknown[0]}: unknown key; accepted: servers")
+        raise SettingsError(f"{SECTION}.{unknown[0]}: unknown key; accepted: serve, servers")
     servers = raw.get("servers", {})
     if not isinstance(servers, Mapping):
         raise SettingsError(f"{SECTION}.servers: expected a table of servers")
-    return McpSettings(servers={name: _server(name, value) for name, value in servers.items()})
+    return McpSettings(
+        servers={name: _server(name, value) for name, value in servers.items()},
+        serve=_serve(raw.get("serve", {})),
+    )
+
+
+_SERVE_KEYS: Final = frozenset(a.name for a in attrs.fields(ServeSettings))
+_OAUTH_URLS: Final = ("issuer", "jwks_url", "resource")
+_SCOPE: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
+def _serve(raw: object) -> ServeSettings:
+    where = f"{SECTION}.serve"
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{where}: expected a table")
+    unknown = sorted(str(key) for key in raw if key not in _SERVE_KEYS)
+    if unknown:
+        raise SettingsError(
+            f"{where}.{unknown[0]}: unknown key; accepted: {', '.join(sorted(_SERVE_KEYS))}"
+        )
+    auth = raw.get("auth", "token")
+    if auth not in ("token", "oauth"):
+        raise SettingsError(
+            f"{where}.auth: {auth!r} is not accepted; accepted values: oauth, token"
+        )
+    if auth == "token":
+        extra = sorted(str(key) for key in raw if key != "auth")
+        if extra:
+            raise SettingsError(f'{where}.{extra[0]}: only with auth = "oauth"')
+        return ServeSettings()
+    values: dict[str, Any] = {"auth": auth}
+    for key in _OAUTH_URLS:
+        if key not in raw:
+            raise SettingsError(f'{where}.{key}: required with auth = "oauth"')
+        values[key] = _oauth_url(raw[key], f"{where}.{key}")
+    if "required_scopes" in raw:
+        scopes = raw["required_scopes"]
+        if not isinstance(scopes, list) or not all(
+            isinstance(s, str) and _SCOPE.fullmatch(s) for s in scopes
+        ):
+            raise SettingsError(f"{where}.required_scopes: expected an array of OAuth scope names")
+        values["required_scopes"] = tuple(scopes)
+    # Without a mapped subject nobody could call: said now, not as a 403 to every person.
+    actors = raw.get("actors")
+    if not isinstance(actors, Mapping) or not actors:
+        raise SettingsError(
+            f'{where}.actors: required with auth = "oauth": a table of token subjects to'
+            " {name = ..., admin = ..., permissions = [...]}"
+        )
+    values["actors"] = {
+        str(subject): _serve_actor(spec, f"{where}.actors.{subject}")
+        for subject, spec in actors.items()
+    }
+    return ServeSettings(**values)
+
+
+def _oauth_url(value: object, where: str) -> str:
+    """An https URL, or http on a loopback host (a test or a local authorization server):
+    OAuth 2.1 sends tokens over TLS only."""
+    from urllib.parse import urlsplit
+
+    url = _string(value, where)
+    try:
+        parts = urlsplit(url)
+        loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
+    except ValueError:
+        raise SettingsError(f"{where}: expected an https:// URL") from None
+    if not parts.netloc or parts.query or parts.fragment:
+        raise SettingsError(f"{where}: expected an https:// URL without a query or fragment")
+    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        raise SettingsError(f"{where}: expected an https:// URL (http:// only on loopback)")
+    return url
+
+
+def _serve_actor(raw: object, where: str) -> ServeActor:
+    from nrllm_core import Actor
+
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{where}: expected {{name = ..., admin = ..., permissions = [...]}}")
+    unknown = sorted(str(key) for key in raw if key not in ("name", "admin", "permissions"))
+    if unknown:
+        raise SettingsError(
+            f"{where}.{unknown[0]}: unknown key; accepted: admin, name, permissions"
+        )
+    name = _string(raw.get("name"), f"{where}.name")
+    admin = raw.get("admin", False)
+    if type(admin) is not bool:
+        raise SettingsError(f"{where}.admin: expected a boolean")
+    permissions = raw.get("permissions", [])
+    if not isinstance(permissions, list) or not all(isinstance(p, str) for p in permissions):
+        raise SettingsError(f"{where}.permissions: expected an array of strings")
+    try:
+        # The actor the calls run as: an id core refuses is refused here, at start.
+        Actor(id=name, admin=admin, permissions=frozenset(permissions))
+    except ValueError:
+        raise SettingsError(f"{where}.name: {name!r} names nobody") from None
+    return ServeActor(name=name, admin=admin, permissions=tuple(permissions))
 
 
 def _server(name: object, raw: object) -> ServerSettings:

@@ -213,10 +213,24 @@ def test_http_needs_the_bearer_token(http_serve):
     for offered in ({}, {"authorization": "Bearer wrong"}, {"authorization": token}):
         answer = httpx2.post(url, json=INITIALIZE, headers={**ACCEPT, **offered}, timeout=10)
         assert answer.status_code == 401
+        # A plain challenge: no metadata, so a client does not start OAuth.
+        assert answer.headers["www-authenticate"] == "Bearer"
     good = httpx2.post(
         url, json=INITIALIZE, headers={**ACCEPT, "authorization": f"Bearer {token}"}, timeout=10
     )
     assert good.status_code == 200
+
+
+def test_http_accepts_localhost_as_host_and_origin(http_serve):
+    url, token = http_serve
+    local = url.replace("127.0.0.1", "localhost")
+    answer = httpx2.post(
+        local,
+        json=INITIALIZE,
+        headers={**ACCEPT, "authorization": f"Bearer {token}", "origin": local[: -len("/mcp")]},
+        timeout=10,
+    )
+    assert answer.status_code == 200
 
 
 def test_http_refuses_a_foreign_origin(http_serve):

@@ -1,0 +1,328 @@
+"""``nrllm mcp serve`` over HTTP for many people: an OAuth 2.1 resource server.
+
+The MCP authorization spec's part for a server that only accepts tokens: its Protected
+Resource Metadata (RFC 9728) names the authorization server, every 401 points at it in
+``WWW-Authenticate``, and each access token is a JWT checked against the authorization
+server's JWKS (signature, issuer, audience: this server's resource URL, expiry, scopes). The
+token's subject is mapped to an nrllm actor (``[mcp.serve.actors]``), put in the request's
+ASGI scope, where the call handler reads it: each call is a run as that person, with that
+person's rights. A subject that is not mapped is refused, never given a default actor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, final
+from urllib.parse import urlsplit
+
+import attrs
+
+from nrllm_core import Actor
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from nrllm_mcp._settings import ServeSettings
+
+__all__ = [
+    "ACTOR_KEY",
+    "JwtVerifier",
+    "Refusal",
+    "Verified",
+    "metadata_document",
+    "metadata_url",
+    "oauth_guard",
+    "request_actor",
+]
+
+# Where the guard puts the caller's actor in the ASGI scope (the SDK hands the handler the
+# Starlette request of the message, whose ``scope`` is this one).
+ACTOR_KEY: Final = "nrllm.actor"
+WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+# Asymmetric algorithms only: no ``none``, and no HMAC, whose key a JWKS would have to publish.
+ALGORITHMS: Final = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+# A token is hostile input: one larger than any real access token is not parsed.
+MAX_TOKEN_CHARS: Final = 8_192
+# Clock skew between the authorization server and this host.
+LEEWAY_SECONDS: Final = 30
+
+
+class Refusal(Exception):
+    """Why a request is refused: an HTTP status and an RFC 6750 error, with a fixed
+    description (never a library's text, which may quote the token)."""
+
+    def __init__(self, status: int, error: str, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.error = error
+        self.description = description
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Verified:
+    """What a valid access token says: whose it is, for which client, with which scopes."""
+
+    subject: str
+    issuer: str
+    client_id: str
+    scopes: tuple[str, ...]
+    expires_at: int | None
+
+
+def metadata_url(resource: str) -> str:
+    """RFC 9728 §3.1: the well-known path inserted between the host and the resource's path."""
+    parts = urlsplit(resource)
+    path = "" if parts.path in ("", "/") else parts.path
+    return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{path}"
+
+
+def metadata_document(settings: ServeSettings) -> dict[str, Any]:
+    """The Protected Resource Metadata, checked by the SDK's model of it."""
+    from mcp.shared.auth import ProtectedResourceMetadata
+
+    document = ProtectedResourceMetadata.model_validate(
+        {
+            "resource": settings.resource,
+            "authorization_servers": [settings.issuer],
+            "scopes_supported": list(settings.required_scopes),
+            "bearer_methods_supported": ["header"],
+            "resource_name": "nrllm",
+        }
+    )
+    shown: dict[str, Any] = document.model_dump(mode="json", exclude_none=True)
+    # The configured spelling, not pydantic's: a client compares it with the URL it called.
+    shown["resource"] = settings.resource
+    shown["authorization_servers"] = [settings.issuer]
+    return shown
+
+
+@final
+class JwtVerifier:
+    """Checks an access token as a JWT against the issuer's JWKS (fetched, cached for five
+    minutes, fetched again for an unknown key id at most every 30 seconds)."""
+
+    __slots__ = ("_audience", "_issuer", "_jwks", "_required")
+
+    def __init__(self, settings: ServeSettings) -> None:
+        import jwt
+
+        if settings.jwks_url is None or settings.issuer is None or settings.resource is None:
+            raise ValueError('the verifier needs [mcp.serve] auth = "oauth" settings')
+        self._jwks = jwt.PyJWKClient(
+            settings.jwks_url, cache_jwk_set=True, lifespan=300, timeout=10
+        )
+        self._issuer = settings.issuer
+        self._audience = settings.resource
+        self._required = settings.required_scopes
+
+    def verify(self, token: str) -> Verified:
+        """The token's claims, or :class:`Refusal`. Blocking: it may fetch the JWKS."""
+        import jwt
+
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        try:
+            key = self._jwks.get_signing_key_from_jwt(token)
+        except jwt.PyJWKClientConnectionError:
+            _log().warning("nrllm.mcp.serve_jwks_unavailable")
+            raise Refusal(
+                503, "temporarily_unavailable", "The token cannot be checked now."
+            ) from None
+        except jwt.PyJWTError:
+            raise Refusal(401, "invalid_token", "The access token is not valid.") from None
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=list(ALGORITHMS),
+                audience=self._audience,
+                issuer=self._issuer,
+                leeway=LEEWAY_SECONDS,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Refusal(401, "invalid_token", "The access token has expired.") from None
+        except jwt.PyJWTError:
+            raise Refusal(401, "invalid_token", "The access token is not valid.") from None
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        scopes = _scopes(claims)
+        if not set(self._required) <= set(scopes):
+            raise Refusal(403, "insufficient_scope", "The access token lacks a required scope.")
+        client = claims.get("client_id", claims.get("azp"))
+        expires = claims.get("exp")
+        return Verified(
+            subject=subject,
+            issuer=self._issuer,
+            client_id=client if isinstance(client, str) and client else subject,
+            scopes=scopes,
+            expires_at=expires if type(expires) is int else None,
+        )
+
+
+def _scopes(claims: Mapping[str, Any]) -> tuple[str, ...]:
+    """RFC 9068's ``scope`` (space-separated), or the ``scp`` array some issuers send."""
+    scope = claims.get("scope")
+    if isinstance(scope, str):
+        return tuple(scope.split())
+    scp = claims.get("scp")
+    if isinstance(scp, str):
+        return tuple(scp.split())
+    if isinstance(scp, list):
+        return tuple(s for s in scp if isinstance(s, str))
+    return ()
+
+
+@final
+class oauth_guard:
+    """Serves the metadata to anyone; every other HTTP request needs a valid access token of
+    a mapped subject, whose actor it carries on in the scope."""
+
+    __slots__ = ("_actors", "_app", "_challenge", "_metadata", "_paths", "_scopes", "_verify")
+
+    def __init__(
+        self, app: ASGIApp, *, settings: ServeSettings, verify: Callable[[str], Verified]
+    ) -> None:
+        if settings.resource is None:
+            raise ValueError('the guard needs [mcp.serve] auth = "oauth" settings')
+        self._app = app
+        self._verify = verify
+        self._actors = {
+            subject: Actor(id=a.name, admin=a.admin, permissions=frozenset(a.permissions))
+            for subject, a in settings.actors.items()
+        }
+        self._scopes = " ".join(settings.required_scopes)
+        self._metadata = json.dumps(metadata_document(settings)).encode()
+        url = metadata_url(settings.resource)
+        # The configured resource's metadata URL, never one built from the request's Host.
+        self._challenge = f'resource_metadata="{url}"'
+        self._paths = frozenset({WELL_KNOWN, urlsplit(url).path})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if scope["path"] in self._paths and scope["method"] in ("GET", "HEAD"):
+            await _respond(send, 200, self._metadata, [(b"access-control-allow-origin", b"*")])
+            return
+        token = _bearer(scope)
+        if token is None:
+            await self._refuse(send, None)
+            return
+        import anyio.to_thread
+
+        try:
+            verified = await anyio.to_thread.run_sync(self._verify, token)
+        except Refusal as refusal:
+            _log().info("nrllm.mcp.serve_token_refused", reason=refusal.error)
+            await self._refuse(send, refusal)
+            return
+        except Exception as exc:
+            # Fail closed; only the kind of failure is logged, never its text or the token.
+            _log().warning("nrllm.mcp.serve_token_unchecked", error=type(exc).__name__)
+            await self._refuse(
+                send, Refusal(401, "invalid_token", "The access token is not valid.")
+            )
+            return
+        actor = self._actors.get(verified.subject)
+        if actor is None:
+            _log().warning("nrllm.mcp.serve_subject_unmapped")
+            await _respond(
+                send,
+                403,
+                _error_body("access_denied", "This person has no nrllm actor on this server."),
+            )
+            return
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+        from starlette.authentication import AuthCredentials
+
+        # The SDK binds a session to the (client, issuer, subject) that opened it: another
+        # person's token cannot use it. The token itself is not kept.
+        scope["user"] = AuthenticatedUser(
+            AccessToken(
+                token="",
+                client_id=verified.client_id,
+                scopes=list(verified.scopes),
+                expires_at=verified.expires_at,
+                resource=None,
+                subject=verified.subject,
+                claims={"iss": verified.issuer},
+            )
+        )
+        scope["auth"] = AuthCredentials(list(verified.scopes))
+        scope[ACTOR_KEY] = actor
+        await self._app(scope, receive, send)
+
+    async def _refuse(self, send: Send, refusal: Refusal | None) -> None:
+        if refusal is None:
+            # No credentials: RFC 6750 §3.1 says no error code, only where to get a token.
+            challenge, status = f"Bearer {self._challenge}", 401
+            body = _error_body("invalid_token", "An access token is required.")
+        else:
+            parts = [f'error="{refusal.error}"', f'error_description="{refusal.description}"']
+            if refusal.error == "insufficient_scope":
+                parts.append(f'scope="{self._scopes}"')
+            challenge = f"Bearer {', '.join([*parts, self._challenge])}"
+            status = refusal.status
+            body = _error_body(refusal.error, refusal.description)
+        await _respond(send, status, body, [(b"www-authenticate", challenge.encode())])
+
+
+def request_actor(ctx: Any) -> Actor | None:
+    """The actor the guard authenticated for the request of ``ctx`` (a handler's context);
+    ``None`` over stdio or with the static token, where the configured ``[actor]`` acts."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    actor = scope.get(ACTOR_KEY) if isinstance(scope, dict) else None
+    return actor if isinstance(actor, Actor) else None
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            token = token.strip()
+            return token if scheme.lower() == "bearer" and token else None
+    return None
+
+
+def _error_body(error: str, description: str) -> bytes:
+    return json.dumps({"error": error, "error_description": description}).encode()
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _log() -> Any:
+    from nrllm_core.log import logger
+
+    return logger()
