@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nrllm_core import DataClass, Integrity, ToolRegistry, ToolResult, hookimpl, tool
 
-from .test_policy import Tools, _host, _steps, sent, written
+from .test_policy import Tools, _host, sent, written
 
 CONSEQUENTIAL = {"send_mail", "write_note", "forward"}
 
