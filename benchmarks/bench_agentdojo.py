@@ -91,8 +91,10 @@ class Label:
 
     data_class: DataClass = DataClass.SECRET_ADJACENT
     integrity: Integrity = Integrity.UNTRUSTED
-    # Per record: trusted only when every value of this field of every record is the user's.
+    # Per record: trusted only when every value of this field of every record is the user's,
+    # and (``unless_others_write``) no one else may write the record by this field's grants.
     trusted_when_own: str | None = None
+    unless_others_write: str | None = None
     egress: DataClass | None = None
     writes: bool = False
 
@@ -121,21 +123,36 @@ def load_labels(path: Path) -> Labels:
             data_class=DataClass(raw["data_class"]),
             integrity=Integrity.UNTRUSTED if per_record else Integrity(integrity),
             trusted_when_own=integrity["trusted_when_own"] if per_record else None,
+            unless_others_write=integrity.get("unless_others_write") if per_record else None,
             egress=None if egress is None else DataClass(egress),
             writes=bool(raw.get("writes", False)),
         )
     return Labels(own=frozenset(data.get("own", ())), tools=tools)
 
 
-def record_integrity(result: object, field: str, own: frozenset[str]) -> Integrity:
-    """Trusted when every record the result holds has only the user's own in ``field``."""
+def record_integrity(
+    result: object, field: str, own: frozenset[str], grants: str | None = None
+) -> Integrity:
+    """Trusted when every record the result holds has only the user's own in ``field`` and,
+    with ``grants`` (a record's map of people to their permission), nobody else may write it:
+    a record others can edit holds their text too."""
     records = result if isinstance(result, list) else [result]
     for record in records:
-        value = record.get(field) if isinstance(record, dict) else getattr(record, field, None)
+        value = _field(record, field)
         values = value if isinstance(value, list) else [value]
         if not values or any(v not in own for v in values):
             return Integrity.UNTRUSTED
+        granted = _field(record, grants) if grants is not None else None
+        if isinstance(granted, dict) and any(
+            who not in own and "w" in str(getattr(how, "value", how))
+            for who, how in granted.items()
+        ):
+            return Integrity.UNTRUSTED
     return Integrity.TRUSTED
+
+
+def _field(record: object, name: str) -> object:
+    return record.get(name) if isinstance(record, dict) else getattr(record, name, None)
 
 
 # -- the suite's functions as nrllm tools -----------------------------------------------------
@@ -161,6 +178,7 @@ class SuiteTool(Tool):
         self.egress = label.egress
         self.effect = Effect.NON_IDEMPOTENT_WRITE if label.writes else Effect.READ_ONLY
         self._field = label.trusted_when_own
+        self._grants = label.unless_others_write
         self._own = own
 
     def execute(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
@@ -170,7 +188,7 @@ class SuiteTool(Tool):
             return ToolResult.error(error)
         integrity = None
         if self._field is not None:
-            integrity = record_integrity(result, self._field, self._own)
+            integrity = record_integrity(result, self._field, self._own, self._grants)
         return ToolResult.text(tool_result_to_str(result), integrity=integrity)
 
 
