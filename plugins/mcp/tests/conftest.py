@@ -146,7 +146,8 @@ def served(tmp_path: Path) -> dict[str, str]:
 
     return {
         "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(site),
+        # The caller's own path after the plugin's: a child of a work tree imports its code.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
         "NRLLM_HOME": str(home),
         "NRLLM_CONFIG": str(config),
         "NRLLM_LOAD_PLUGINS": "served_plugin,mcp",
