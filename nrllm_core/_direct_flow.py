@@ -36,14 +36,32 @@ __all__ = ["NoApprover", "direct_flow"]
 
 class NoApprover(Exception):
     """Raised by the ``approve`` callback of :meth:`Host.invoke` when nobody can decide the
-    call (no way to ask a person, or four-eyes with only the initiator there). The call is
-    refused with this exception's message as its answer (it must be safe to show), and the
-    approval step records the denial with no approver and ``reason`` (``no_approver``
-    unless the callback names another :class:`RefusalReason`, as ``four_eyes``)."""
+    call (no way to ask a person, or four-eyes with only the initiator there), or when the
+    person asked did not approve it. The call is refused with this exception's message as its
+    answer (it must be safe to show), and the approval step records ``decision`` (``denied``
+    unless the callback names ``cancelled`` or ``unanswered``), ``approver`` (the person who
+    answered, when one did) and ``reason`` (``no_approver`` unless the callback names another
+    :class:`RefusalReason`, as ``four_eyes``; ``None`` records none)."""
 
-    def __init__(self, message: str, reason: RefusalReason = RefusalReason.NO_APPROVER) -> None:
+    def __init__(
+        self,
+        message: str,
+        reason: RefusalReason | None = RefusalReason.NO_APPROVER,
+        *,
+        decision: str = "denied",
+        approver: str | None = None,
+    ) -> None:
+        if decision not in _REFUSALS:
+            raise ValueError(f"decision must be one of {sorted(_REFUSALS)}, not {decision!r}")
         super().__init__(message)
         self.reason = reason
+        self.decision = decision
+        self.approver = approver
+
+
+# What an approval step may record when the call does not run: a person's denial, a question
+# the person cancelled, and one nobody answered (failed, timed out or dropped).
+_REFUSALS = frozenset({"denied", "cancelled", "unanswered"})
 
 
 def direct_flow(
@@ -192,14 +210,16 @@ def _approved_call(
     except ApprovalRefused as exc:
         message = f'Error: tool "{call.name}" was not run: {exc}.'
         approver, refusal = None, NoApprover(message, exc.reason)
+    reason = None if refusal is None or refusal.reason is None else refusal.reason.value
     audited = recorder.record(
         approval_step(
             round=0,
             approved=approver is not None,
-            approver=approver,
+            approver=approver if refusal is None else refusal.approver,
             turn_digest=digest,
             decided_at=parts.clock(),
-            reason=None if refusal is None else refusal.reason.value,
+            reason=reason,
+            decision=None if refusal is None else refusal.decision,
         )
     )
     if approver is None or not audited:

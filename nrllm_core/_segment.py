@@ -357,11 +357,15 @@ def approval_step(
     turn_digest: str,
     decided_at: datetime,
     reason: str | None = None,
+    decision: str | None = None,
 ) -> RunStep:
     """A person's decision on a turn or a call, recorded before anything it decides runs
-    (``reason`` says why a call was refused, when it was)."""
+    (``reason`` says why a call was refused, when it was; ``decision`` names a refusal that
+    is not a denial: ``cancelled`` or ``unanswered``)."""
+    if decision is None:
+        decision = "approved" if approved else "denied"
     fields: dict[str, Any] = {
-        "decision": "approved" if approved else "denied",
+        "decision": decision,
         "approver": approver,
         "turn_digest": turn_digest,
         "decided_at": decided_at.isoformat(),

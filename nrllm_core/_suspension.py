@@ -51,6 +51,7 @@ class RefusalReason(enum.StrEnum):
     ALREADY_DECIDED = "already_decided"
     REPLAYED = "replayed"
     CANCELLED = "cancelled"
+    UNANSWERED = "unanswered"
 
 
 class ApprovalRefused(Exception):

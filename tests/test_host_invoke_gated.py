@@ -232,3 +232,33 @@ def test_a_callback_names_the_refusal_reason_it_refuses_for(host):
 
     assert wire.content == "Error: only the initiator is here"
     assert _approval_of_last_run(host)["reason"] == "four_eyes"
+
+
+@pytest.mark.parametrize(
+    ("decision", "reason", "approver"),
+    [
+        ("cancelled", "cancelled", "bob"),
+        ("unanswered", "unanswered", None),
+        ("denied", None, "bob"),
+    ],
+)
+def test_a_callback_names_the_outcome_and_who_gave_it(host, decision, reason, approver):
+    from nrllm_core import NoApprover, RefusalReason
+
+    def approve(pending, digest):
+        why = None if reason is None else RefusalReason(reason)
+        raise NoApprover("Error: not run", why, decision=decision, approver=approver)
+
+    wire = host.invoke("write_note", {"text": "hi"}, zone=TrustZone.LOCAL, approve=approve)
+
+    assert (wire.content, calls) == ("Error: not run", [])
+    approval = _approval_of_last_run(host)
+    assert (approval["decision"], approval.get("approver")) == (decision, approver)
+    assert approval.get("reason") == reason
+
+
+def test_no_approver_takes_only_a_refusal_as_its_decision():
+    from nrllm_core import NoApprover
+
+    with pytest.raises(ValueError, match="decision must be one of"):
+        NoApprover("Error: x", decision="approved")

@@ -13,15 +13,27 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from nrllm_core import Actor, Host, NoApprover, RefusalReason, TrustZone
+from nrllm_mcp._serve_approval import (
+    APPROVAL_REQUEST,
+    APPROVER_SUFFIX,
+    MAX_WAIT_SECONDS,
+    Waiting,
+    arguments_digest,
+    decided,
+    question,
+)
 
 if TYPE_CHECKING:
     from mcp.server import Server
-    from mcp.types import CallToolResult
+    from mcp.types import CallToolResult, InputRequiredResult
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["Served", "bearer_guard", "build_server", "cannot_approve"]
+__all__ = ["APPROVER_SUFFIX", "Served", "bearer_guard", "build_server", "cannot_approve"]
 
-APPROVER_SUFFIX: Final = "(through the MCP client)"
+# What a second round with a request state that names no waiting call gets: never why.
+STATE_REFUSED: Final = (
+    "Error: this approval cannot be used (expired, already used, or not this call's); nothing ran."
+)
 
 
 def cannot_approve(name: str) -> str:
@@ -44,6 +56,7 @@ def build_server(host: Host, served: Served) -> Server[Any]:
     import anyio.to_thread
     import mcp.types as types
     from mcp.server import Server, ServerRequestContext
+    from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from nrllm_core import decide
     from nrllm_mcp._serve_auth import request_actor
@@ -81,19 +94,27 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             ]
         )
 
+    waiting = Waiting()
+
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments = params.name, dict(params.arguments or {})
         # Over HTTP with OAuth, the person the token names; else (None) the configured [actor].
         actor = request_actor(ctx)
+        approver = f"{(actor or host.config.actor()).id} {APPROVER_SUFFIX}"
+        if params.request_state is not None or params.input_responses:
+            # A second round: it goes on with a waiting call of the same person, never starts
+            # one.
+            return await _resumed(waiting, params, name, arguments, approver)
         elicits = ctx.session.check_client_capability(
             types.ClientCapabilities(elicitation=types.ElicitationCapability())
         )
+        modern = ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
         # Without elicitation, or under four-eyes, nobody here can approve: the call is still
         # a run, whose approval step records the denial and whose tool step the refusal.
-        def approve(pending: Any, digest: str) -> str | None:
+        def approve(pending: Any, digest: str) -> str:
             four_eyes = host.config.four_eyes(served.provider, served.skill)
             if not elicits or four_eyes:
                 from nrllm_core.log import logger
@@ -102,9 +123,8 @@ def build_server(host: Host, served: Served) -> Server[Any]:
                 logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason=reason)
                 refused = RefusalReason.FOUR_EYES if elicits else RefusalReason.NO_APPROVER
                 raise NoApprover(cannot_approve(pending.name), refused)
-            return anyio.from_thread.run(
-                _ask, ctx, pending, digest, (actor or host.config.actor()).id
-            )
+            action = anyio.from_thread.run(_ask, ctx, pending, digest)
+            return decided(pending.name, action, approver)
 
         def call() -> Any:
             return host.invoke(
@@ -118,19 +138,132 @@ def build_server(host: Host, served: Served) -> Server[Any]:
                 actor=actor,
             )
 
+        if modern and elicits:
+            return await _first_round(host, served, waiting, name, arguments, approver, actor)
         wire = await anyio.to_thread.run_sync(call)
         return _text(wire.content, is_error=wire.is_error)
 
     return Server("nrllm", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _ask(ctx: Any, pending: Any, digest: str, actor: str) -> str | None:
-    """Ask the person at the client; ``accept`` approves, anything else (or a failure) denies."""
-    lines = [f'nrllm asks for approval: tool "{pending.name}"', *pending.preview]
-    lines.append(f"turn digest: {digest}")
+async def _first_round(
+    host: Host,
+    served: Served,
+    waiting: Waiting,
+    name: str,
+    arguments: dict[str, Any],
+    approver: str,
+    actor: Actor | None,
+) -> CallToolResult | InputRequiredResult:
+    """2026-07-28 on: the call starts as a run on a thread of its own. A call that needs no
+    approval is answered as it ends; one that does waits there for the second round, and this
+    round answers "input required" with the question and the call's request state."""
+    import concurrent.futures
+    import threading
+
+    import anyio.to_thread
+    import mcp.types as types
+
+    from nrllm_core.log import logger
+
+    # Bound to the person too: another caller cannot answer for them with their state.
+    call = arguments_digest(name, arguments, approver)
+    asked: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()
+    result: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    run_ids: list[str] = []
+    seconds = min(float(host.config.approvals.ttl_seconds), MAX_WAIT_SECONDS)
+
+    def seen(event: Any) -> None:
+        if not run_ids:
+            run_ids.append(event.run_id)
+
+    def approve(pending: Any, digest: str) -> str:
+        four_eyes = host.config.four_eyes(served.provider, served.skill)
+        if four_eyes:
+            logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason="fourEyes")
+            raise NoApprover(cannot_approve(pending.name), RefusalReason.FOUR_EYES)
+        held = waiting.park(
+            run_id=run_ids[0] if run_ids else "",
+            digest=digest,
+            call=call,
+            seconds=seconds,
+            result=result,
+        )
+        if held is None:
+            logger().warning("nrllm.mcp.approval_unavailable", tool=pending.name, reason="busy")
+            raise NoApprover(cannot_approve(pending.name), RefusalReason.NO_APPROVER)
+        parked, state = held
+        asked.set_result((question(pending, digest), state))
+        return decided(pending.name, waiting.wait(parked), approver)
+
+    def run() -> None:
+        try:
+            wire = host.invoke(
+                name,
+                arguments,
+                provider=served.provider,
+                zone=served.zone,
+                skill=served.skill,
+                kind="mcp",
+                approve=approve,
+                on_event=seen,
+                actor=actor,
+            )
+        except BaseException as exc:
+            result.set_exception(exc)
+        else:
+            result.set_result(wire)
+
+    def first_of() -> None:
+        concurrent.futures.wait([asked, result], return_when=concurrent.futures.FIRST_COMPLETED)
+
+    threading.Thread(target=run, name="nrllm-mcp-call", daemon=True).start()
+    await anyio.to_thread.run_sync(first_of)
+    if not asked.done():
+        wire = result.result()
+        return _text(wire.content, is_error=wire.is_error)
+    message, state = asked.result()
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=message, requested_schema={"type": "object", "properties": {}}
+        )
+    )
+    return types.InputRequiredResult(
+        input_requests={APPROVAL_REQUEST: request}, request_state=state
+    )
+
+
+async def _resumed(
+    waiting: Waiting, params: Any, name: str, arguments: dict[str, Any], approver: str
+) -> CallToolResult:
+    """A second round: the person's answer goes to the call its request state names, whose
+    result is the answer. A state that is not this process's, has expired, was used, or
+    belongs to another call is refused and nothing runs."""
+    import anyio.to_thread
+    import mcp.types as types
+
+    from nrllm_core.log import logger
+
+    state = params.request_state
+    parked, why = None, "missing"
+    if state is not None:
+        parked, why = waiting.claim(state, arguments_digest(name, arguments, approver))
+    if parked is None:
+        logger().warning("nrllm.mcp.approval_state_refused", tool=name, reason=why)
+        return _text(STATE_REFUSED, is_error=True)
+    answer = (params.input_responses or {}).get(APPROVAL_REQUEST)
+    action = answer.action if isinstance(answer, types.ElicitResult) else None
+    parked.answer.set_result(action)
+    wire = await anyio.to_thread.run_sync(parked.result.result)
+    return _text(wire.content, is_error=wire.is_error)
+
+
+async def _ask(ctx: Any, pending: Any, digest: str) -> str | None:
+    """Ask the person at the client (up to 2025-11-25): the answer's action, or ``None`` when
+    the request failed."""
     try:
         answer = await ctx.session.elicit_form(
-            "\n".join(lines),
+            question(pending, digest),
             {"type": "object", "properties": {}},
             related_request_id=ctx.request_id,
         )
@@ -139,7 +272,7 @@ async def _ask(ctx: Any, pending: Any, digest: str, actor: str) -> str | None:
 
         logger().warning("nrllm.mcp.elicitation_failed", tool=pending.name, exc_info=True)
         return None
-    return f"{actor} {APPROVER_SUFFIX}" if answer.action == "accept" else None
+    return str(answer.action)
 
 
 def _text(content: str, *, is_error: bool) -> CallToolResult:
