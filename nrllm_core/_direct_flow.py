@@ -38,8 +38,9 @@ class NoApprover(Exception):
     """Raised by the ``approve`` callback of :meth:`Host.invoke` when nobody can decide the
     call (no way to ask a person, or four-eyes with only the initiator there), or when the
     person asked did not approve it. The call is refused with this exception's message as its
-    answer (it must be safe to show), and the approval step records ``decision`` (``denied``
-    unless the callback names ``cancelled`` or ``unanswered``), ``approver`` (the person who
+    answer (it must be safe to show), and the approval step records ``decision`` (``refused``,
+    nobody decided, unless the callback names ``denied``, ``cancelled`` or ``unanswered``),
+    ``approver`` (the person who
     answered, when one did) and ``reason`` (``no_approver`` unless the callback names another
     :class:`RefusalReason`, as ``four_eyes``; ``None`` records none)."""
 
@@ -48,7 +49,7 @@ class NoApprover(Exception):
         message: str,
         reason: RefusalReason | None = RefusalReason.NO_APPROVER,
         *,
-        decision: str = "denied",
+        decision: str = "refused",
         approver: str | None = None,
     ) -> None:
         if decision not in _REFUSALS:
@@ -60,8 +61,9 @@ class NoApprover(Exception):
 
 
 # What an approval step may record when the call does not run: a person's denial, a question
-# the person cancelled, and one nobody answered (failed, timed out or dropped).
-_REFUSALS = frozenset({"denied", "cancelled", "unanswered"})
+# the person cancelled, one nobody answered (failed, timed out or dropped), and a call nobody
+# could decide (no way to ask, four-eyes, an approver the rules refuse).
+_REFUSALS = frozenset({"denied", "cancelled", "unanswered", "refused"})
 
 
 def direct_flow(

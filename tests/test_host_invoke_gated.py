@@ -133,7 +133,8 @@ def test_an_approval_nobody_can_give_refuses_with_the_callbacks_message(host):
     detail = host.store.get_run(run.run_id)
     assert detail is not None
     approval, tool = detail.steps[2].payload, detail.steps[3].payload
-    assert (approval["decision"], approval.get("approver")) == ("denied", None)
+    # Nobody decided: not a person's denial.
+    assert (approval["decision"], approval.get("approver")) == ("refused", None)
     assert tool["tool_outcome"] == "refused"
 
 
@@ -184,7 +185,7 @@ def test_a_direct_call_approver_that_names_nobody_is_refused(host, approver):
     assert calls == []
     approval = _approval_of_last_run(host)
     assert (approval["decision"], approval.get("approver"), approval["reason"]) == (
-        "denied",
+        "refused",
         None,
         "no_approver",
     )
@@ -204,7 +205,7 @@ def test_a_direct_call_under_four_eyes_refuses_the_initiator_as_approver(four_ey
     assert "four-eyes" in wire.content
     assert calls == []
     approval = _approval_of_last_run(four_eyes_host)
-    assert (approval["decision"], approval["reason"]) == ("denied", "four_eyes")
+    assert (approval["decision"], approval["reason"]) == ("refused", "four_eyes")
 
 
 def test_a_direct_call_under_four_eyes_runs_when_another_person_approves(four_eyes_host):

@@ -75,7 +75,10 @@ def decided(name: str, action: str | None, approver: str) -> str:
         return approver
     if action == "decline":
         raise NoApprover(
-            f'Error: tool "{name}" was denied by the operator.', None, approver=approver
+            f'Error: tool "{name}" was denied by the operator.',
+            None,
+            decision="denied",
+            approver=approver,
         )
     if action == "cancel":
         raise NoApprover(

@@ -157,12 +157,13 @@ def keep_content(env):
 
 
 def assert_refused_run(env, tool):
-    """The refused call is a run of kind mcp: its approval denied by no one, its tool refused."""
+    """The refused call is a run of kind mcp: its approval refused (no one could decide), its
+    tool refused."""
     ((info, detail),) = runs_of(env)
     assert info.kind.value == "mcp"
     assert [s.kind for s in detail.steps] == ["start", "gate", "approval", "tool", "finish"]
     approval, step = detail.steps[2], detail.steps[3]
-    assert approval.payload["decision"] == "denied"
+    assert approval.payload["decision"] == "refused"
     assert approval.payload.get("approver") is None
     assert (step.payload["tool_name"], step.payload["tool_outcome"]) == (tool, "refused")
     # The audit keeps the very answer the client got.

@@ -184,7 +184,7 @@ def test_a_client_without_elicitation_is_refused_unasked(served, revision):
     )
     assert notes(served) == []
     approval = approval_of(served)
-    assert (approval["decision"], approval.get("approver")) == ("denied", None)
+    assert (approval["decision"], approval.get("approver")) == ("refused", None)
     assert approval["reason"] == "no_approver"
 
 
