@@ -466,6 +466,7 @@ def _serve_http(
     """Streamable HTTP at ``/mcp``: behind the static token (``token``), or, without one, as
     the OAuth resource server ``settings`` describe."""
     import ipaddress
+    import signal
     import socket
     from urllib.parse import urlsplit
 
@@ -514,4 +515,15 @@ def _serve_http(
         guarded = bearer_guard(app, token=token)
         echo(f"bearer token: {token}" if shown else "bearer token: the value of --token-env")
     server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", access_log=False))
-    server.run(sockets=[listener])
+    # uvicorn stops gracefully on SIGTERM (the answers in flight sent), then raises the signal
+    # again for the handler it found. Python's default would end the process there, before the
+    # command closes its audit store and MCP sessions; a stop asked for ends as ^C does.
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        server.run(sockets=[listener])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)
