@@ -577,6 +577,13 @@ def _kept(match: re.Match[str], kind: str) -> str:
 def _masked(match: re.Match[str]) -> str:
     # Every alternative ends in the group named after its kind, so that group closes last.
     kind = match.lastgroup or ""
+    keep = f"{kind}_keep"
+    if keep in match.re.groupindex and match.start(keep) >= 0:
+        value = match.string[match.end(keep) : match.end()]
+        if value and not value.strip("*"):
+            # Already a mask, or one a length cap cut short (``KEY=**``): masking it again
+            # would only lengthen it past the cap.
+            return match[0]
     if kind in ("key_block", "putty"):
         return _LINE.sub(REDACTION_MASK, match[0])
     if kind == "xml":

@@ -629,6 +629,8 @@ def test_redaction_is_idempotent(text: str) -> None:
 
 @_PROPERTY_SETTINGS
 @given(st.one_of(st.text(), _MIXED, _NEAR_THE_CAP))
+# Found by hypothesis: the cap cut a mask to ``&KEY=**``, which masking again made ``***``.
+@example("0" * 1993 + "&KEY=0")
 def test_redaction_respects_the_cap(text: str) -> None:
     out = redact(text)
 

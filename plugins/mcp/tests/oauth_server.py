@@ -3,10 +3,12 @@ server-side auth pieces: ``python oauth_server.py STATE_DIR PORT``.
 
 The authorization server approves every request at once (no person to ask), registers
 clients dynamically and knows one client registered beforehand, ``preregistered``. What it
-does is steered by files in STATE_DIR, read on each request: ``access_seconds`` (the access
-tokens' lifetime, else an hour), ``reject_refresh`` (every refresh token is refused),
-``deny`` (authorization answers ``error=access_denied``). It appends each grant it serves to
-STATE_DIR/grants (``authorization_code`` or ``refresh_token``).
+does is steered by files in STATE_DIR, read on each request: ``access_seconds`` (the
+lifetime of an access token a login's code buys, else an hour; a refreshed one lasts an
+hour, so a loaded machine cannot let it expire before its first use), ``reject_refresh``
+(every refresh token is refused), ``deny`` (authorization answers ``error=access_denied``).
+It appends each grant it serves to STATE_DIR/grants (``authorization_code`` or
+``refresh_token``).
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ class Provider:
     ) -> OAuthToken:
         del self.codes[authorization_code.code]
         self._grant("authorization_code")
-        return self._issue(authorization_code.client_id, authorization_code.scopes)
+        path = self.state / "access_seconds"
+        lifetime = int(path.read_text()) if path.exists() else 3600
+        return self._issue(authorization_code.client_id, authorization_code.scopes, lifetime)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
@@ -109,7 +113,7 @@ class Provider:
     ) -> OAuthToken:
         del self.refresh[refresh_token.token]
         self._grant("refresh_token")
-        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes)
+        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, 3600)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
@@ -120,9 +124,7 @@ class Provider:
     async def revoke_token(self, token: Any) -> None:
         self.access.pop(token.token, None)
 
-    def _issue(self, client_id: str, scopes: list[str]) -> OAuthToken:
-        path = self.state / "access_seconds"
-        lifetime = int(path.read_text()) if path.exists() else 3600
+    def _issue(self, client_id: str, scopes: list[str], lifetime: int) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.access[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + lifetime
