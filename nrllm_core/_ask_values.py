@@ -109,7 +109,11 @@ class ToolAsks(Protocol):
     def of(self, tool: str, data_class: DataClass) -> ToolAsks: ...
 
     def model(
-        self, provider: str, messages: Sequence[ChatMessage], max_tokens: int
+        self,
+        provider: str,
+        messages: Sequence[ChatMessage],
+        max_tokens: int,
+        refused: str | None = None,
     ) -> ProviderAnswer: ...
 
     def person(self, message: str, schema: Mapping[str, Any]) -> PersonAnswer: ...

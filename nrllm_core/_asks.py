@@ -83,7 +83,11 @@ class CallAsks:
         return CallAsks(run=self.run, call_id=self.call_id, tool=tool, data_class=data_class)
 
     def model(
-        self, provider: str, messages: Sequence[ChatMessage], max_tokens: int
+        self,
+        provider: str,
+        messages: Sequence[ChatMessage],
+        max_tokens: int,
+        refused: str | None = None,
     ) -> ProviderAnswer:
         tool, data_class = self._tool()
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -99,9 +103,12 @@ class CallAsks:
         }
         started = time.perf_counter()
         try:
+            if refused is not None:
+                # The tool refused the request itself: recorded as any refusal, never asked.
+                raise AskRefused(refused)
             answer = self._complete(provider, messages, max_tokens)
-        except AskRefused as refused:
-            fields["refused"] = str(refused)
+        except AskRefused as refusal:
+            fields["refused"] = str(refusal)
             self._record(StepKind.SAMPLING, started, fields)
             logger().info("nrllm.ask.model_refused", tool=tool, provider=provider)
             raise

@@ -66,17 +66,24 @@ class ToolContext:
     asks: ToolAsks | None = None
 
     def ask_model(
-        self, provider: str, messages: Sequence[ChatMessage], *, max_tokens: int
+        self,
+        provider: str,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        refused: str | None = None,
     ) -> ProviderAnswer:
         """A completion of ``messages`` by the configured ``provider``, offered no tools and
         asked for at most ``max_tokens``, recorded as a ``sampling`` step of the run. Raises
         :class:`AskRefused` (its message safe to show) when there is no run, the provider is
-        unknown, its zone's ceiling is below this tool's data class, or it fails."""
+        unknown, its zone's ceiling is below this tool's data class, or it fails. A tool that
+        refuses a request itself (``refused``: why, fixed text) has it recorded the same way,
+        and the model is not asked."""
         from nrllm_core._ask_values import AskRefused
 
         if self.asks is None:
             raise AskRefused("a model can be asked only from a call of a run")
-        return self.asks.model(provider, messages, max_tokens)
+        return self.asks.model(provider, messages, max_tokens, refused)
 
     def ask_person(self, message: str, schema: Mapping[str, Any]) -> PersonAnswer:
         """The answer of the person the host asks (``Host(on_question=...)``) to ``message``,

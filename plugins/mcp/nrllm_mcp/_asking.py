@@ -92,22 +92,30 @@ class Asking:
 
         settings, current = self.settings, self._current
         provider = settings.sampling or ""
-        reason = self._sampling_refusal(current, params)
-        messages = None if reason is not None else _messages(params)
-        if reason is None and messages is None:
-            reason = "only text messages, of at most 64 KiB, can be sampled"
-        if reason is not None or current is None or messages is None:
-            reason = reason or "no call of this server is in flight"
+        if current is None:
+            # No run to record it in: logged only.
+            reason = "no call of this server is in flight"
             logger().warning("nrllm.mcp.sampling_refused", server=settings.name, reason=reason)
             return ErrorData(code=INVALID_REQUEST, message=reason)
-        current.samples += 1
+        refused = self._sampling_refusal(current, params)
+        messages = _messages(params)
+        if refused is None and messages is None:
+            refused = "only text messages, of at most 64 KiB, can be sampled"
+        if refused is not None:
+            logger().warning("nrllm.mcp.sampling_refused", server=settings.name, reason=refused)
+        else:
+            current.samples += 1
         max_tokens = min(params.max_tokens, settings.sampling_max_tokens)
         try:
             answer = await asyncio.to_thread(
-                current.context.ask_model, provider, messages, max_tokens=max_tokens
+                current.context.ask_model,
+                provider,
+                messages or [],
+                max_tokens=max_tokens,
+                refused=refused,
             )
-        except AskRefused as refused:
-            return ErrorData(code=INVALID_REQUEST, message=str(refused))
+        except AskRefused as refusal:
+            return ErrorData(code=INVALID_REQUEST, message=str(refusal))
         return CreateMessageResult(
             role="assistant",
             content=TextContent(text=answer.content),
@@ -115,9 +123,7 @@ class Asking:
             stop_reason=_STOP_REASONS.get(answer.stop.value),
         )
 
-    def _sampling_refusal(self, current: _InFlight | None, params: Any) -> str | None:
-        if current is None:
-            return "no call of this server is in flight"
+    def _sampling_refusal(self, current: _InFlight, params: Any) -> str | None:
         if params.tools or params.tool_choice is not None:
             return "a server is never given tools through sampling"
         if current.samples >= self.settings.sampling_max_requests:

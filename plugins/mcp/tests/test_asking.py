@@ -130,7 +130,10 @@ def test_sampling_is_refused_above_the_providers_zone_ceiling(setup, home, tmp_p
 def test_sampling_requests_per_call_are_bounded(setup, home, tmp_path):
     setup("2025-11-25", sampling="helper", sampling_max_requests=2)
     ran = run(home, tmp_path, "demo__sample", times=3)
-    assert len(ran.of("sampling")) == 2
+    # Every request is a step of the run, the one refused too.
+    answered, second, third = ran.of("sampling")
+    assert ("refused" in answered, "refused" in second) == (False, False)
+    assert third["refused"] == "at most 2 sampling requests per call"
     assert ran.said.split("; ")[2] == "refused: at most 2 sampling requests per call"
     assert [e["reason"] for e in ran.logs if e["event"] == "nrllm.mcp.sampling_refused"] == [
         "at most 2 sampling requests per call"
@@ -140,7 +143,9 @@ def test_sampling_requests_per_call_are_bounded(setup, home, tmp_path):
 def test_a_server_is_never_given_tools_through_sampling(setup, home, tmp_path):
     setup("2025-11-25", sampling="helper")
     ran = run(home, tmp_path, "demo__sample", tools=True)
-    assert ran.of("sampling") == []
+    (step,) = ran.of("sampling")
+    assert step["refused"] == "a server is never given tools through sampling"
+    assert "content" not in step
     assert ran.said == "refused: a server is never given tools through sampling"
 
 
