@@ -13,6 +13,7 @@ It appends each grant it serves to STATE_DIR/grants (``authorization_code`` or
 
 from __future__ import annotations
 
+import math
 import secrets
 import sys
 import time
@@ -127,7 +128,10 @@ class Provider:
     def _issue(self, client_id: str, scopes: list[str], lifetime: int) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + lifetime
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=math.ceil(time.time()) + lifetime,
         )
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes)
         return OAuthToken(

@@ -28,6 +28,8 @@ from .conftest import free_port, wait_for_port
 from .test_pins import nrllm
 
 SERVER = Path(__file__).parent / "oauth_server.py"
+# Long enough for a login on a loaded machine to use its token, short enough to wait out.
+ACCESS_SECONDS = 3
 CONTEXT = ToolContext(run_id="r", call_id="c", actor=Actor(id="tester"))
 NOT_LOGGED_IN = "not logged in: run nrllm mcp login guarded"
 
@@ -129,10 +131,10 @@ def test_login_stores_the_tokens_sealed_and_a_run_calls_with_them(server, home, 
 
 
 def test_an_expired_access_token_is_refreshed_and_the_new_one_stored(server, home, state):
-    (state / "access_seconds").write_text("1", encoding="utf-8")
+    (state / "access_seconds").write_text(str(ACCESS_SECONDS), encoding="utf-8")
     log_in(server)
     first = stored(server, home)["tokens"]
-    time.sleep(1.5)
+    time.sleep(ACCESS_SECONDS + 1.2)
 
     outcome = invoke(make_plugin_manager(), "guarded__echo", {"text": "later"}, context=CONTEXT)
 
@@ -142,11 +144,11 @@ def test_an_expired_access_token_is_refreshed_and_the_new_one_stored(server, hom
 
 
 def test_a_refused_refresh_withholds_only_this_server_with_a_safe_reason(server, home, state):
-    (state / "access_seconds").write_text("1", encoding="utf-8")
+    (state / "access_seconds").write_text(str(ACCESS_SECONDS), encoding="utf-8")
     log_in(server)
     refresh_token = stored(server, home)["tokens"]["refresh_token"]
     (state / "reject_refresh").touch()
-    time.sleep(1.5)
+    time.sleep(ACCESS_SECONDS + 1.2)
 
     began = time.monotonic()
     with capture_logs() as logs:
