@@ -170,6 +170,11 @@ class PrivacyConfig:
     level: PrivacyLevel = PrivacyLevel.METADATA
     retention_days: int = 30
 
+    @property
+    def keeps_content(self) -> bool:
+        """Whether the level keeps what was said (masked at ``redacted``), not only its shape."""
+        return self.level in (PrivacyLevel.REDACTED, PrivacyLevel.FULL)
+
 
 @final
 @attrs.frozen(kw_only=True)

@@ -241,7 +241,9 @@ class Host:
         Raises :class:`ApprovalRefused` when the sealed state cannot be opened, has expired
         or is stale.
         """
-        return self.flows.parts.suspensions.pending(run_id)
+        return self.flows.parts.suspensions.pending(
+            run_id, content_kept=self.config.privacy.keeps_content
+        )
 
     def runs(self, status: str | None = None) -> list[RunInfo]:
         """The persisted runs, newest first."""

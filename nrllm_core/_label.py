@@ -12,15 +12,26 @@ __all__ = ["LabelSource", "RunLabel"]
 
 # The source of a label nrllm cannot tell the history of.
 _UNKNOWN_SOURCE: Final = "unknown"
+# How much of an untrusted result a person deciding a turn is shown of it.
+_EXCERPT_CHARS: Final = 160
 
 
 @final
 @attrs.frozen(kw_only=True)
 class LabelSource:
-    """A call whose untrusted result the model has read: the tool and the call's id."""
+    """A call whose untrusted result the model has read: the tool, the call's id and, for the
+    person who decides a turn, a short excerpt of what it said (masked; ``None`` where the
+    privacy level keeps no content)."""
 
     tool: str
     call_id: str
+    excerpt: str | None = None
+
+    def shown(self, content_kept: bool) -> LabelSource:
+        """This source as a person is shown it: its excerpt only where content is kept."""
+        if content_kept or self.excerpt is None:
+            return self
+        return LabelSource(tool=self.tool, call_id=self.call_id)
 
 
 @final
@@ -39,13 +50,24 @@ class RunLabel:
         return Integrity.UNTRUSTED if self.untrusted else Integrity.TRUSTED
 
     def rise(
-        self, *, tool: str, call_id: str, data_class: DataClass, integrity: Integrity
+        self,
+        *,
+        tool: str,
+        call_id: str,
+        data_class: DataClass,
+        integrity: Integrity,
+        read: str | None = None,
     ) -> RunLabel:
-        """The label once the model has read this call's result."""
+        """The label once the model has read this call's result (``read``: what it said)."""
         untrusted = self.untrusted
         if integrity is Integrity.UNTRUSTED:
-            untrusted = (*untrusted, LabelSource(tool=tool, call_id=call_id))
+            source = LabelSource(tool=tool, call_id=call_id, excerpt=_excerpt(read))
+            untrusted = (*untrusted, source)
         return RunLabel(data_class=max(self.data_class, data_class), untrusted=untrusted)
+
+    def shown(self, content_kept: bool) -> tuple[LabelSource, ...]:
+        """The untrusted sources as a person deciding a turn is shown them."""
+        return tuple(source.shown(content_kept) for source in self.untrusted)
 
     def audited(self) -> dict[str, Any]:
         """The label as an audit step keeps it below ``full``: the class, the integrity and
@@ -64,3 +86,13 @@ class RunLabel:
             data_class=DataClass.SECRET_ADJACENT,
             untrusted=(LabelSource(tool=_UNKNOWN_SOURCE, call_id=_UNKNOWN_SOURCE),),
         )
+
+
+def _excerpt(text: str | None) -> str | None:
+    """The start of ``text`` on one line, its credentials masked, cut short."""
+    if not text:
+        return None
+    from nrllm_core.redact import mask_secrets
+
+    line = " ".join(mask_secrets(text[: 4 * _EXCERPT_CHARS]).split())
+    return line if len(line) <= _EXCERPT_CHARS else line[: _EXCERPT_CHARS - 1] + "…"

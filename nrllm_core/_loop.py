@@ -618,6 +618,7 @@ def _answer_turn(
                 call_id=call.id,
                 data_class=plan.registered.data_class,
                 integrity=result_integrity(plan.registered, result),
+                read=wire.content,
             )
         if isinstance(plan, Admitted) and plan.registered.effect.is_write and not audited:
             lost.append(call.name)

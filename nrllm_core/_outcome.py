@@ -50,7 +50,9 @@ class RunOutcome:
             "error": self.error,
             "truncated": self.truncated,
             "usage": self.usage.to_dict(),
-            "untrusted": [{"tool": u.tool, "call_id": u.call_id} for u in self.untrusted],
+            "untrusted": [
+                {"tool": u.tool, "call_id": u.call_id, "excerpt": u.excerpt} for u in self.untrusted
+            ],
         }
 
 

@@ -305,7 +305,7 @@ class HostParts:
                 pending=state.pending,
                 turn_digest=state.digest,
                 usage=result.usage,
-                untrusted=state.turn_label.untrusted,
+                untrusted=state.turn_label.shown(config.privacy.keeps_content),
             )
         status = RunStatus.FAILED if outcome.error is not None else RunStatus.COMPLETED
         if termination is TerminationReason.CANCELLED:

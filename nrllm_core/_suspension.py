@@ -104,9 +104,10 @@ class Suspensions:
             run_id, sealed=sealed, turn_digest=state.digest, trace_context=trace_context
         )
 
-    def pending(self, run_id: str) -> RunOutcome | None:
+    def pending(self, run_id: str, *, content_kept: bool = False) -> RunOutcome | None:
         """The suspended turn of ``run_id`` as an outcome, or ``None``; refused when its state
-        cannot be opened, has expired or is stale."""
+        cannot be opened, has expired or is stale. ``content_kept``: the host's privacy level
+        keeps content, so the excerpts of untrusted results are shown."""
         suspension = self.store.suspension(run_id)
         if suspension is None:
             return None
@@ -120,7 +121,7 @@ class Suspensions:
             pending=state.pending,
             turn_digest=suspension.turn_digest,
             usage=state.usage,
-            untrusted=state.turn_label.untrusted,
+            untrusted=state.turn_label.shown(content_kept),
         )
 
     def claim(

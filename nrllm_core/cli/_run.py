@@ -214,6 +214,11 @@ def _show_turn(outcome: RunOutcome, *, err: bool = False) -> None:
         echo(f"  {pending.name} ({need}) {to_json(pending.arguments)}", err=err)
         for line in pending.preview:
             echo(f"    | {line}", err=err)
+    if outcome.untrusted:
+        echo("untrusted text the model had read before this turn:", err=err)
+    for source in outcome.untrusted:
+        said = "" if source.excerpt is None else f": {source.excerpt}"
+        echo(f"  {source.tool} ({source.call_id}){said}", err=err)
     echo(f"turn digest: {outcome.turn_digest}", err=err)
 
 

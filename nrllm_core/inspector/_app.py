@@ -332,6 +332,8 @@ def _pending(outcome: RunOutcome) -> dict[str, Any]:
             {**pending_dict(p), "preview_failed": p.preview_failed} for p in outcome.pending
         ],
         "turn_digest": outcome.turn_digest,
+        # What could have steered the turn: excerpts only where the privacy level keeps them.
+        "untrusted": outcome.to_dict()["untrusted"],
     }
 
 

@@ -601,6 +601,8 @@ def test_the_inbox_lists_the_suspended_run_and_approve_streams_the_rest(client):
     assert entry["run"]["status"] == "awaiting_approval"
     assert entry["pending"] == waiting["pending"]
     assert entry["turn_digest"] == waiting["turn_digest"]
+    # The run read nothing untrusted before its turn; the entry says so, as the page shows it.
+    assert entry["untrusted"] == waiting["untrusted"] == []
 
     stream = events(
         post(

@@ -2,7 +2,7 @@
 
 import { asText, clear, el, pretty } from "./dom.js";
 import { stepCard } from "./steps.js";
-import { pendingList, readError, streamRun } from "./stream.js";
+import { pendingList, readError, streamRun, untrustedList } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -213,6 +213,7 @@ function inboxEntry(entry) {
     heading,
     meta,
     pendingList(entry.pending),
+    untrustedList(entry.untrusted),
     el("p", { class: "digest", text: `Turn digest: ${asText(entry.turn_digest)}` }),
     el(
       "div",

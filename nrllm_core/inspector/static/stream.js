@@ -353,6 +353,30 @@ function outcomeView(event) {
   );
 }
 
+// The untrusted results the model had read before the turn: what could have steered it.
+export function untrustedList(untrusted) {
+  const items = Array.isArray(untrusted) ? untrusted : [];
+  if (items.length === 0) return el("p", { class: "muted", text: "The model had read no untrusted text." });
+  return el(
+    "div",
+    { class: "untrusted" },
+    el("p", { text: "Untrusted text the model had read before this turn:" }),
+    el(
+      "ul",
+      {},
+      items.map((source) =>
+        el(
+          "li",
+          {},
+          el("strong", { text: asText(source?.tool ?? "?") }),
+          el("span", { class: "muted", text: ` (${asText(source?.call_id ?? "")})` }),
+          typeof source?.excerpt === "string" ? el("q", { text: source.excerpt }) : null,
+        ),
+      ),
+    ),
+  );
+}
+
 export function pendingList(pending) {
   const items = Array.isArray(pending) ? pending : [];
   return el(
