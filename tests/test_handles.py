@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nrllm_core import DataClass, Integrity, ToolResult, tool
+from nrllm_core import DataClass, Effect, Integrity, ToolResult, tool
 
 from .test_policy import _call, _host, _steps, sent
 
@@ -30,13 +30,22 @@ def count_words(text: str) -> ToolResult:
     return ToolResult.text(str(len(text.split())))
 
 
+@tool(group="content", effect=Effect.NON_IDEMPOTENT_WRITE, integrity=Integrity.TRUSTED)
+def archive(text: str) -> ToolResult:
+    """Archive a text."""
+    received.append(text)
+    return ToolResult.text("archived")
+
+
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     received.clear()
     sent.clear()
 
 
-def handle_host(tmp_path: Any, turns: list[dict[str, Any]], **policy: Any) -> Any:
+def handle_host(
+    tmp_path: Any, turns: list[dict[str, Any]], store_url: str | None = None, **policy: Any
+) -> Any:
     from .test_policy import Tools
 
     class WithHandles(Tools):
@@ -47,8 +56,11 @@ def handle_host(tmp_path: Any, turns: list[dict[str, Any]], **policy: Any) -> An
             super().nrllm_register_tools(registry)
             registry.register(read_email)
             registry.register(count_words)
+            registry.register(archive)
 
-    return _host(tmp_path, turns, policy=policy or None, plugins=[WithHandles()])
+    return _host(
+        tmp_path, turns, policy=policy or None, store_url=store_url, plugins=[WithHandles()]
+    )
 
 
 @pytest.mark.usefixtures("driven")
@@ -112,21 +124,28 @@ def test_a_handle_sent_out_carries_its_values_label_to_the_policy(tmp_path):
 
 
 @pytest.mark.usefixtures("driven")
-def test_handles_survive_a_suspension(tmp_path):
+def test_handles_survive_a_suspension(backend):
     turns = [
         _call("read_email", "c1", index=0),
-        _call("send_mail", "c2", to="me@example.org", body={"$handle": "h1"}),
+        _call("archive", "c2", text={"$handle": "h1"}),
         {"content": "done"},
     ]
-    host = handle_host(tmp_path, turns)
+    host = handle_host(backend.data_dir, turns, store_url=backend.url)
     try:
-        waiting = host.run("forward it to me")
-        assert [(p.name, p.policy_reason) for p in waiting.pending] == [("send_mail", "untrusted")]
+        waiting = host.run("archive it")
+        assert [(p.name, p.policy_reason) for p in waiting.pending] == [("archive", "untrusted")]
         assert [(u.tool, u.call_id) for u in waiting.untrusted] == [("read_email", "c1")]
-        done = host.approve(waiting.run_id, approver="bob", turn_digest=waiting.turn_digest)
     finally:
         host.store.close()
-    assert (done.status, sent) == ("completed", ["me@example.org"])
+    # Approved by another host on the same store, as another process would: the handle's
+    # value comes back from the sealed state.
+    other = handle_host(backend.data_dir, turns, store_url=backend.url)
+    try:
+        done = other.approve(waiting.run_id, approver="bob", turn_digest=waiting.turn_digest)
+    finally:
+        other.store.close()
+    assert done.status == "completed"
+    assert received == [f"From: eve\n\n{INJECTED}"]
 
 
 @pytest.mark.usefixtures("driven")
