@@ -329,3 +329,51 @@ def release() -> Any:
     RELEASE.clear()
     yield RELEASE
     RELEASE.set()
+
+
+def seed_runs(data_dir: Path, runs: Sequence[dict[str, Any]]) -> None:
+    """Store ``runs`` beside a host's own, each at its ``started_at``, through the store's
+    public writes: ``tools`` become tool steps (``failed`` ones errors), ``tokens`` one model
+    step, and a ``status`` other than running settles the run a minute after it started."""
+    from datetime import timedelta
+
+    from nrllm_core._payloads import AuditRecord, StepKind
+    from nrllm_core.store import RunKind, RunStatus, Store
+
+    now: list[Any] = [None]
+    store = Store.open(None, data_dir=data_dir, environ={}, clock=lambda: now[0])
+    try:
+        for run in runs:
+            now[0] = run["started_at"]
+            run_id = run["run_id"]
+            store.start_run(
+                run_id,
+                kind=RunKind(run.get("kind", "run")),
+                provider=run.get("provider"),
+                actor=run.get("actor"),
+            )
+            steps: list[tuple[StepKind, float, dict[str, Any]]] = []
+            if "tokens" in run:
+                steps.append((StepKind.LLM, 40.0, run["tokens"]))
+            for tool_name in run.get("tools", ()):
+                failed = tool_name in run.get("failed", ())
+                steps.append(
+                    (StepKind.TOOL, 5.0, {"tool_name": tool_name, "tool_is_error": failed})
+                )
+            for sequence, (kind, duration, fields) in enumerate(steps, start=1):
+                store.record_step(
+                    AuditRecord(
+                        run_id=run_id,
+                        sequence=sequence,
+                        kind=kind,
+                        round=1,
+                        duration_ms=duration,
+                        payload={"kind": kind.value, "round": 1, "duration_ms": duration, **fields},
+                    )
+                )
+            status = RunStatus(run.get("status", "completed"))
+            if status is not RunStatus.RUNNING:
+                now[0] = run["started_at"] + timedelta(minutes=1)
+                store.finish_run(run_id, status)
+    finally:
+        store.close()
