@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +378,41 @@ def seed_runs(data_dir: Path, runs: Sequence[dict[str, Any]]) -> None:
                 store.finish_run(run_id, status)
     finally:
         store.close()
+
+
+# Five runs of the past for the Runs view: kinds, statuses, providers, actors, tools, tokens.
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+RUNS: list[dict[str, Any]] = [
+    {
+        "run_id": "r1",
+        "started_at": T0,
+        "provider": "demo",
+        "actor": "ana",
+        "tools": ["search"],
+        "tokens": {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 60},
+    },
+    {"run_id": "r2", "started_at": T0 + timedelta(hours=1), "status": "failed", "actor": "bo"},
+    {
+        "run_id": "r3",
+        "started_at": T0 + timedelta(hours=2),
+        "kind": "invoke",
+        "actor": "ana",
+        "tools": ["fetch"],
+    },
+    {
+        "run_id": "r4",
+        "started_at": T0 + timedelta(hours=3),
+        "provider": "other",
+        "tools": ["search", "fetch", "search"],
+        "failed": ["fetch"],
+        "tokens": {
+            "prompt_tokens": 10,
+            "completion_tokens": 5,
+            "reasoning_tokens": 3,
+            "cached_tokens": "lots",
+        },
+    },
+    # Started at the same moment as r4: the run id orders the two.
+    {"run_id": "r5", "started_at": T0 + timedelta(hours=3), "provider": "demo"},
+]

@@ -21,9 +21,12 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
+# With the run id after the name, a run is checked against a tool by one index probe: a
+# planner that walks the runs first (an actor's, newest first) does not rescan every step
+# of the tool for each run.
 _TOOL_NAME = {
-    "postgresql": "((payload::jsonb ->> 'tool_name'))",
-    "sqlite": "(json_extract(payload, '$.tool_name'))",
+    "postgresql": "((payload::jsonb ->> 'tool_name'), run_id)",
+    "sqlite": "(json_extract(payload, '$.tool_name'), run_id)",
 }
 
 
