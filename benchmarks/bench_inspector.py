@@ -18,9 +18,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -29,6 +26,7 @@ from nrllm_core._host import Host
 from nrllm_core._payloads import AuditRecord, StepKind
 from nrllm_core.inspector import create_app
 from nrllm_core.store import RunKind, RunStatus, Store
+from nrllm_core.testing import postgres_schema
 
 RUNS: Final = 10_000
 REPEATS: Final = 30
@@ -130,27 +128,6 @@ def host_on(folder: Path, url: str | None) -> Host:
     return Host.from_config(config, load_entry_points=False, data_dir=folder / "data", environ={})
 
 
-@contextmanager
-def postgres_url(base: str) -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    schema = f"nrllm_bench_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(make_url(base).set(drivername="postgresql+psycopg"))
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield (
-            make_url(base)
-            .update_query_dict({"options": f"-csearch_path={schema}"})
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
 def analyze(url: str) -> None:
     """PostgreSQL's statistics, as autovacuum gathers them within a minute of a bulk load.
 
@@ -199,7 +176,7 @@ def main() -> int:
     if not base:
         print("  postgresql  skipped: set NRLLM_TEST_POSTGRES_URL to measure it")
     else:
-        with tempfile.TemporaryDirectory() as directory, postgres_url(base) as url:
+        with tempfile.TemporaryDirectory() as directory, postgres_schema("nrllm_bench") as url:
             met &= report("postgresql", Path(directory), url)
     return 0 if met else 1
 

@@ -2,20 +2,9 @@
 
 import { asText, clear, el } from "./dom.js";
 import { loadRuns, startRuns } from "./runs.js";
-import { pendingList, readError, streamRun } from "./stream.js";
+import { getJson, pendingList, showError, streamRun } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
-
-async function getJson(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
-  if (!response.ok) throw new Error(await readError(response));
-  return response.json();
-}
-
-function showError(container, message) {
-  clear(container);
-  container.append(el("div", { class: "error", role: "alert" }, el("p", { text: message })));
-}
 
 // -- navigation ---------------------------------------------------------------------------
 

@@ -3,24 +3,13 @@
 
 import { asText, clear, el, pretty } from "./dom.js";
 import { stepCard } from "./steps.js";
-import { readError } from "./stream.js";
+import { getJson, showError } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
 
 // The API's query keys, in the order the address spells them.
 const FILTERS = ["status", "kind", "provider", "actor", "tool", "after", "before"];
 const TIMES = new Set(["after", "before"]);
-
-async function getJson(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
-  if (!response.ok) throw new Error(await readError(response));
-  return response.json();
-}
-
-function showError(container, message) {
-  clear(container);
-  container.append(el("div", { class: "error", role: "alert" }, el("p", { text: message })));
-}
 
 // -- the address ---------------------------------------------------------------------------
 
