@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -79,8 +80,24 @@ def test_a_new_database_is_created_at_the_latest_schema(backend: Any) -> None:
         with store._engine.connect() as connection:
             context = MigrationContext.configure(connection)
             assert set(context.get_current_heads()) == head_revisions()
-            # The shipped migrations and the models describe the same tables.
-            assert compare_metadata(context, METADATA) == []
+            # The shipped migrations and the models describe the same tables; the tool-name
+            # index is an expression per backend, which the models leave to migration 0007.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*expression-based index ix_run_steps_tool")
+                differences = compare_metadata(context, METADATA)
+            # PostgreSQL reflects the expression index, which the models do not hold.
+            assert [
+                d
+                for d in differences
+                if not (d[0] == "remove_index" and d[1].name == "ix_run_steps_tool_name")
+            ] == []
+            # Reflection skips an expression index: the catalogue is asked by name.
+            catalogue = (
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'run_steps'"
+                if connection.dialect.name == "postgresql"
+                else "SELECT name FROM sqlite_master WHERE tbl_name = 'run_steps'"
+            )
+            assert "ix_run_steps_tool_name" in connection.exec_driver_sql(catalogue).scalars().all()
             columns = {c["name"] for c in inspect(connection).get_columns("gate_decisions")}
     finally:
         store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,6 +18,7 @@ from nrllm_core._suspension import ApprovalRefused
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._live import live_text
 from nrllm_core.inspector._questions import PageQuestions, UnknownQuestion
+from nrllm_core.inspector._runs import BadQuery, Cursors, parse_runs_query, run_totals
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
 from nrllm_core.log import logger
 
@@ -49,7 +51,9 @@ def create_app(host: Host, *, token: str, questions: PageQuestions | None = None
 
     if questions is not None:
         questions.bind_timeout(lambda: host.config.run.tool_timeout_seconds)
-    api = _Api(host, questions)
+    # Page cursors are signed with a key of this token: they hold for as long as it does.
+    cursors = Cursors(hashlib.sha256(b"nrllm inspector page cursors\0" + token.encode()).digest())
+    api = _Api(host, questions, cursors)
     routes = [
         Route("/", api.page, methods=["GET"]),
         Route("/api/config", api.config, methods=["GET"]),
@@ -66,11 +70,12 @@ def create_app(host: Host, *, token: str, questions: PageQuestions | None = None
 
 
 class _Api:
-    __slots__ = ("_host", "_questions")
+    __slots__ = ("_cursors", "_host", "_questions")
 
-    def __init__(self, host: Host, questions: PageQuestions | None) -> None:
+    def __init__(self, host: Host, questions: PageQuestions | None, cursors: Cursors) -> None:
         self._host = host
         self._questions = questions
+        self._cursors = cursors
 
     async def page(self, request: Request) -> Response:
         from starlette.responses import FileResponse
@@ -206,14 +211,30 @@ class _Api:
         return ndjson_response(job, what="invoke")
 
     async def runs(self, request: Request) -> Response:
+        """A page of runs, newest first, with the cursor of the next page (``null`` on the
+        last); the filters and the cursor come in the query string."""
         from starlette.concurrency import run_in_threadpool
 
-        def read() -> list[dict[str, Any]]:
-            return [
-                {**info.to_dict(), "steps": info.steps} for info in self._host.store.list_runs()
-            ]
+        try:
+            query = parse_runs_query(request.query_params.multi_items())
+            after = None if query.cursor is None else self._cursors.read(query.where, query.cursor)
+        except BadQuery as exc:
+            return _refuse(str(exc))
 
-        return _json_response({"runs": await run_in_threadpool(read)})
+        def read() -> dict[str, Any]:
+            # One more than the page: whether it exists tells if there is a next page.
+            found = self._host.store.list_runs(
+                where=query.where, after=after, limit=query.limit + 1
+            )
+            page = found[: query.limit]
+            more = len(found) > query.limit
+            return {
+                "runs": [{**info.to_dict(), "steps": info.steps} for info in page],
+                "next": self._cursors.make(query.where, page[-1]) if more else None,
+                "limit": query.limit,
+            }
+
+        return _json_response(await run_in_threadpool(read))
 
     async def run_detail(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
@@ -222,12 +243,14 @@ class _Api:
         detail = await run_in_threadpool(self._host.store.get_run, run_id)
         if detail is None:
             return _json_response({"error": "No run with this id is stored."}, status=404)
+        # The stored payload holds the step's own keys, filtered: one renderer reads both.
+        steps = [{"sequence": s.sequence, **s.payload} for s in detail.steps]
         return _json_response(
             {
                 "run": {**detail.run.to_dict(), "steps": detail.run.steps},
                 "privacy_level": self._host.config.privacy.level.value,
-                # The stored payload holds the step's own keys, filtered: one renderer reads both.
-                "steps": [{"sequence": s.sequence, **s.payload} for s in detail.steps],
+                "totals": run_totals(detail.run, steps),
+                "steps": steps,
                 "decisions": [
                     {"tool": d.tool, "reason": d.reason, "zone": d.zone, "observed": d.observed}
                     for d in detail.decisions

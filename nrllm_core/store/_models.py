@@ -87,7 +87,13 @@ RUNS: Final = Table(
     Column("chain_head", String(64)),
     Index("ix_runs_status_started_at", "status", "started_at"),
     Index("ix_runs_ended_at", "ended_at"),
+    # The listing's order, and the columns it filters on besides status (see 0007).
+    Index("ix_runs_started_at_id", "started_at", "id"),
+    Index("ix_runs_actor_started_at", "actor", "started_at"),
+    Index("ix_runs_provider_started_at", "provider", "started_at"),
 )
+# ``run_steps`` also has ``ix_run_steps_tool_name``, an index on the tool name inside the
+# payload of tool steps: its expression differs by backend, so migration 0007 alone has it.
 
 STEPS: Final = Table(
     "run_steps",

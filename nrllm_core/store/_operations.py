@@ -16,11 +16,15 @@ import attrs
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Select,
     and_,
     bindparam,
+    cast,
     delete,
     func,
     insert,
+    literal_column,
+    or_,
     select,
     update,
 )
@@ -42,7 +46,9 @@ from nrllm_core.store._models import (
 )
 from nrllm_core.store._records import (
     GateDecisionRecord,
+    RunCursor,
     RunDetail,
+    RunFilter,
     RunInfo,
     RunKind,
     RunStatus,
@@ -531,18 +537,63 @@ def last_sequence(connection: Connection, run_id: str) -> int:
 
 def list_runs(
     connection: Connection,
-    status: RunStatus | None,
+    where: RunFilter,
     *,
     now: datetime,
     lease: timedelta,
-    actor: str | None = None,
+    after: RunCursor | None = None,
+    limit: int | None = None,
 ) -> list[RunInfo]:
-    query = select(RUNS).order_by(RUNS.c.started_at.desc(), RUNS.c.id)
-    if status is not None:
-        query = query.where(_status_is(RunStatus(status), now - lease))
-    if actor is not None:
-        query = query.where(RUNS.c.actor == actor)
-    return [_info(row, now - lease) for row in connection.execute(query).all()]
+    """Runs newest first, ties by run id descending: the order a cursor continues, on the
+    ``(started_at, id)`` index or the one of the column filtered on."""
+    silent_since = now - lease
+    order = (RUNS.c.started_at.desc(), RUNS.c.id.desc())
+    query = select(RUNS).order_by(*order)
+    if where.status is not None:
+        query = query.where(_status_is(RunStatus(where.status), silent_since))
+    if where.kind is not None:
+        query = query.where(RUNS.c.kind == where.kind.value)
+    if where.provider is not None:
+        query = query.where(RUNS.c.provider == where.provider)
+    if where.actor is not None:
+        query = query.where(RUNS.c.actor == where.actor)
+    if where.started_after is not None:
+        query = query.where(RUNS.c.started_at >= where.started_after)
+    if where.started_before is not None:
+        query = query.where(RUNS.c.started_at < where.started_before)
+    if where.tool is not None:
+        query = query.where(RUNS.c.id.in_(_runs_calling(connection.dialect.name, where.tool)))
+    if after is not None:
+        # Spelled out rather than as a row value: both backends turn it into one index range.
+        query = query.where(
+            or_(
+                RUNS.c.started_at < after.started_at,
+                and_(RUNS.c.started_at == after.started_at, RUNS.c.id < after.run_id),
+            )
+        )
+    if limit is not None:
+        query = query.limit(limit)
+    return [_info(row, silent_since) for row in connection.execute(query).all()]
+
+
+# Tool steps only, the kind as a literal: the partial index of migration 0007 holds these
+# rows, and a backend uses a partial index only for a query that names its condition as is.
+_TOOL_STEP: Final = STEPS.c.kind == literal_column("'tool'")
+
+
+def _runs_calling(dialect: str, tool: str) -> Select[tuple[str]]:
+    """The ids of runs with a tool step named ``tool``, read on the expression index of
+    migration 0007 (the expression here is the indexed one, to the letter)."""
+    if dialect == "postgresql":
+        # Here, not at the top: only this query needs PostgreSQL's types.
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        name: ColumnElement[Any] = cast(STEPS.c.payload, JSONB).op("->>")(
+            literal_column("'tool_name'")
+        )
+    else:
+        name = func.json_extract(STEPS.c.payload, literal_column("'$.tool_name'"))
+    return select(STEPS.c.run_id).where(_TOOL_STEP, name == tool)
 
 
 def get_run(

@@ -14,7 +14,9 @@ from nrllm_core._status import RunStatus
 __all__ = [
     "GateDecisionRecord",
     "PurgeResult",
+    "RunCursor",
     "RunDetail",
+    "RunFilter",
     "RunInfo",
     "RunKind",
     "RunStatus",
@@ -69,6 +71,34 @@ class RunInfo:
             "termination_reason": self.termination_reason,
             "kind": self.kind.value,
         }
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunFilter:
+    """Which runs a listing keeps; every field left ``None`` keeps all.
+
+    ``tool`` keeps runs with a tool step of that name, as stored (a name the privacy filter
+    masked is stored masked); ``started_after`` is inclusive, ``started_before`` exclusive.
+    """
+
+    status: RunStatus | None = None
+    kind: RunKind | None = None
+    provider: str | None = None
+    actor: str | None = None
+    tool: str | None = None
+    started_after: datetime | None = None
+    started_before: datetime | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RunCursor:
+    """Where a page of runs ended: the next page holds the runs listed after this one
+    (newest first, then by run id, descending)."""
+
+    started_at: datetime
+    run_id: str
 
 
 @final

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, Generic, Self, TypeVar, final
 
+import attrs
 from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.engine import Connection, Engine
 
@@ -40,7 +41,9 @@ from nrllm_core.store._models import DECISIONS, RUNS, STEPS, SUSPENSIONS
 from nrllm_core.store._records import (
     GateDecisionRecord,
     PurgeResult,
+    RunCursor,
     RunDetail,
+    RunFilter,
     RunInfo,
     RunKind,
     RunStatus,
@@ -570,13 +573,29 @@ class Store:
         return ChainCheck(runs_checked=checked, broken=tuple(broken), key_source=key.source)
 
     def list_runs(
-        self, status: RunStatus | None = None, *, actor: str | None = None
+        self,
+        status: RunStatus | None = None,
+        *,
+        actor: str | None = None,
+        where: RunFilter | None = None,
+        after: RunCursor | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
-        """Runs, newest first; ``status`` filters on the status as reported, ``actor`` on the
-        id the run acted for, exactly as stored."""
+        """Runs, newest first (ties by run id, descending); ``status`` filters on the status as
+        reported, ``actor`` on the id the run acted for, exactly as stored (either, given,
+        replaces the one of ``where``), and ``where`` on any of its fields.
+
+        ``after`` continues a listing past the run it names, ``limit`` caps its length: a page
+        is the next ``limit`` runs after the last one of the page before.
+        """
+        where = where or RunFilter()
+        if status is not None:
+            where = attrs.evolve(where, status=status)
+        if actor is not None:
+            where = attrs.evolve(where, actor=actor)
         with self._engine.connect() as connection:
             return ops.list_runs(
-                connection, status, now=self._clock(), lease=self._lease, actor=actor
+                connection, where, now=self._clock(), lease=self._lease, after=after, limit=limit
             )
 
     def get_run(self, run_id: str) -> RunDetail | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +330,89 @@ def release() -> Any:
     RELEASE.clear()
     yield RELEASE
     RELEASE.set()
+
+
+def seed_runs(data_dir: Path, runs: Sequence[dict[str, Any]]) -> None:
+    """Store ``runs`` beside a host's own, each at its ``started_at``, through the store's
+    public writes: ``tools`` become tool steps (``failed`` ones errors), ``tokens`` one model
+    step, and a ``status`` other than running settles the run a minute after it started."""
+    from datetime import timedelta
+
+    from nrllm_core._payloads import AuditRecord, StepKind
+    from nrllm_core.store import RunKind, RunStatus, Store
+
+    now: list[Any] = [None]
+    store = Store.open(None, data_dir=data_dir, environ={}, clock=lambda: now[0])
+    try:
+        for run in runs:
+            now[0] = run["started_at"]
+            run_id = run["run_id"]
+            store.start_run(
+                run_id,
+                kind=RunKind(run.get("kind", "run")),
+                provider=run.get("provider"),
+                actor=run.get("actor"),
+            )
+            steps: list[tuple[StepKind, float, dict[str, Any]]] = []
+            if "tokens" in run:
+                steps.append((StepKind.LLM, 40.0, run["tokens"]))
+            for tool_name in run.get("tools", ()):
+                failed = tool_name in run.get("failed", ())
+                steps.append(
+                    (StepKind.TOOL, 5.0, {"tool_name": tool_name, "tool_is_error": failed})
+                )
+            for sequence, (kind, duration, fields) in enumerate(steps, start=1):
+                store.record_step(
+                    AuditRecord(
+                        run_id=run_id,
+                        sequence=sequence,
+                        kind=kind,
+                        round=1,
+                        duration_ms=duration,
+                        payload={"kind": kind.value, "round": 1, "duration_ms": duration, **fields},
+                    )
+                )
+            status = RunStatus(run.get("status", "completed"))
+            if status is not RunStatus.RUNNING:
+                now[0] = run["started_at"] + timedelta(minutes=1)
+                store.finish_run(run_id, status)
+    finally:
+        store.close()
+
+
+# Five runs of the past for the Runs view: kinds, statuses, providers, actors, tools, tokens.
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+RUNS: list[dict[str, Any]] = [
+    {
+        "run_id": "r1",
+        "started_at": T0,
+        "provider": "demo",
+        "actor": "ana",
+        "tools": ["search"],
+        "tokens": {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 60},
+    },
+    {"run_id": "r2", "started_at": T0 + timedelta(hours=1), "status": "failed", "actor": "bo"},
+    {
+        "run_id": "r3",
+        "started_at": T0 + timedelta(hours=2),
+        "kind": "invoke",
+        "actor": "ana",
+        "tools": ["fetch"],
+    },
+    {
+        "run_id": "r4",
+        "started_at": T0 + timedelta(hours=3),
+        "provider": "other",
+        "tools": ["search", "fetch", "search"],
+        "failed": ["fetch"],
+        "tokens": {
+            "prompt_tokens": 10,
+            "completion_tokens": 5,
+            "reasoning_tokens": 3,
+            "cached_tokens": "lots",
+        },
+    },
+    # Started at the same moment as r4: the run id orders the two.
+    {"run_id": "r5", "started_at": T0 + timedelta(hours=3), "provider": "demo"},
+]

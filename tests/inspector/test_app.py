@@ -155,7 +155,7 @@ def test_a_post_from_another_origin_gets_403(client, headers):
     response = client.post("/api/run", json={"prompt": "hi"}, headers=headers)
     assert response.status_code == 403
     assert_secured(response)
-    assert client.get("/api/runs").json() == {"runs": []}
+    assert client.get("/api/runs").json() == {"runs": [], "next": None, "limit": 50}
 
 
 def test_a_matching_referer_stands_in_for_a_missing_origin(client):

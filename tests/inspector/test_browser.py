@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -18,6 +19,8 @@ from typing import Any
 import pytest
 
 from nrllm_core.inspector import create_app
+
+from .conftest import RUNS, seed_runs
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -575,3 +578,155 @@ def test_each_request_says_what_the_model_had_read(page):
         "model has read publicContent · trusted",
         "model has read publicContent · untrusted from table_tool, plain_tool",
     ]
+
+
+# -- the Runs view: filters in the address, pages, times, totals ----------------------------------
+
+
+def expect(target: Any) -> Any:
+    # Imported here, as the browser is: the module loads where Playwright is not installed.
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> None:
+    # The server's host stores in tmp_path/data: these runs sit beside its own.
+    seed_runs(tmp_path / "data", RUNS)
+
+
+def listed(p: Any) -> list[str]:
+    p.wait_for_selector("#runs-list table, #runs-list p.muted, #runs-list .error")
+    return p.locator("#runs-list tbody button.link").all_inner_texts()
+
+
+def test_the_runs_filters_live_in_the_address_and_survive_a_reload(page, server, seeded):
+    p = page.page
+    p.click("nav a[data-view=runs]")
+    assert listed(p) == ["r5", "r4", "r3", "r2", "r1"]
+    p.fill("#filter-actor", "ana")
+    p.fill("#filter-tool", "search")
+    p.click("#runs-apply")
+    expect(p).to_have_url(re.compile(re.escape("actor=ana")))
+    expect(p.locator("#runs-list tbody tr")).to_have_count(1)
+    assert listed(p) == ["r1"]
+    assert p.evaluate("location.hash") == "#runs?actor=ana&tool=search"
+    p.reload()
+    assert listed(p) == ["r1"]
+    assert p.input_value("#filter-actor") == "ana"
+    assert p.input_value("#filter-tool") == "search"
+    # A link shared with another person: the same filters, in a page of its own.
+    other = p.context.new_page()
+    other.goto(f"{server}/#runs?status=failed")
+    assert listed(other) == ["r2"]
+    assert other.input_value("#filter-status") == "failed"
+    other.close()
+    p.click("#runs-clear")
+    expect(p).to_have_url(re.compile("#runs$"))
+    expect(p.locator("#runs-list tbody tr")).to_have_count(5)
+
+
+def test_a_time_range_is_chosen_in_local_time_and_kept_in_utc(page, seeded):
+    p = page.page
+    p.click("nav a[data-view=runs]")
+    listed(p)
+    local = p.evaluate("new Date('2026-03-01T10:00:00Z').toISOString()")
+    assert local == "2026-03-01T10:00:00.000Z"
+    # The same moment as the browser's local wall-clock time, as the form takes it.
+    wall = p.evaluate(
+        """(() => {
+            const d = new Date('2026-03-01T10:00:00Z');
+            const z = (n) => String(n).padStart(2, '0');
+            const day = `${d.getFullYear()}-${z(d.getMonth() + 1)}-${z(d.getDate())}`;
+            return `${day}T${z(d.getHours())}:${z(d.getMinutes())}`;
+        })()"""
+    )
+    p.fill("#filter-before", wall)
+    p.click("#runs-apply")
+    expect(p).to_have_url(re.compile(re.escape("before=")))
+    assert "before=2026-03-01T10%3A00%3A00.000Z" in p.evaluate("location.hash")
+    expect(p.locator("#runs-list tbody tr")).to_have_count(1)
+    assert listed(p) == ["r1"]
+
+
+def test_runs_are_paged_forward_and_back_to_the_first(page, server, seeded):
+    p = page.page
+    p.goto(f"{server}/#runs?limit=2")
+    assert listed(p) == ["r5", "r4"]
+    assert p.locator("#runs-first").count() == 0
+    p.click("#runs-next")
+    expect(p).to_have_url(re.compile(re.escape("cursor=")))
+    expect(p.locator("#runs-list tbody button").first).to_have_text("r3")
+    assert listed(p) == ["r3", "r2"]
+    # The page is in the address: a reload shows it again.
+    p.reload()
+    assert listed(p) == ["r3", "r2"]
+    p.click("#runs-next")
+    expect(p.locator("#runs-list tbody button").first).to_have_text("r1")
+    assert listed(p) == ["r1"]
+    assert p.locator("#runs-next").count() == 0
+    p.click("#runs-first")
+    expect(p.locator("#runs-list tbody button").first).to_have_text("r5")
+    assert p.evaluate("location.hash") == "#runs?limit=2"
+
+
+def test_a_refused_filter_or_cursor_is_said_as_text(page, server, seeded):
+    p = page.page
+    p.goto(f"{server}/#runs?status=%3Cb%3Esleeping%3C/b%3E")
+    alert = p.locator("#runs-list .error")
+    alert.wait_for()
+    assert alert.inner_text() == (
+        'The runs could not be read: Unknown status "<b>sleeping</b>": one of running, '
+        "completed, awaiting_approval, failed, cancelled, interrupted."
+    )
+    assert p.locator("#runs-list b").count() == 0
+    p.goto(f"{server}/#runs?limit=2&cursor=edited.0000")
+    expect(p.locator("#runs-list .error")).to_contain_text("start from the first page")
+    p.click("#runs-first")
+    expect(p.locator("#runs-list tbody tr")).to_have_count(2)
+    # The two refused requests' 400s, which the console reports.
+    refused = "the server responded with a status of 400 (Bad Request)"
+    assert page.problems == [f"error: Failed to load resource: {refused}"] * 2
+    page.problems.clear()
+
+
+def test_start_times_are_relative_with_the_exact_local_time_on_hover(page, seeded):
+    p = page.page
+    p.click("nav a[data-view=runs]")
+    listed(p)
+    first = p.locator("#runs-list tbody tr").last.locator("time")
+    assert first.get_attribute("datetime") == "2026-03-01T09:00:00.000Z"
+    expected_title = p.evaluate(
+        "new Date('2026-03-01T09:00:00Z').toLocaleString(undefined,"
+        " {dateStyle: 'medium', timeStyle: 'long'})"
+    )
+    assert first.get_attribute("title") == expected_title
+    assert first.inner_text().endswith("ago")
+    assert "2026-03-01T09:00:00" not in p.locator("#runs-list").inner_text()
+
+
+def test_a_run_shows_its_totals(page, seeded):
+    p = page.page
+    p.click("nav a[data-view=runs]")
+    listed(p)
+    p.get_by_role("button", name="r4", exact=True).click()
+    p.wait_for_selector("#run-detail table.totals")
+    shown = dict(
+        zip(
+            p.locator("#run-detail table.totals th").all_inner_texts(),
+            p.locator("#run-detail table.totals td").all_inner_texts(),
+            strict=True,
+        )
+    )
+    assert shown == {
+        "Wall time": "1 min 0 s",
+        "Model time": "40 ms",
+        "Tool time": "15 ms",
+        "Tokens in": "10",
+        "Tokens out": "5",
+        "Cached": "0",
+        "Reasoning": "3",
+        "Tool calls": "3",
+        "Errors": "1",
+    }

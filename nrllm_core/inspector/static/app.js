@@ -1,27 +1,18 @@
 // The inspector page: the three views, their forms and lists. No markup is ever parsed.
 
-import { asText, clear, el, pretty } from "./dom.js";
-import { stepCard } from "./steps.js";
-import { pendingList, readError, streamRun, untrustedList } from "./stream.js";
+import { asText, clear, el } from "./dom.js";
+import { loadRuns, startRuns } from "./runs.js";
+import { getJson, pendingList, showError, streamRun, untrustedList } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
-
-async function getJson(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
-  if (!response.ok) throw new Error(await readError(response));
-  return response.json();
-}
-
-function showError(container, message) {
-  clear(container);
-  container.append(el("div", { class: "error", role: "alert" }, el("p", { text: message })));
-}
 
 // -- navigation ---------------------------------------------------------------------------
 
 const loaders = { runs: loadRuns, approvals: loadApprovals };
 
-function show(view) {
+// The hash names the view, then its state: "#runs?status=failed" is the Runs view, filtered.
+function show(hash) {
+  const view = hash.split("?")[0];
   const name = ["playground", "runs", "approvals"].includes(view) ? view : "playground";
   for (const section of document.querySelectorAll(".view")) {
     section.hidden = section.id !== `view-${name}`;
@@ -108,65 +99,6 @@ async function submitRun(event) {
   }
 }
 
-// -- runs (the audit view) ----------------------------------------------------------------
-
-async function loadRuns() {
-  const list = $("runs-list");
-  try {
-    const data = await getJson("api/runs");
-    clear(list);
-    if (data.runs.length === 0) {
-      list.append(el("p", { class: "muted", text: "No runs are stored yet." }));
-      return;
-    }
-    const columns = ["started_at", "run_id", "kind", "status", "provider", "zone", "skill", "steps"];
-    list.append(
-      el(
-        "table",
-        { class: "table runs" },
-        el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", text: c.replace("_", " ") })))),
-        el(
-          "tbody",
-          {},
-          data.runs.map((run) =>
-            el(
-              "tr",
-              {},
-              columns.map((c) =>
-                c === "run_id"
-                  ? el("td", {}, el("button", { type: "button", class: "link", text: run.run_id, onclick: () => loadRun(asText(run.run_id)) }))
-                  : el("td", { text: asText(run[c] ?? "") }),
-              ),
-            ),
-          ),
-        ),
-      ),
-    );
-  } catch (error) {
-    showError(list, `The runs could not be read: ${error.message}`);
-  }
-}
-
-async function loadRun(runId) {
-  const detail = $("run-detail");
-  try {
-    const data = await getJson(`api/runs/${encodeURIComponent(runId)}`);
-    clear(detail);
-    detail.append(
-      el("h3", { text: `Run ${asText(data.run.run_id)}` }),
-      el("p", {
-        class: "note audit",
-        text: `Audit view: the persisted timeline, filtered at privacy level "${asText(data.privacy_level)}". Content the level does not keep is absent.`,
-      }),
-      el("pre", { class: "pre", text: pretty(data.run) }),
-      el("ol", { class: "steps", "aria-label": "Stored steps" }, data.steps.map(stepCard)),
-    );
-    detail.querySelector("h3").scrollIntoView({ block: "nearest" });
-  } catch (error) {
-    showError(detail, `The run could not be read: ${error.message}`);
-  }
-}
-
 // -- approvals inbox ----------------------------------------------------------------------
 
 async function loadApprovals() {
@@ -229,7 +161,7 @@ function inboxEntry(entry) {
 function start() {
   $("run-form").addEventListener("submit", submitRun);
   for (const radio of document.querySelectorAll('input[name="mode"]')) radio.addEventListener("change", syncMode);
-  $("runs-refresh").addEventListener("click", loadRuns);
+  startRuns();
   $("approvals-refresh").addEventListener("click", loadApprovals);
   window.addEventListener("hashchange", () => show(location.hash.slice(1)));
   syncMode();

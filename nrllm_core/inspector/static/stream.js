@@ -11,6 +11,18 @@ export async function postJson(url, body) {
   });
 }
 
+// A JSON answer of the API; a refusal throws with the server's message.
+export async function getJson(url) {
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  if (!response.ok) throw new Error(await readError(response));
+  return response.json();
+}
+
+export function showError(container, message) {
+  clear(container);
+  container.append(el("div", { class: "error", role: "alert" }, el("p", { text: message })));
+}
+
 export async function readError(response) {
   try {
     const data = await response.json();
