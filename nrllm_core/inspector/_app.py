@@ -18,7 +18,13 @@ from nrllm_core._suspension import ApprovalRefused
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._live import live_text
 from nrllm_core.inspector._questions import PageQuestions, UnknownQuestion
-from nrllm_core.inspector._runs import BadQuery, Cursors, parse_runs_query, run_totals
+from nrllm_core.inspector._runs import (
+    BadQuery,
+    Cursors,
+    chain_verdict,
+    parse_runs_query,
+    run_totals,
+)
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
 from nrllm_core.log import logger
 
@@ -61,6 +67,7 @@ def create_app(host: Host, *, token: str, questions: PageQuestions | None = None
         Route("/api/invoke", api.invoke, methods=["POST"]),
         Route("/api/runs", api.runs, methods=["GET"]),
         Route("/api/runs/{run_id}", api.run_detail, methods=["GET"]),
+        Route("/api/runs/{run_id}/verify", api.run_verify, methods=["GET"]),
         Route("/api/approvals", api.approvals, methods=["GET"]),
         Route("/api/approvals/{run_id}", api.decide, methods=["POST"]),
         Route("/api/questions/{question_id}", api.answer, methods=["POST"]),
@@ -257,6 +264,22 @@ class _Api:
                 ],
             }
         )
+
+    async def run_verify(self, request: Request) -> Response:
+        """The check of ``nrllm runs verify RUN_ID``: whether the run's stored steps still
+        chain, or where they first do not. Its own request: it reads every step's mac, which
+        the run's view does not need to show its steps."""
+        from starlette.concurrency import run_in_threadpool
+
+        run_id = request.path_params["run_id"]
+        try:
+            check = await run_in_threadpool(self._host.store.verify, run_id)
+        except (ValueError, LookupError) as exc:
+            # A malformed key or a database that lost its own: the message names the
+            # variable, never its value, as the CLI prints it.
+            logger().warning("nrllm.inspector.verify_failed", reason=str(exc))
+            return _json_response({"error": f"The chain could not be checked: {exc}"}, status=500)
+        return _json_response(chain_verdict(check))
 
     async def approvals(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool

@@ -1,4 +1,5 @@
-"""The runs listing's query string, its page cursors, and a run's totals from its steps."""
+"""The runs listing's query string, its page cursors, a run's totals from its steps, and the
+verdict of its audit chain."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._status import RunStatus
-from nrllm_core.store import RunCursor, RunFilter, RunInfo, RunKind
+from nrllm_core.store import ChainCheck, KeySource, Problem, RunCursor, RunFilter, RunInfo, RunKind
 
 __all__ = [
     "MAX_PAGE",
     "BadQuery",
     "Cursors",
     "RunsQuery",
+    "chain_verdict",
     "parse_runs_query",
     "run_totals",
 ]
@@ -215,3 +217,42 @@ def _number(value: Any) -> float:
 
 def _count(value: Any) -> int:
     return value if type(value) is int and value > 0 else 0
+
+
+# What each break means to the person reading the run, in the words of `nrllm runs verify`'s
+# docstring: edited, deleted, inserted or reordered.
+_PROBLEMS: Final = {
+    Problem.EDITED: "it was changed after it was recorded",
+    Problem.MISSING: "it is missing: deleted from the store",
+    Problem.REORDERED: "it is stored under another step's sequence number: reordered",
+    Problem.HEAD_MISMATCH: (
+        "the run's chain head does not fit its steps: steps were inserted, or cut from the end"
+    ),
+}
+
+
+def chain_verdict(check: ChainCheck) -> dict[str, Any]:
+    """One run's :meth:`Store.verify` as the inspector shows it: ``verified``, where it broke
+    (``null`` when it holds), the same as text, and a note when the key cannot stop an
+    attacker."""
+    found = check.broken[0] if check.broken else None
+    if found is None:
+        text = "Verified: no stored step was edited, deleted, inserted or reordered."
+        broken = None
+    else:
+        text = f"Broken at step {found.sequence}: {_PROBLEMS[found.problem]}."
+        broken = {"sequence": found.sequence, "problem": found.problem.value}
+    note = None
+    if check.key_source is KeySource.DATABASE:
+        # As `nrllm runs verify` warns: whoever can write the database can read this key.
+        note = (
+            "No NRLLM_AUDIT_KEY or NRLLM_STATE_KEY is set: the chain uses a key kept in the "
+            "database itself, so it detects accidents, not attackers."
+        )
+    return {
+        "verified": found is None,
+        "broken": broken,
+        "text": text,
+        "key_source": check.key_source.value,
+        "note": note,
+    }

@@ -730,3 +730,182 @@ def test_a_run_shows_its_totals(page, seeded):
         "Tool calls": "3",
         "Errors": "1",
     }
+
+
+# -- a run's waterfall and its audit chain's verdict ----------------------------------------------
+
+
+def open_run(p: Any, run_id: str) -> Any:
+    p.click("nav a[data-view=runs]")
+    listed(p)
+    p.get_by_role("button", name=run_id, exact=True).click()
+    p.wait_for_selector("#run-detail svg.timeline")
+    return p.locator("#run-detail svg.timeline .tl-row")
+
+
+def bar_classes(rows: Any) -> list[str]:
+    return [rows.nth(i).locator(".tl-bar").get_attribute("class") for i in range(rows.count())]
+
+
+def test_the_waterfall_has_a_bar_per_step_classed_by_kind_and_outcome(page):
+    p = page.page
+    run = {"run_id": "w1", "kind": "run", "status": "failed", "started_at": None, "steps": 12}
+    steps = [
+        {"sequence": 1, "kind": "start", "duration_ms": 0},
+        {"sequence": 2, "kind": "gate", "duration_ms": 1},
+        {"sequence": 3, "kind": "request", "duration_ms": 0},
+        {"sequence": 4, "kind": "llm", "duration_ms": 400},
+        {
+            "sequence": 5,
+            "kind": "tool",
+            "tool_name": "search",
+            "tool_outcome": "ok",
+            "duration_ms": 100,
+        },
+        {
+            "sequence": 6,
+            "kind": "tool",
+            "tool_name": "fetch",
+            "tool_is_error": True,
+            "tool_outcome": "timeout",
+            "duration_ms": 300,
+        },
+        {
+            "sequence": 7,
+            "kind": "tool",
+            "tool_name": "send_mail",
+            "tool_outcome": "refused",
+            "duration_ms": 0,
+        },
+        {"sequence": 8, "kind": "suspension", "duration_ms": 0},
+        {"sequence": 9, "kind": "approval", "decision": "denied", "duration_ms": 0},
+        {
+            "sequence": 10,
+            "kind": "sampling",
+            "tool_name": "ask",
+            "refused": "no provider",
+            "duration_ms": 2,
+        },
+        {
+            "sequence": 11,
+            "kind": "elicitation",
+            "tool_name": "ask",
+            "action": "decline",
+            "duration_ms": 5,
+        },
+        {"sequence": 12, "kind": "finish", "status": "failed", "duration_ms": 0},
+    ]
+    detail = {"run": run, "privacy_level": "metadata", "steps": steps, "decisions": []}
+    verdict = {"verified": True, "broken": None, "text": "Verified: fine.", "note": None}
+    p.route("**/api/runs", lambda route: fulfil_json(route, {"runs": [run], "next": None}))
+    p.route("**/api/runs/w1", lambda route: fulfil_json(route, detail))
+    p.route("**/api/runs/w1/verify", lambda route: fulfil_json(route, verdict))
+    rows = open_run(p, "w1")
+    assert rows.count() == len(steps)
+    assert bar_classes(rows) == [
+        "tl-bar tl-kind-start tl-ok",
+        "tl-bar tl-kind-gate tl-ok",
+        "tl-bar tl-kind-request tl-ok",
+        "tl-bar tl-kind-llm tl-ok",
+        "tl-bar tl-kind-tool tl-ok",
+        "tl-bar tl-kind-tool tl-error",
+        "tl-bar tl-kind-tool tl-refused",
+        "tl-bar tl-kind-suspension tl-ok",
+        "tl-bar tl-kind-approval tl-refused",
+        "tl-bar tl-kind-sampling tl-refused",
+        "tl-bar tl-kind-elicitation tl-refused",
+        "tl-bar tl-kind-finish tl-error",
+    ]
+    titles = [rows.nth(i).locator("title").text_content() for i in range(rows.count())]
+    assert titles[3] == "#4 llm: 400 ms"
+    assert titles[5] == "#6 tool fetch (error): 300 ms"
+    assert titles[6] == "#7 tool send_mail (refused): 0.0 ms"
+    # Bars follow one another and are as long as their steps: the model's is 4 times the search.
+    box = [rows.nth(i).locator(".tl-bar").bounding_box() for i in (3, 4, 5)]
+    assert box[1]["x"] == pytest.approx(box[0]["x"] + box[0]["width"], abs=0.5)
+    assert box[0]["width"] == pytest.approx(4 * box[1]["width"], rel=0.01)
+    assert box[2]["width"] == pytest.approx(3 * box[1]["width"], rel=0.01)
+    # A step of no time still shows.
+    assert rows.nth(0).locator(".tl-bar").bounding_box()["width"] >= 2
+
+
+def test_a_bar_opens_its_step_by_mouse_and_keyboard(page, seeded):
+    p = page.page
+    rows = open_run(p, "r4")
+    # r4: one model step, then search, fetch (failed), search.
+    assert [rows.nth(i).get_attribute("data-kind") for i in range(4)] == [
+        "llm",
+        "tool",
+        "tool",
+        "tool",
+    ]
+    assert rows.nth(2).get_attribute("data-outcome") == "error"
+    cards = p.locator("#run-detail .step")
+
+    def opened() -> str:
+        return p.evaluate(
+            "document.activeElement.closest('.step')?.querySelector('.seq')?.textContent"
+        )
+
+    rows.nth(2).click()
+    expect(cards.nth(2)).to_have_class(re.compile(r"\bchosen\b"))
+    assert opened() == "#3"
+    assert cards.nth(2).get_by_role("tab", name="Result").is_visible()
+    # The keyboard: each row is a button in the tab order, Enter or Space opens it.
+    rows.nth(1).focus()
+    p.keyboard.press("Enter")
+    expect(cards.nth(1)).to_have_class(re.compile(r"\bchosen\b"))
+    assert opened() == "#2"
+    assert p.locator("#run-detail .step.chosen").count() == 1
+    rows.nth(3).focus()
+    p.keyboard.press("ArrowUp")
+    p.keyboard.press(" ")
+    assert opened() == "#3"
+    assert rows.nth(0).get_attribute("tabindex") == "0"
+    assert rows.nth(0).get_attribute("role") == "button"
+
+
+def test_a_hostile_tool_name_in_the_waterfall_is_text(page, tmp_path, hostile):
+    p = page.page
+    title = p.title()
+    seed_runs(
+        tmp_path / "data",
+        [{"run_id": "h1", "started_at": RUNS[0]["started_at"], "tools": [hostile["label"]]}],
+    )
+    rows = open_run(p, "h1")
+    assert rows.count() == 1
+    assert rows.first.locator("title").text_content() == f"#1 tool {hostile['label']}: 5.0 ms"
+    # The row's own text is cut to fit its column, still as text.
+    assert rows.first.locator(".tl-name").text_content().startswith("#1 tool <img src=x")
+    assert p.locator("#run-detail svg image, #run-detail svg img, img").count() == 0
+    assert p.title() == title
+    p.wait_for_timeout(200)
+
+
+def test_the_chain_verdict_shows_verified_then_broken_where(page, seeded, tmp_path):
+    from sqlalchemy import text
+
+    from nrllm_core.store import Store
+
+    p = page.page
+    open_run(p, "r4")
+    verdict = p.locator("#run-detail .verdict")
+    expect(verdict).to_have_attribute("data-verified", "true")
+    assert verdict.inner_text().startswith("Audit chain: Verified: no stored step was edited")
+    assert p.locator("#run-detail .tl-broken").count() == 0
+    store = Store.open(None, data_dir=tmp_path / "data", environ={})
+    try:
+        with store._engine.begin() as connection:
+            # Step 3, the failed fetch: steps 2 and 4 are the same search, so an edit of
+            # either could be step 4 moved, and the check rightly says "reordered".
+            connection.execute(
+                text("UPDATE run_steps SET payload = '{}' WHERE run_id = 'r4' AND sequence = 3")
+            )
+    finally:
+        store.close()
+    p.get_by_role("button", name="r4", exact=True).click()
+    expect(verdict).to_have_attribute("data-verified", "false")
+    assert "Broken at step 3: it was changed after it was recorded." in verdict.inner_text()
+    broken = p.locator("#run-detail .tl-row.tl-broken")
+    assert broken.count() == 1
+    assert broken.get_attribute("data-sequence") == "3"

@@ -170,3 +170,58 @@ def test_a_run_has_its_totals_from_its_steps(client: Any) -> None:
     assert client.get("/api/runs/r1").json()["totals"]["cached_tokens"] == 60
     quiet = client.get("/api/runs/r5").json()["totals"]
     assert (quiet["calls"], quiet["model_ms"], quiet["prompt_tokens"]) == (0, 0.0, 0)
+
+
+# -- the audit chain's verdict ---------------------------------------------------------------
+
+
+def alter(host: Any, statement: str) -> None:
+    """Change the store behind the API's back, as someone with the database could."""
+    from sqlalchemy import text
+
+    with host.store._engine.begin() as connection:
+        connection.execute(text(statement))
+
+
+def test_a_run_whose_steps_are_untouched_is_verified(client: Any) -> None:
+    response = client.get("/api/runs/r4/verify")
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == "no-store"
+    verdict = response.json()
+    assert verdict["verified"] is True
+    assert verdict["broken"] is None
+    assert verdict["text"].startswith("Verified:")
+    # No key in the environment: the chain is keyed from the database, and says what that means.
+    assert verdict["key_source"] == "database"
+    assert "detects accidents, not attackers" in verdict["note"]
+
+
+def test_an_edited_step_breaks_the_chain_at_that_step(client: Any, host: Any) -> None:
+    alter(host, "UPDATE run_steps SET payload = '{}' WHERE run_id = 'r4' AND sequence = 3")
+    verdict = client.get("/api/runs/r4/verify").json()
+    assert verdict["verified"] is False
+    assert verdict["broken"] == {"sequence": 3, "problem": "edited"}
+    assert verdict["text"] == "Broken at step 3: it was changed after it was recorded."
+    # The check is per run: the others still hold.
+    assert client.get("/api/runs/r1/verify").json()["verified"] is True
+
+
+def test_a_deleted_step_is_named_missing(client: Any, host: Any) -> None:
+    alter(host, "DELETE FROM run_steps WHERE run_id = 'r4' AND sequence = 2")
+    verdict = client.get("/api/runs/r4/verify").json()
+    assert verdict["broken"] == {"sequence": 2, "problem": "missing"}
+    assert verdict["text"].startswith("Broken at step 2: it is missing")
+
+
+def test_a_run_that_is_not_stored_is_reported_missing(client: Any) -> None:
+    # As `nrllm runs verify NAME` reports a named run that is not there.
+    verdict = client.get("/api/runs/nothing/verify").json()
+    assert (verdict["verified"], verdict["broken"]) == (
+        False,
+        {"sequence": 1, "problem": "missing"},
+    )
+
+
+def test_the_verdict_needs_the_cookie(host: Any) -> None:
+    with TestClient(create_app(host, token=TOKEN), base_url=ORIGIN) as stranger:
+        assert stranger.get("/api/runs/r1/verify").status_code == 401

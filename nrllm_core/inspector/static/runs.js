@@ -1,9 +1,11 @@
 // The Runs view: the filters and page in the address (#runs?status=failed&…), a page of runs,
-// and one run's stored timeline with its totals. Every value from the server is text.
+// and one run's stored timeline with its totals, its waterfall and its audit chain's verdict.
+// Every value from the server is text.
 
 import { asText, clear, el, pretty } from "./dom.js";
 import { stepCard } from "./steps.js";
 import { getJson, showError } from "./stream.js";
+import { markBroken, timeline } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -171,19 +173,58 @@ export async function loadRun(runId) {
   try {
     const data = await getJson(`api/runs/${encodeURIComponent(runId)}`);
     clear(detail);
+    const steps = Array.isArray(data.steps) ? data.steps : [];
+    const cards = steps.map(stepCard);
+    const chart = timeline(steps, { open: (index) => openCard(cards, index), format: duration });
+    const verdict = el("p", { class: "verdict", role: "status", text: "Checking the audit chain…" });
     detail.append(
       el("h3", { text: `Run ${asText(data.run.run_id)}` }),
       el("p", {
         class: "note audit",
         text: `Audit view: the persisted timeline, filtered at privacy level "${asText(data.privacy_level)}". Content the level does not keep is absent.`,
       }),
+      verdict,
       totalsTable(data.totals),
+      el(
+        "figure",
+        { class: "waterfall" },
+        el("figcaption", { class: "muted", text: "Steps in order, each bar as long as the step took. Stored steps keep no start time, so each starts where the one before ended. Choose a step to open it below." }),
+        chart,
+      ),
       el("pre", { class: "pre", text: pretty(data.run) }),
-      el("ol", { class: "steps", "aria-label": "Stored steps" }, data.steps.map(stepCard)),
+      el("ol", { class: "steps", "aria-label": "Stored steps" }, cards),
     );
     detail.querySelector("h3").scrollIntoView({ block: "nearest" });
+    // Its own request: the run shows while its chain is checked, and a check that fails
+    // leaves the run's view as it is.
+    loadVerdict(runId, verdict, chart);
   } catch (error) {
     showError(detail, `The run could not be read: ${error.message}`);
+  }
+}
+
+// A bar of the waterfall opens its step: the card is marked, brought into view and its
+// selected tab takes the focus, so the keyboard goes on from there.
+function openCard(cards, index) {
+  const card = cards[index];
+  if (card === undefined) return;
+  for (const other of cards) other.classList.toggle("chosen", other === card);
+  card.scrollIntoView({ block: "nearest" });
+  card.querySelector('[role="tab"][aria-selected="true"]')?.focus();
+}
+
+async function loadVerdict(runId, verdict, chart) {
+  try {
+    const check = await getJson(`api/runs/${encodeURIComponent(runId)}/verify`);
+    const verified = check.verified === true;
+    verdict.className = `verdict ${verified ? "verified" : "broken"}`;
+    verdict.setAttribute("data-verified", verified ? "true" : "false");
+    verdict.replaceChildren(el("strong", { text: "Audit chain: " }), asText(check.text ?? ""));
+    if (typeof check.note === "string") verdict.append(el("span", { class: "muted", text: ` ${check.note}` }));
+    if (!verified && check.broken && typeof check.broken === "object") markBroken(chart, check.broken.sequence);
+  } catch (error) {
+    verdict.className = "verdict error";
+    verdict.textContent = `The audit chain could not be checked: ${error.message}`;
   }
 }
 
