@@ -30,6 +30,7 @@ __all__ = [
     "ApprovalRefused",
     "Claim",
     "RefusalReason",
+    "Review",
     "Suspensions",
     "check_approver",
     "suspension_step",
@@ -108,21 +109,51 @@ class Suspensions:
         """The suspended turn of ``run_id`` as an outcome, or ``None``; refused when its state
         cannot be opened, has expired or is stale. ``content_kept``: the host's privacy level
         keeps content, so the excerpts of untrusted results are shown."""
+        turn = self._pending_turn(run_id)
+        return None if turn is None else _outcome(run_id, turn, content_kept)
+
+    def review(
+        self, config: HostConfig, run_id: str, *, person: str, content_kept: bool = False
+    ) -> Review | None:
+        """The suspended turn of ``run_id`` as ``person`` would decide it: the turn, when it
+        expires, and what :func:`check_approver` says of that person approving or denying it
+        now. ``None`` and refusals as :meth:`pending`. The rule is the claim's own, so what
+        a page offers is what a decision would get (the claim checks again: this is a view)."""
+        turn = self._pending_turn(run_id)
+        if turn is None:
+            return None
+        state = turn.state
+        refusals: list[ApprovalRefused | None] = []
+        for approve in (True, False):
+            try:
+                check_approver(
+                    config,
+                    person,
+                    approve=approve,
+                    initiator=state.actor,
+                    provider=state.provider,
+                    skill=state.skill,
+                )
+            except ApprovalRefused as exc:
+                refusals.append(exc)
+            else:
+                refusals.append(None)
+        return Review(
+            outcome=_outcome(run_id, turn, content_kept),
+            expires_at=turn.expires_at,
+            approve_refused=refusals[0],
+            deny_refused=refusals[1],
+        )
+
+    def _pending_turn(self, run_id: str) -> _SealedTurn | None:
+        """The open sealed turn of ``run_id``, or ``None`` when it waits on none."""
         suspension = self.store.suspension(run_id)
         if suspension is None:
             return None
         key = self._state_key(run_id)
-        state = self._open_state(run_id, suspension.turn_digest, suspension.sealed, key)
-        return RunOutcome(
-            run_id=run_id,
-            status=RunStatus.AWAITING_APPROVAL,
-            termination_reason=None,
-            final_content="",
-            pending=state.pending,
-            turn_digest=suspension.turn_digest,
-            usage=state.usage,
-            untrusted=state.turn_label.shown(content_kept),
-        )
+        turn = self._open_turn(run_id, suspension.turn_digest, suspension.sealed, key)
+        self._check_open(run_id, turn)
+        return turn
 
     def claim(
         self,
@@ -210,6 +241,11 @@ class Suspensions:
         open again break it.
         """
         turn = self._open_turn(run_id, turn_digest, sealed, key)
+        self._check_open(run_id, turn)
+        return turn.state
+
+    def _check_open(self, run_id: str, turn: _SealedTurn) -> None:
+        """Refuse a turn that is over: expired, on a tampered run, or stale."""
         if self.clock() >= turn.expires_at:
             raise ApprovalRefused(
                 f"the suspended turn expired at {turn.expires_at.isoformat()}; "
@@ -235,7 +271,6 @@ class Suspensions:
             raise ApprovalRefused(
                 "the suspended turn is stale: the run has steps after it", RefusalReason.STALE
             )
-        return turn.state
 
     def _state_key(self, run_id: str) -> bytes:
         """The state key, read once per decision (a missing or unreadable one: unopenable)."""
@@ -255,6 +290,33 @@ class Suspensions:
             logger().warning("nrllm.run.state_mismatch", run_id=run_id)
             raise ApprovalRefused("the suspended state cannot be opened", RefusalReason.UNOPENABLE)
         return turn
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Review:
+    """A suspended turn as one person would decide it (see :meth:`Suspensions.review`)."""
+
+    outcome: RunOutcome
+    # When the turn stops being decidable: sealed with it, so a changed TTL does not move it.
+    expires_at: datetime
+    # Why this person may not approve, or deny, the turn now; ``None`` when they may.
+    approve_refused: ApprovalRefused | None
+    deny_refused: ApprovalRefused | None
+
+
+def _outcome(run_id: str, turn: _SealedTurn, content_kept: bool) -> RunOutcome:
+    state = turn.state
+    return RunOutcome(
+        run_id=run_id,
+        status=RunStatus.AWAITING_APPROVAL,
+        termination_reason=None,
+        final_content="",
+        pending=state.pending,
+        turn_digest=state.digest,
+        usage=state.usage,
+        untrusted=state.turn_label.shown(content_kept),
+    )
 
 
 def _unopenable(run_id: str, error: BaseException) -> ApprovalRefused:

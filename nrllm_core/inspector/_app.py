@@ -14,7 +14,8 @@ from nrllm_core._outcome import RunOutcome, pending_dict
 from nrllm_core._payloads import TraceEvent
 from nrllm_core._serde import wire_dict
 from nrllm_core._status import RunStatus
-from nrllm_core._suspension import ApprovalRefused
+from nrllm_core._suspension import ApprovalRefused, Review
+from nrllm_core.inspector._approvals import preview_diff
 from nrllm_core.inspector._guard import Guard
 from nrllm_core.inspector._live import live_text
 from nrllm_core.inspector._questions import PageQuestions, UnknownQuestion
@@ -284,18 +285,30 @@ class _Api:
     async def approvals(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
+        host = self._host
+
         def read() -> list[dict[str, Any]]:
+            config = host.config
+            # The inspector decides as the configured actor, so it is that person's rights
+            # the inbox shows: read once, as a decision reads it once.
+            person = config.actor().id
+            suspensions = host.flows.parts.suspensions
             inbox = []
-            for info in self._host.store.list_runs(RunStatus.AWAITING_APPROVAL):
+            for info in host.store.list_runs(RunStatus.AWAITING_APPROVAL):
                 entry: dict[str, Any] = {"run": info.to_dict()}
                 try:
-                    pending = self._host.pending(info.run_id)
+                    review = suspensions.review(
+                        config,
+                        info.run_id,
+                        person=person,
+                        content_kept=config.privacy.keeps_content,
+                    )
                 except ApprovalRefused as exc:
                     entry["error"] = _refusal_text(exc)
                 else:
-                    if pending is None:
+                    if review is None:
                         continue
-                    entry.update(_pending(pending))
+                    entry.update(_review(review))
                 inbox.append(entry)
             return inbox
 
@@ -371,11 +384,34 @@ def _context(report: GateReport) -> dict[str, Any]:
     }
 
 
+def _review(review: Review) -> dict[str, Any]:
+    """An inbox entry's turn: what _pending shows, when it expires, and whether the page's
+    person may approve or deny it, with the rule's reason when not."""
+    return {
+        **_pending(review.outcome),
+        "expires_at": review.expires_at.isoformat(),
+        "may_approve": review.approve_refused is None,
+        "approve_refused": _refused(review.approve_refused),
+        "may_deny": review.deny_refused is None,
+        "deny_refused": _refused(review.deny_refused),
+    }
+
+
+def _refused(refusal: ApprovalRefused | None) -> str | None:
+    return None if refusal is None else _refusal_text(refusal)
+
+
 def _pending(outcome: RunOutcome) -> dict[str, Any]:
     return {
         "run_id": outcome.run_id,
         "pending": [
-            {**pending_dict(p), "preview_failed": p.preview_failed} for p in outcome.pending
+            {
+                **pending_dict(p),
+                "preview_failed": p.preview_failed,
+                # An update's before and after, compared here so the page only shows it.
+                "preview_diff": preview_diff(p.preview),
+            }
+            for p in outcome.pending
         ],
         "turn_digest": outcome.turn_digest,
         # What could have steered the turn: excerpts only where the privacy level keeps them.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from structlog.testing import capture_logs
 from nrllm_core import ApprovalRefused, Finished, RunOutcome, Usage, _json
 from nrllm_core._payloads import RunStep, StepKind, TraceEvent
 from nrllm_core.inspector import create_app
+from nrllm_core.inspector._approvals import preview_diff
 from nrllm_core.inspector._guard import cookie_name
 
 from .conftest import HOSTILE_PROGRESS
@@ -589,6 +591,7 @@ def test_a_suspended_run_ends_its_stream_awaiting_approval(client):
             "preview": ["To: ops@example.org", "Subject: hello"],
             "policy_reason": None,
             "preview_failed": False,
+            "preview_diff": None,
         }
     ]
     assert re.fullmatch(r"[0-9a-f]{16,}", terminal["turn_digest"])
@@ -707,6 +710,92 @@ def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(
             )
         )
     assert denied[-1]["error"] == "the suspended state cannot be opened"
+
+
+def test_an_inbox_entry_says_when_its_turn_expires_and_who_may_decide_it(client, host):
+    waiting = suspend(client)
+    before = datetime.now(UTC)
+    (entry,) = client.get("/api/approvals").json()["approvals"]
+    # The expiry sealed with the turn: suspended just now, open for the configured TTL.
+    expires = datetime.fromisoformat(entry["expires_at"])
+    ttl = timedelta(seconds=host.config.approvals.ttl_seconds)
+    assert before - timedelta(minutes=1) < expires - ttl <= before
+    # No four-eyes: the inspector's actor may decide the run it started.
+    assert entry["may_approve"] is True
+    assert entry["approve_refused"] is None
+    assert entry["may_deny"] is True
+    assert entry["deny_refused"] is None
+    assert entry["pending"] == waiting["pending"]
+
+
+def _configure(host, old: str, new: str) -> None:
+    config = host.config.source
+    config.write_text(config.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("section", "skill"),
+    [
+        ('[providers.mail]\nkind = "scripted"\nscript = "mail.toml"\nfour_eyes = true', None),
+        ('[skills.mailing]\nallowed_tools = ["send_mail"]\nfour_eyes = true', "mailing"),
+    ],
+)
+def test_under_four_eyes_the_inbox_refuses_approve_to_the_initiator_with_the_reason(
+    client, host, section, skill
+):
+    if skill is None:
+        _configure(host, '[providers.mail]\nkind = "scripted"\nscript = "mail.toml"', section)
+    else:
+        _configure(host, "[defaults]", f"{section}\n\n[defaults]")
+    body = {"prompt": "Mail ops", "provider": "mail", "skill": skill}
+    waiting = events(post(client, "/api/run", body))[-1]
+    assert waiting["event"] == "awaiting_approval"
+
+    (entry,) = client.get("/api/approvals").json()["approvals"]
+    assert entry["may_approve"] is False
+    assert entry["approve_refused"] == (
+        "four-eyes: the approver must differ from the run's initiator"
+    )
+    # Four-eyes bounds approving only: the initiator may still deny.
+    assert entry["may_deny"] is True
+    assert entry["deny_refused"] is None
+    # The entry says what the approval itself gets: the same rule refuses it.
+    url = f"/api/approvals/{waiting['run_id']}"
+    refused = events(post(client, url, {"approve": True, "turn_digest": waiting["turn_digest"]}))
+    assert refused[-1]["error"] == entry["approve_refused"]
+
+    _configure(host, 'id = "operator"', 'id = "reviewer"')
+    (entry,) = client.get("/api/approvals").json()["approvals"]
+    assert entry["may_approve"] is True
+    assert entry["approve_refused"] is None
+
+
+def test_an_update_preview_is_sent_as_its_diff():
+    preview = ["Update notes:7", "Before:", "id: 7", "title: old", "After:", "id: 7", "title: new"]
+    assert preview_diff(preview) == {
+        "heading": ["Update notes:7"],
+        "lines": [
+            {"change": "same", "text": "id: 7"},
+            {"change": "removed", "text": "title: old"},
+            {"change": "added", "text": "title: new"},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "preview",
+    [
+        ["To: ops@example.org", "Subject: hello"],
+        ["After:", "x", "Before:", "y"],
+        ["Before:", "only before"],
+        # A cut preview holds part of the record after: its diff would invent removals.
+        ["Update t:1", "Before:", *(f"c{i}: 1" for i in range(9)), "After:"]
+        + [f"c{i}: 2" for i in range(8)]
+        + ["… and 3 more line(s), not shown."],
+    ],
+)
+def test_a_preview_that_is_not_a_whole_update_is_plain_lines(preview):
+    assert preview_diff(preview) is None
 
 
 # -- Host.pending --------------------------------------------------------------------------------

@@ -909,3 +909,145 @@ def test_the_chain_verdict_shows_verified_then_broken_where(page, seeded, tmp_pa
     broken = p.locator("#run-detail .tl-row.tl-broken")
     assert broken.count() == 1
     assert broken.get_attribute("data-sequence") == "3"
+
+
+# -- the approvals inbox: diff, who may approve, expiry --------------------------------------------
+
+HOSTILE_LINE = "<img src=x onerror=\"document.title='pwned-diff'\"><b>bold?</b>"
+
+
+def inbox_entry(**fields: Any) -> dict[str, Any]:
+    """An inbox entry as the API sends it, for the page to render (the API is tested apart)."""
+    return {
+        "run": {
+            "run_id": "r-1",
+            "provider": "mail",
+            "skill": None,
+            "actor": "operator",
+            "status": "awaiting_approval",
+            "started_at": "2026-03-01T09:00:00+00:00",
+        },
+        "run_id": "r-1",
+        "pending": [
+            {
+                "call_id": "c0",
+                "name": "update_record",
+                "arguments": {"table": "notes"},
+                "requires_approval": True,
+                "preview": ["Update notes:7", "Before:", "title: old", "After:", "title: new"],
+                "preview_failed": False,
+                "preview_diff": {
+                    "heading": ["Update notes:7"],
+                    "lines": [
+                        {"change": "same", "text": "id: 7"},
+                        {"change": "removed", "text": f"title: {HOSTILE_LINE}"},
+                        {"change": "added", "text": HOSTILE_LINE},
+                        {"change": CRAFTED, "text": CRAFTED},
+                    ],
+                },
+            }
+        ],
+        "untrusted": [],
+        "turn_digest": "d" * 64,
+        "expires_at": "2099-01-01T12:00:00+00:00",
+        "may_approve": True,
+        "approve_refused": None,
+        "may_deny": True,
+        "deny_refused": None,
+        **fields,
+    }
+
+
+def open_inbox(p: Any, *entries: dict[str, Any]) -> Any:
+    p.route("**/api/approvals", lambda route: fulfil_json(route, {"approvals": list(entries)}))
+    p.click("nav a[data-view=approvals]")
+    entry = p.locator(".inbox .entry")
+    entry.first.wait_for()
+    return entry
+
+
+def test_an_updates_preview_shows_as_a_diff_of_text(page):
+    p = page.page
+    title = p.title()
+    entry = open_inbox(p, inbox_entry())
+    diff = entry.locator(".preview.diff")
+    assert diff.locator(".diff-heading").inner_text() == "Update notes:7"
+    changes = diff.locator(".diff-line").evaluate_all("nodes => nodes.map(n => n.dataset.change)")
+    # A change the page does not know shows as unchanged text, never dropped.
+    assert changes == ["same", "removed", "added", "same"]
+    removed = diff.locator("del.diff-removed")
+    added = diff.locator("ins.diff-added")
+    assert removed.inner_text() == f"- title: {HOSTILE_LINE}"
+    assert added.inner_text() == f"+ {HOSTILE_LINE}"
+    assert removed.get_attribute("title") == "removed"
+    assert diff.locator(".diff-line").last.inner_text() == f"  {CRAFTED_TEXT}"
+    # The hostile lines stayed text: nothing was parsed or run.
+    assert p.locator("img").count() == 0
+    assert diff.locator("b").count() == 0
+    assert p.title() == title
+
+
+def test_a_plain_preview_stays_its_lines(page):
+    p = page.page
+    plain = inbox_entry()
+    plain["pending"][0] |= {"preview": ["To: ops", HOSTILE_LINE], "preview_diff": None}
+    entry = open_inbox(p, plain)
+    assert entry.locator(".preview").inner_text() == f"To: ops\n{HOSTILE_LINE}"
+    assert entry.locator(".diff").count() == 0
+
+
+def test_approve_is_disabled_with_the_servers_reason_when_the_rule_refuses_it(page):
+    p = page.page
+    reason = "four-eyes: the approver must differ from the run's initiator"
+    entry = open_inbox(p, inbox_entry(may_approve=False, approve_refused=reason))
+    approve = entry.get_by_role("button", name="Approve")
+    deny = entry.get_by_role("button", name="Deny")
+    assert approve.is_disabled()
+    assert deny.is_enabled()
+    described = approve.get_attribute("aria-describedby")
+    assert described
+    assert p.locator(f"#{described}").inner_text() == f"Approve: {reason}"
+    assert entry.locator(".refused").count() == 1
+
+
+def test_an_entry_without_the_servers_verdict_offers_no_decision(page):
+    p = page.page
+    entry = open_inbox(p, inbox_entry(may_approve=None, may_deny="yes"))
+    assert entry.get_by_role("button", name="Approve").is_disabled()
+    assert entry.get_by_role("button", name="Deny").is_disabled()
+    assert entry.locator(".refused").all_inner_texts() == [
+        "Approve is not allowed.",
+        "Deny is not allowed.",
+    ]
+
+
+def test_the_expiry_and_the_start_are_relative_with_the_exact_time_on_hover(page):
+    p = page.page
+    soon = p.evaluate("new Date(Date.now() + 12.5 * 60 * 1000).toISOString()")
+    entry = open_inbox(p, inbox_entry(expires_at=soon))
+    expiry = entry.locator(".expires time")
+    assert expiry.get_attribute("datetime") == soon
+    assert expiry.inner_text() == "in 12 minutes"
+    exact = p.evaluate(
+        "s => new Date(s).toLocaleString(undefined, {dateStyle: 'medium', timeStyle: 'long'})",
+        soon,
+    )
+    assert expiry.get_attribute("title") == exact
+    started = entry.locator(".started time")
+    assert started.get_attribute("datetime") == "2026-03-01T09:00:00.000Z"
+    assert started.inner_text().endswith("ago")
+    # The raw ISO times are gone from the entry's text.
+    assert "2026-03-01T09:00:00" not in entry.inner_text()
+
+
+def test_a_suspended_runs_entry_may_be_approved_and_expires_after_the_ttl(page):
+    p = page.page
+    run_prompt(p, "Mail ops", "mail")
+    p.wait_for_selector("[data-outcome=awaiting_approval]")
+    p.click("text=Open the approvals inbox")
+    entry = p.locator(".inbox .entry")
+    entry.wait_for()
+    # No four-eyes here: the operator may decide their own run, for the default TTL (7 days).
+    assert entry.get_by_role("button", name="Approve").is_enabled()
+    assert entry.locator(".refused").count() == 0
+    assert entry.locator(".expires time").inner_text() == "next week"

@@ -1,7 +1,7 @@
 // The inspector page: the three views, their forms and lists. No markup is ever parsed.
 
-import { asText, clear, el } from "./dom.js";
-import { loadRuns, startRuns } from "./runs.js";
+import { asText, clear, el, uid } from "./dom.js";
+import { loadRuns, startRuns, timeCell } from "./runs.js";
 import { getJson, pendingList, showError, streamRun, untrustedList } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
@@ -119,10 +119,12 @@ async function loadApprovals() {
 function inboxEntry(entry) {
   const run = entry.run;
   const heading = el("h3", { text: `Run ${asText(run.run_id)}` });
-  const meta = el("p", {
-    class: "muted",
-    text: `provider ${asText(run.provider ?? "—")}, skill ${asText(run.skill ?? "—")}, started by ${asText(run.actor ?? "?")} at ${asText(run.started_at)}`,
-  });
+  const meta = el(
+    "p",
+    { class: "muted" },
+    `provider ${asText(run.provider ?? "—")}, skill ${asText(run.skill ?? "—")}, started by ${asText(run.actor ?? "?")} `,
+    el("span", { class: "started" }, timeCell(run.started_at)),
+  );
   if (typeof entry.error === "string") {
     return el("li", { class: "entry" }, heading, meta, el("p", { class: "error", role: "alert", text: entry.error }));
   }
@@ -146,14 +148,37 @@ function inboxEntry(entry) {
     meta,
     pendingList(entry.pending),
     untrustedList(entry.untrusted),
+    el("p", { class: "expiry" }, "The turn expires ", el("span", { class: "expires" }, timeCell(entry.expires_at)), "; after that it can no longer be decided."),
     el("p", { class: "digest", text: `Turn digest: ${asText(entry.turn_digest)}` }),
-    el(
-      "div",
-      { class: "row" },
-      el("button", { type: "button", class: "decide approve", text: "Approve", onclick: decide(true) }),
-      el("button", { type: "button", class: "decide deny", text: "Deny", onclick: decide(false) }),
-    ),
+    decisionRow(entry, decide),
   );
+}
+
+// Approve and Deny as the server allows them for the inspector's actor. A button the rule
+// refuses is disabled with the rule's reason beside it; the server refuses it again anyway.
+function decisionRow(entry, decide) {
+  const row = el("div", { class: "row" });
+  const reasons = [];
+  for (const [approve, label, allowed, refused] of [
+    [true, "Approve", entry.may_approve, entry.approve_refused],
+    [false, "Deny", entry.may_deny, entry.deny_refused],
+  ]) {
+    // Only an explicit true enables a button: an entry without the field allows nothing.
+    const may = allowed === true;
+    const reason = may ? null : el("p", { id: uid("refused"), class: "refused", text: typeof refused === "string" ? `${label}: ${refused}` : `${label} is not allowed.` });
+    row.append(
+      el("button", {
+        type: "button",
+        class: `decide ${approve ? "approve" : "deny"}`,
+        text: label,
+        disabled: !may,
+        "aria-describedby": reason?.id,
+        onclick: decide(approve),
+      }),
+    );
+    if (reason) reasons.push(reason);
+  }
+  return el("div", { class: "decision" }, row, reasons);
 }
 
 // -- start --------------------------------------------------------------------------------

@@ -401,10 +401,54 @@ export function pendingList(pending) {
         el("strong", { text: asText(call?.name ?? "") }),
         el("span", { class: "muted", text: call?.requires_approval ? " needs approval" : " runs with the turn" }),
         el("pre", { class: "pre", text: pretty(call?.arguments ?? {}) }),
-        Array.isArray(call?.preview) && call.preview.length > 0
-          ? el("pre", { class: "pre preview", text: call.preview.map(asText).join("\n") })
-          : el("p", { class: "muted", text: call?.preview_failed ? "The preview failed." : "No preview." }),
+        previewBlock(call),
       ),
     ),
   );
+}
+
+// A diff's lines: the mark a reader scans for, and the words a screen reader says instead.
+const CHANGES = {
+  same: { tag: "span", mark: "  ", label: null },
+  removed: { tag: "del", mark: "- ", label: "removed" },
+  added: { tag: "ins", mark: "+ ", label: "added" },
+};
+
+// A change the page does not know (or not a string: hasOwn would convert it) is shown as
+// unchanged text, never dropped.
+function changeOf(line) {
+  const given = line?.change;
+  return typeof given === "string" && Object.hasOwn(CHANGES, given) ? given : "same";
+}
+
+// The preview as the server sent it: an update the server found before/after lines in as a
+// diff (it compared them, the page only marks them), anything else as its lines.
+function previewBlock(call) {
+  const diff = call?.preview_diff;
+  if (diff && typeof diff === "object" && Array.isArray(diff.lines)) {
+    const heading = Array.isArray(diff.heading) ? diff.heading.map(asText) : [];
+    return el(
+      "div",
+      { class: "preview diff" },
+      heading.length > 0 ? el("p", { class: "diff-heading", text: heading.join("\n") }) : null,
+      el(
+        "pre",
+        { class: "pre", "aria-label": "Before and after" },
+        diff.lines.map((line) => {
+          const kind = changeOf(line);
+          const change = CHANGES[kind];
+          return el(
+            change.tag,
+            { class: `diff-line diff-${kind}`, "data-change": kind, title: change.label },
+            el("span", { class: "diff-mark", "aria-hidden": "true", text: change.mark }),
+            asText(line?.text ?? ""),
+          );
+        }),
+      ),
+    );
+  }
+  if (Array.isArray(call?.preview) && call.preview.length > 0) {
+    return el("pre", { class: "pre preview", text: call.preview.map(asText).join("\n") });
+  }
+  return el("p", { class: "muted", text: call?.preview_failed ? "The preview failed." : "No preview." });
 }
