@@ -33,7 +33,7 @@ import statistics
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -62,10 +62,8 @@ from nrllm_core._host import Host
 from nrllm_core._loop import PendingCall
 from nrllm_core._messages import (
     ChatMessage,
-    Delta,
     ProviderAnswer,
     Role,
-    TextDelta,
     ToolCall,
     ToolChoice,
     ToolSpec,
@@ -266,38 +264,6 @@ class Models:
         return ProviderAnswer(
             content=plan.answer, tool_calls=(), usage=Usage(), finish_reason="stop"
         )
-
-    async def acomplete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> ProviderAnswer:
-        return self.complete(messages, tools, tool_choice=tool_choice)
-
-    def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-        on_delta: Callable[[Delta], None],
-    ) -> ProviderAnswer:
-        answer = self.complete(messages, tools, tool_choice=tool_choice)
-        if answer.content:
-            on_delta(TextDelta(text=answer.content))
-        return answer
-
-    async def astream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        *,
-        tool_choice: ToolChoice = "auto",
-        on_delta: Callable[[Delta], None],
-    ) -> ProviderAnswer:
-        return self.stream(messages, tools, tool_choice=tool_choice, on_delta=on_delta)
 
 
 # -- hosts ------------------------------------------------------------------------------------

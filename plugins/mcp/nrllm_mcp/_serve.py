@@ -127,16 +127,7 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             return decided(pending.name, action, approver)
 
         def call() -> Any:
-            return host.invoke(
-                name,
-                arguments,
-                provider=served.provider,
-                zone=served.zone,
-                skill=served.skill,
-                kind="mcp",
-                approve=approve,
-                actor=actor,
-            )
+            return _invoked(host, served, name, arguments, actor=actor, approve=approve)
 
         if modern and elicits:
             return await _first_round(host, served, waiting, name, arguments, approver, actor)
@@ -144,6 +135,30 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         return _text(wire.content, is_error=wire.is_error)
 
     return Server("nrllm", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _invoked(
+    host: Host,
+    served: Served,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    actor: Actor | None,
+    approve: Any,
+    on_event: Any = None,
+) -> Any:
+    """One served call through the seam: a run of kind ``mcp`` under the served gate."""
+    return host.invoke(
+        name,
+        arguments,
+        provider=served.provider,
+        zone=served.zone,
+        skill=served.skill,
+        kind="mcp",
+        approve=approve,
+        on_event=on_event,
+        actor=actor,
+    )
 
 
 async def _first_round(
@@ -198,16 +213,8 @@ async def _first_round(
 
     def run() -> None:
         try:
-            wire = host.invoke(
-                name,
-                arguments,
-                provider=served.provider,
-                zone=served.zone,
-                skill=served.skill,
-                kind="mcp",
-                approve=approve,
-                on_event=seen,
-                actor=actor,
+            wire = _invoked(
+                host, served, name, arguments, actor=actor, approve=approve, on_event=seen
             )
         except BaseException as exc:
             result.set_exception(exc)
