@@ -646,9 +646,13 @@ def mask_secrets(text: str) -> str:
 
 def redact(text: str) -> str:
     """Mask ``text`` and cap it at ``LEAF_MAX_CHARS`` characters plus ``TRUNCATION_MARKER``."""
-    masked = mask_secrets(text)
+    # A marker already at the end (a redacted text redacted again) is not masked with what
+    # precedes it: read as the rest of an unclosed value (``password="***``), it would be
+    # masked away, and redacting twice would not give what redacting once gave.
+    marked = text.endswith(TRUNCATION_MARKER)
+    masked = mask_secrets(text[: -len(TRUNCATION_MARKER)] if marked else text)
     if len(masked) <= LEAF_MAX_CHARS:
-        return masked
+        return masked + TRUNCATION_MARKER if marked else masked
     # The cut can end a run early and make a shape of it (40 characters are an AWS secret key
     # only when nothing follows them): what is kept is masked as it now stands, so that
     # redacting the result again finds nothing new.
