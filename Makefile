@@ -6,7 +6,7 @@ INSTALL := $(BIN)/python -m pip install --quiet
 # Chromium, child processes), so more overlap that waiting: `make test WORKERS=4`.
 WORKERS ?= auto
 
-.PHONY: demo test install install-dev bench clean
+.PHONY: demo test install install-dev bench clean screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ install-dev: $(BIN)/python
 demo: install
 	rm -rf .demo
 	NRLLM_HOME=$(CURDIR)/.demo $(BIN)/python -m nrllm_core.demo
+
+# The docs' images of the inspector (docs/images/*.png), from a fresh run of the demo.
+screenshots: install-dev
+	$(BIN)/python scripts/screenshots.py
 
 test: install-dev
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --durations=25

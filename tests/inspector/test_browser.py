@@ -1,6 +1,6 @@
 """The inspector in Debian's Chromium, driven by Playwright: nothing downloads a browser.
 
-Set NRLLM_UPDATE_SCREENSHOTS=1 to refresh docs/images/playground.png and inbox.png.
+The docs' images are made by `make screenshots` (scripts/screenshots.py), from the demo's data.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import threading
 import time
@@ -34,7 +33,6 @@ ARGS = [
     "--disable-sync",
 ]
 TOKEN = "browser-token"
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +141,6 @@ def screenshot(page: Any, name: str, tmp_path: Path) -> None:
     path = tmp_path / name
     page.screenshot(path=str(path), full_page=True)
     assert path.read_bytes().startswith(b"\x89PNG")
-    if os.environ.get("NRLLM_UPDATE_SCREENSHOTS"):
-        IMAGES.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, IMAGES / name)
 
 
 def test_a_request_without_the_token_gets_401(browser, server):
