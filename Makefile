@@ -18,6 +18,7 @@ install: $(BIN)/python
 install-dev: $(BIN)/python
 	$(INSTALL) -e ".[dev]" -e ./plugins/builtin -e ./plugins/repurpose -e ./plugins/mcp \
 		-e "./plugins/otel[test]" -e ./plugins/bedrock
+	npm ci --prefix tests/inspector/axe --no-audit --no-fund
 
 demo: install
 	rm -rf .demo

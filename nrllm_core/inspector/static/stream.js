@@ -266,13 +266,14 @@ function questionView(event) {
   ];
   const form = el(
     "form",
-    { class: "question-form", novalidate: true },
+    { class: "question-form", novalidate: true, "aria-label": "Your answer to the tool's question" },
     inputs.map((input) => input.node),
     el("div", { class: "row" }, buttons),
   );
   const node = el(
     "li",
-    { class: "step question", "data-kind": "question", role: "group", "aria-label": "A tool's question" },
+    // A list item of the steps (a role here would take it out of the list); its form is named.
+    { class: "step question", "data-kind": "question" },
     el("div", { class: "step-head" }, el("span", { class: "kind", text: "question" }), el("span", { class: "summary", text: `${asText(event.tool ?? "tool")} asks you` })),
     el("pre", { class: "pre question-message", text: typeof event.message === "string" ? event.message : "" }),
     form,

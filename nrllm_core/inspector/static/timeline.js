@@ -93,11 +93,14 @@ export function timeline(steps, { open, format }) {
     elapsed += ms;
     const state = outcome === "ok" ? "" : ` (${outcome})`;
     const title = `${name}${state}: ${format(ms)}`;
+    const shown = cut(name);
+    const whole = shown === name ? "" : `, whole name ${name}`;
     const row = svg("g", {
       class: "tl-row",
       role: "button",
       tabindex: "0",
-      "aria-label": `${title}. Open its step.`,
+      // The name starts with the row's visible text, as a voice command would say it.
+      "aria-label": `${shown} ${format(ms)}${state}${whole}. Open its step.`,
       "data-sequence": asText(step.sequence ?? ""),
       "data-kind": kind,
       "data-outcome": outcome,
@@ -105,7 +108,6 @@ export function timeline(steps, { open, format }) {
     row.append(
       svg("title", {}, title),
       svg("rect", { class: "tl-hit", x: 0, y, width: WIDTH, height: ROW - 2, rx: 3 }),
-      svg("text", { class: "tl-name", x: 6, y: y + ROW / 2 + 3 }, cut(name)),
       svg("rect", {
         class: `tl-bar tl-kind-${kind} tl-${outcome}`,
         x,
@@ -114,8 +116,16 @@ export function timeline(steps, { open, format }) {
         height: BAR,
         rx: 2,
       }),
-      svg("text", { class: "tl-time", x: x + width + 4, y: y + ROW / 2 + 3 }, format(ms)),
     );
+    // The name and the duration in one <text>, a space apart, so the row's visible text
+    // reads "#4 llm 400 ms" (as its accessible name begins), each part at its own place.
+    const label = svg("text", { y: y + ROW / 2 + 3 });
+    label.append(
+      svg("tspan", { class: "tl-name", x: 6 }, shown),
+      " ",
+      svg("tspan", { class: "tl-time", x: x + width + 4 }, format(ms)),
+    );
+    row.append(label);
     row.addEventListener("click", () => open(index));
     row.addEventListener("keydown", (event) => {
       if (event.key === "Enter" || event.key === " ") {
