@@ -144,6 +144,22 @@ def test_steps_read_back_in_order_with_run_totals(store: Store, clock: Clock) ->
         "prompt_tokens": 10,
         "completion_tokens": 1,
     }
+    # Each step keeps when it was written, in UTC; to_dict gives it in ISO 8601.
+    start = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
+    assert [s.recorded_at for s in detail.steps] == [
+        start + timedelta(seconds=1),
+        start + timedelta(seconds=2),
+        start + timedelta(seconds=3),
+        start + timedelta(seconds=3),
+    ]
+    assert first.to_dict() == {
+        "sequence": 1,
+        "kind": "tool",
+        "round": 1,
+        "duration_ms": 2.5,
+        "payload": dict(first.payload),
+        "recorded_at": "2030-06-01T12:00:01+00:00",
+    }
     run = detail.run
     assert (run.run_id, run.kind, run.status) == ("r1", RunKind.RUN, RunStatus.RUNNING)
     assert (run.provider, run.zone, run.skill, run.actor) == ("ollama", "local", "edit", "ana")

@@ -252,7 +252,15 @@ class _Api:
         if detail is None:
             return _json_response({"error": "No run with this id is stored."}, status=404)
         # The stored payload holds the step's own keys, filtered: one renderer reads both.
-        steps = [{"sequence": s.sequence, **s.payload} for s in detail.steps]
+        # ``recorded_at`` (when the step was written, ISO 8601 UTC) places it in the waterfall.
+        steps = [
+            {
+                "sequence": s.sequence,
+                **s.payload,
+                "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
+            }
+            for s in detail.steps
+        ]
         return _json_response(
             {
                 "run": {**detail.run.to_dict(), "steps": detail.run.steps},

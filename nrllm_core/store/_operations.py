@@ -617,6 +617,7 @@ def get_run(
                 round=s.round,
                 duration_ms=s.duration_ms,
                 payload=_json.loads(s.payload),
+                recorded_at=s.recorded_at,
             )
             for s in steps
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, final
 
 import attrs
@@ -104,22 +104,37 @@ class RunCursor:
 @final
 @attrs.frozen(kw_only=True)
 class StoredStep:
-    """One persisted step; ``payload`` is the privacy-filtered copy, as stored."""
+    """One persisted step; ``payload`` is the privacy-filtered copy, as stored.
+
+    ``recorded_at`` is when the store wrote the step (UTC), so about when it ended; ``None``
+    for a step built without one.
+    """
 
     sequence: int
     kind: str
     round: int
     duration_ms: float
     payload: Mapping[str, Any]
+    recorded_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The step's keys; ``recorded_at`` in ISO 8601, UTC, or ``None``."""
         return {
             "sequence": self.sequence,
             "kind": self.kind,
             "round": self.round,
             "duration_ms": self.duration_ms,
             "payload": dict(self.payload),
+            "recorded_at": _iso_utc(self.recorded_at),
         }
+
+
+def _iso_utc(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
 
 
 @final

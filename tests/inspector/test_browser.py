@@ -824,6 +824,97 @@ def test_the_waterfall_has_a_bar_per_step_classed_by_kind_and_outcome(page):
     assert rows.nth(0).locator(".tl-bar").bounding_box()["width"] >= 2
 
 
+def test_a_waterfall_draws_steps_at_their_times_so_parallel_calls_overlap(page):
+    p = page.page
+    run = {"run_id": "w2", "kind": "run", "status": "completed", "started_at": None, "steps": 5}
+
+    def at(ms: int) -> str:
+        return f"2026-03-01T09:00:{ms // 1000:02d}.{ms % 1000:03d}000+00:00"
+
+    steps = [
+        {"sequence": 1, "kind": "start", "duration_ms": 0, "recorded_at": at(0)},
+        {"sequence": 2, "kind": "llm", "duration_ms": 200, "recorded_at": at(200)},
+        # Two calls of one turn ran at once: 200-500 ms and 250-450 ms.
+        {
+            "sequence": 3,
+            "kind": "tool",
+            "tool_name": "search",
+            "tool_outcome": "ok",
+            "duration_ms": 300,
+            "recorded_at": at(500),
+        },
+        {
+            "sequence": 4,
+            "kind": "tool",
+            "tool_name": "fetch",
+            "tool_outcome": "ok",
+            "duration_ms": 200,
+            "recorded_at": at(450),
+        },
+        {
+            "sequence": 5,
+            "kind": "finish",
+            "status": "completed",
+            "duration_ms": 0,
+            "recorded_at": at(1000),
+        },
+    ]
+    detail = {"run": run, "privacy_level": "metadata", "steps": steps, "decisions": []}
+    verdict = {"verified": True, "broken": None, "text": "Verified: fine.", "note": None}
+    p.route("**/api/runs", lambda route: fulfil_json(route, {"runs": [run], "next": None}))
+    p.route("**/api/runs/w2", lambda route: fulfil_json(route, detail))
+    p.route("**/api/runs/w2/verify", lambda route: fulfil_json(route, verdict))
+    rows = open_run(p, "w2")
+    assert p.locator("#run-detail svg.timeline").get_attribute("data-layout") == "time"
+    assert rows.count() == len(steps)
+    # Names and classes are as in the sequential layout.
+    assert rows.nth(2).locator("title").text_content() == "#3 tool search: 300 ms"
+    assert bar_classes(rows)[2:4] == ["tl-bar tl-kind-tool tl-ok", "tl-bar tl-kind-tool tl-ok"]
+    box = [rows.nth(i).locator(".tl-bar").bounding_box() for i in range(5)]
+    scale = box[4]["x"] - box[0]["x"]  # the finish, at 1000 ms
+    assert scale > 0
+
+    def ms(x: float) -> float:
+        return (x - box[0]["x"]) / scale * 1000
+
+    # Each bar ends at its recorded_at and starts its duration before.
+    assert ms(box[1]["x"]) == pytest.approx(0, abs=3)
+    assert ms(box[1]["x"] + box[1]["width"]) == pytest.approx(200, abs=3)
+    assert ms(box[2]["x"]) == pytest.approx(200, abs=3)
+    assert ms(box[3]["x"]) == pytest.approx(250, abs=3)
+    assert ms(box[3]["x"] + box[3]["width"]) == pytest.approx(450, abs=3)
+    # The two calls overlap: fetch starts before search ends.
+    assert box[3]["x"] < box[2]["x"] + box[2]["width"]
+    caption = p.locator("#run-detail figure.waterfall figcaption").inner_text()
+    assert "overlap" in caption
+
+
+def test_a_waterfall_with_a_step_without_a_time_is_laid_out_by_sequence(page):
+    p = page.page
+    run = {"run_id": "w3", "kind": "run", "status": "completed", "started_at": None, "steps": 3}
+    steps = [
+        {"sequence": 1, "kind": "llm", "duration_ms": 100, "recorded_at": "2026-03-01T09:00:00Z"},
+        {"sequence": 2, "kind": "tool", "tool_name": "a", "duration_ms": 100},
+        {
+            "sequence": 3,
+            "kind": "tool",
+            "tool_name": "b",
+            "duration_ms": 100,
+            "recorded_at": "2026-03-01T09:00:00Z",
+        },
+    ]
+    detail = {"run": run, "privacy_level": "metadata", "steps": steps, "decisions": []}
+    verdict = {"verified": True, "broken": None, "text": "Verified: fine.", "note": None}
+    p.route("**/api/runs", lambda route: fulfil_json(route, {"runs": [run], "next": None}))
+    p.route("**/api/runs/w3", lambda route: fulfil_json(route, detail))
+    p.route("**/api/runs/w3/verify", lambda route: fulfil_json(route, verdict))
+    rows = open_run(p, "w3")
+    assert p.locator("#run-detail svg.timeline").get_attribute("data-layout") == "sequence"
+    box = [rows.nth(i).locator(".tl-bar").bounding_box() for i in range(3)]
+    assert box[1]["x"] == pytest.approx(box[0]["x"] + box[0]["width"], abs=0.5)
+    assert box[2]["x"] == pytest.approx(box[1]["x"] + box[1]["width"], abs=0.5)
+
+
 def test_a_bar_opens_its_step_by_mouse_and_keyboard(page, seeded):
     p = page.page
     rows = open_run(p, "r4")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from starlette.testclient import TestClient
 
 from nrllm_core.inspector import create_app
 
-from .conftest import RUNS, seed_runs
+from .conftest import RUNS, T0, seed_runs
 
 TOKEN = "runs-token"
 ORIGIN = "http://127.0.0.1:8765"
@@ -170,6 +171,15 @@ def test_a_run_has_its_totals_from_its_steps(client: Any) -> None:
     assert client.get("/api/runs/r1").json()["totals"]["cached_tokens"] == 60
     quiet = client.get("/api/runs/r5").json()["totals"]
     assert (quiet["calls"], quiet["model_ms"], quiet["prompt_tokens"]) == (0, 0.0, 0)
+
+
+def test_a_runs_steps_say_when_they_were_recorded_for_the_waterfall(client: Any) -> None:
+    steps = client.get("/api/runs/r4").json()["steps"]
+    assert [step["sequence"] for step in steps] == [1, 2, 3, 4]
+    # The seeded clock stands at r4's start while its steps are written: ISO 8601, in UTC.
+    recorded = [datetime.fromisoformat(step["recorded_at"]) for step in steps]
+    assert recorded == [T0 + timedelta(hours=3)] * 4
+    assert all(step["recorded_at"].endswith("+00:00") for step in steps)
 
 
 # -- the audit chain's verdict ---------------------------------------------------------------

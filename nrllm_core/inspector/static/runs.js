@@ -188,7 +188,13 @@ export async function loadRun(runId) {
       el(
         "figure",
         { class: "waterfall" },
-        el("figcaption", { class: "muted", text: "Steps in order, each bar as long as the step took. Stored steps keep no start time, so each starts where the one before ended. Choose a step to open it below." }),
+        el("figcaption", {
+          class: "muted",
+          text:
+            chart.getAttribute("data-layout") === "time"
+              ? "Steps in order, each bar at its time from the run's first step, ending when the step was recorded and as long as it took, so calls run at once overlap. Choose a step to open it below."
+              : "Steps in order, each bar as long as the step took. Some steps have no recorded time, so each starts where the one before ended. Choose a step to open it below.",
+        }),
         chart,
       ),
       el("pre", { class: "pre", text: pretty(data.run) }),

@@ -1,8 +1,10 @@
 // A stored run as a waterfall: one SVG row per step, its bar as long as the step took.
 //
-// A stored step keeps its sequence and its duration, not the moment it started, so each bar
-// starts where the one before it ended: the waterfall shows the run's steps in order and how
-// long each took, not clock times (calls a turn ran at once are drawn one after another).
+// A stored step keeps its duration and recorded_at, when the store wrote it (about when it
+// ended), so a bar ends at its step's offset from the run's first step and starts duration_ms
+// before that (not before 0): calls a turn ran at once overlap. When any step has no time,
+// each bar starts where the one before it ended: the order and how long each took, not clock
+// times.
 // Every string from the server becomes a text node (textContent); nothing here parses markup.
 
 import { asText } from "./dom.js";
@@ -60,10 +62,42 @@ function cut(text) {
   return text.length > NAME_CHARS ? `${text.slice(0, NAME_CHARS - 1)}…` : text;
 }
 
+// When the step was written, in ms since the epoch, or null.
+function recordedAt(step) {
+  const at = step?.recorded_at;
+  if (typeof at !== "string") return null;
+  const ms = Date.parse(at);
+  return Number.isFinite(ms) ? ms : null;
+}
+
+// Where each bar starts and how long it is, in ms from the run's first step: by the steps'
+// times when every step has one, else one after another by sequence.
+export function layout(steps) {
+  const ends = steps.map(recordedAt);
+  if (steps.length > 0 && ends.every((end) => end !== null)) {
+    const origin = ends[0];
+    const spans = steps.map((step, index) => {
+      const end = Math.max(0, ends[index] - origin);
+      const start = Math.max(0, end - milliseconds(step ?? {}));
+      return { start, length: end - start };
+    });
+    return { timed: true, spans, total: Math.max(0, ...spans.map((span) => span.start + span.length)) };
+  }
+  let elapsed = 0;
+  const spans = steps.map((step) => {
+    const length = milliseconds(step ?? {});
+    const span = { start: elapsed, length };
+    elapsed += length;
+    return span;
+  });
+  return { timed: false, spans, total: elapsed };
+}
+
 // steps: the run's stored steps, in sequence order. open(index) shows the step's card.
-// format(ms) writes a duration. Answers an <svg> with one focusable row per step.
+// format(ms) writes a duration. Answers an <svg> with one focusable row per step; its
+// data-layout says "time" (bars at their steps' times) or "sequence" (one after another).
 export function timeline(steps, { open, format }) {
-  const total = steps.reduce((sum, step) => sum + milliseconds(step), 0);
+  const { timed, spans, total } = layout(steps);
   const span = WIDTH - LABEL - TIME;
   const height = TOP + steps.length * ROW + 4;
   const chart = svg("svg", {
@@ -73,6 +107,7 @@ export function timeline(steps, { open, format }) {
     viewBox: `0 0 ${WIDTH} ${height}`,
     role: "group",
     "aria-label": "Timeline of the run's steps, in order, each as long as it took",
+    "data-layout": timed ? "time" : "sequence",
   });
   chart.append(
     svg("text", { class: "tl-axis", x: LABEL, y: 12 }, "0"),
@@ -80,7 +115,6 @@ export function timeline(steps, { open, format }) {
     svg("line", { class: "tl-axis-line", x1: LABEL, y1: TOP - 4, x2: LABEL + span, y2: TOP - 4 }),
   );
   const rows = [];
-  let elapsed = 0;
   steps.forEach((given, index) => {
     const step = given ?? {};
     const ms = milliseconds(step);
@@ -88,9 +122,9 @@ export function timeline(steps, { open, format }) {
     const kind = kindClass(step.kind);
     const name = rowName(step);
     const y = TOP + index * ROW;
-    const x = LABEL + (total > 0 ? (elapsed / total) * span : 0);
-    const width = Math.max(MIN_BAR, total > 0 ? (ms / total) * span : 0);
-    elapsed += ms;
+    const { start, length } = spans[index];
+    const x = LABEL + (total > 0 ? (start / total) * span : 0);
+    const width = Math.max(MIN_BAR, total > 0 ? (length / total) * span : 0);
     const state = outcome === "ok" ? "" : ` (${outcome})`;
     const title = `${name}${state}: ${format(ms)}`;
     const shown = cut(name);
