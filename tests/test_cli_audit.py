@@ -150,7 +150,10 @@ def test_runs_show_json_is_the_run_and_its_filtered_steps(config: Path, store: S
     assert set(shown["run"]) == RUN_KEYS
     assert shown["run"]["actor"] == "ana"
     assert [s["sequence"] for s in shown["steps"]] == [1, 2, 3]
-    assert shown["steps"][0] == {
+    first = shown["steps"][0]
+    # When it was written, in ISO 8601 UTC.
+    assert datetime.fromisoformat(first.pop("recorded_at")).utcoffset() == timedelta(0)
+    assert first == {
         "sequence": 1,
         "kind": "tool",
         "round": 1,
