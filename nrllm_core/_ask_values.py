@@ -104,7 +104,7 @@ QuestionHandler = Callable[[Question], PersonAnswer]
 
 class ToolAsks(Protocol):
     """What a call's context may ask of its run (``ToolContext.asks``); a run makes it, and
-    the seam binds it to the tool it admits (:meth:`of`)."""
+    each call runs with it bound to the tool admitted for it (:meth:`of`)."""
 
     def of(self, tool: str, data_class: DataClass) -> ToolAsks: ...
 

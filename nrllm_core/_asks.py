@@ -22,6 +22,7 @@ from nrllm_core._ask_values import (
     Question,
     QuestionHandler,
 )
+from nrllm_core._bounds import bound_content
 from nrllm_core._messages import ProviderError
 from nrllm_core._payloads import RunStep, StepKind
 from nrllm_core._providers import build_provider, closed, complete
@@ -62,7 +63,7 @@ class RunAsks:
         self._lock = threading.Lock()
 
     def of_call(self, call_id: str) -> CallAsks:
-        """The asks of one call, before the seam knows its tool (:meth:`CallAsks.of`)."""
+        """The asks of one call, before its tool is admitted (:meth:`CallAsks.of`)."""
         return CallAsks(run=self, call_id=call_id)
 
 
@@ -70,12 +71,12 @@ class RunAsks:
 @attrs.frozen(kw_only=True)
 class CallAsks:
     """What one call may ask of its run (``ToolContext.ask_model``, ``ask_person``): the
-    seam binds it to the tool it admitted, whose data class decides which model may read
+    run binds it to the tool admitted for the call, whose data class decides which model may read
     what the call sends. Unbound, every ask is refused."""
 
     run: RunAsks
     call_id: str
-    # The admitted tool's name and data class; ``None`` until the seam admits it.
+    # The admitted tool's name and data class; ``None`` until the call is admitted.
     tool: str | None = None
     data_class: DataClass | None = None
 
@@ -163,6 +164,8 @@ class CallAsks:
 
     def person(self, message: str, schema: Mapping[str, Any]) -> PersonAnswer:
         run, (tool, _) = self.run, self._tool()
+        # Bounded as a tool's content is: it goes to a person's screen and to the audit.
+        message = bound_content(message)
         question = Question(
             run_id=run._recorder.run_id,
             call_id=self.call_id,

@@ -375,8 +375,10 @@ def watched(
     on_progress: Callable[[float, float | None, str | None], None] | None,
     abandoned: threading.Event,
 ) -> Admitted:
-    """``admitted`` whose context carries a run's ``on_progress`` and ``abandoned``."""
-    context = admitted.context
+    """``admitted`` whose context carries a run's ``on_progress`` and ``abandoned``, and what
+    the call may ask of its run bound to the admitted tool."""
+    context, tool = admitted.context, admitted.registered
+    asks = None if context.asks is None else context.asks.of(tool.name, tool.data_class)
     # Built directly, as ``own_context`` does: every call of a turn goes through here.
     return _new_admitted(
         registered=admitted.registered,
@@ -389,20 +391,16 @@ def watched(
             deps=context.deps,
             on_progress=on_progress,
             abandoned=abandoned,
-            asks=context.asks,
+            asks=asks,
         ),
     )
 
 
 def own_context(context: ToolContext, registered: RegisteredTool) -> ToolContext:
     """The context as ``registered``'s tool gets it: with its own plugin's entry of the host's
-    settings only (its typed settings, else a read-only copy of its section, else ``{}``),
-    and what it asks of its run bound to this tool."""
+    settings only (its typed settings, else a read-only copy of its section, else ``{}``)."""
     everything = context.settings
-    asks = context.asks
-    if asks is not None:
-        asks = asks.of(registered.name, registered.data_class)
-    if everything is NO_SETTINGS and asks is None:
+    if everything is NO_SETTINGS:
         # Nothing to narrow: the context already is the tool's own (frozen, so it can be shared).
         return context
     section = everything.get(registered.plugin) if _is_mapping(everything) else None
@@ -420,7 +418,7 @@ def own_context(context: ToolContext, registered: RegisteredTool) -> ToolContext
         deps=context.deps,
         on_progress=context.on_progress,
         abandoned=context.abandoned,
-        asks=asks,
+        asks=context.asks,
     )
 
 

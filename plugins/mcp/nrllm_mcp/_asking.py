@@ -25,9 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Asking"]
 
-# The most text one sampling request may send to a model, and one question may show a person.
+# The most text one sampling request may send to a model.
 _MAX_SAMPLING_BYTES: Final = 65_536
-_MAX_QUESTION_CHARS: Final = 8_192
 # How often a call waiting for the session's turn looks at whether it was abandoned.
 _TURN_POLL_SECONDS: Final = 0.05
 
@@ -144,9 +143,7 @@ class Asking:
             logger().info("nrllm.mcp.elicitation_url_declined", server=self.settings.name)
             return ElicitResult(action="decline")
         schema = dict(params.requested_schema)
-        answer = await asyncio.to_thread(
-            current.context.ask_person, params.message[:_MAX_QUESTION_CHARS], schema
-        )
+        answer = await asyncio.to_thread(current.context.ask_person, params.message, schema)
         content = None if answer.content is None else dict(answer.content)
         return ElicitResult(action=answer.action.value, content=content)
 
