@@ -57,7 +57,7 @@ if TYPE_CHECKING:
         ToolCallStarted,
         ToolProgress,
     )
-    from nrllm_core._flows import InvokeOptions, RunOptions
+    from nrllm_core._flows import InvokeOptions, RunOptions, SubmitOptions
     from nrllm_core._gate import (
         DenialReason,
         GateDecision,
@@ -176,6 +176,7 @@ __all__ = [
     "StoreConfig",
     "StreamEvent",
     "StreamRestarted",
+    "SubmitOptions",
     "Suspended",
     "TextDelta",
     "ThinkingDelta",
@@ -327,6 +328,7 @@ _LAZY_MODULES: Final = {
     "nrllm_core._flows": (
         "InvokeOptions",
         "RunOptions",
+        "SubmitOptions",
     ),
     "nrllm_core._loop": ("PendingCall",),
     "nrllm_core._provider_sections": ("ProviderKinds",),

@@ -1,5 +1,6 @@
 """An approval: a person's decision on a suspended turn, claimed once and written to the
-audit before anything runs, then the run resumed from that turn."""
+audit before anything runs, then the run resumed from that turn (a submitted direct call's
+run: its one call, with no model)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nrllm_core._config import HostConfig
+from nrllm_core._direct_flow import resumed_call
 from nrllm_core._gate import live_gate
 from nrllm_core._loop import SuspendedRunState, TerminationReason, resumed_segment
 from nrllm_core._outcome import RunOutcome
@@ -44,11 +46,12 @@ def approval_flow(
     recorder = parts.recorder(
         config, run_id, first_sequence=parts.store.last_sequence(run_id) + 1, on_event=on_event
     )
+    zone = state.zone if state.kind != "run" else config.zone_for(state.provider)
     start = functools.partial(
         start_step,
         config,
-        "run",
-        config.zone_for(state.provider).value,
+        state.kind,
+        None if zone is None else zone.value,
         provider=state.provider,
         skill=state.skill,
         trace_context=claim.trace_context,
@@ -82,6 +85,8 @@ def _resume_segment(
             run_id, "the approval could not be written to the audit; nothing was executed"
         )
         return parts.settle(recorder, config, outcome, reason=TerminationReason.AUDIT_UNAVAILABLE)
+    if state.kind != "run":
+        return (yield from resumed_call(parts, recorder, config, state, approve, deps))
     report = parts.gate(config, provider=state.provider, skill=state.skill, actor=actor)
     catalog = parts.pm.catalog()
     permits = live_gate(

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
 from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive, in_thread
 from nrllm_core._events import AsyncEventStream, StreamEvent
-from nrllm_core._flows import InvokeOptions, RunOptions
+from nrllm_core._flows import InvokeOptions, RunOptions, SubmitOptions
 from nrllm_core._host import Host
 from nrllm_core._loop import RunCancelled
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._providers import aclosed
 from nrllm_core._segment import Drive, Flow, record_step
+from nrllm_core._suspension import RefusalReason
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -96,10 +97,22 @@ class AsyncHost:
         """:meth:`Host.invoke`, awaited (``approve`` is called in a worker thread)."""
         return await self._walk(self.host.flows.invoke(tool_name, arguments, **options), NOBODY)
 
-    def cancel(self, run_id: str, *, by: str | None = None) -> bool:
+    async def submit(
+        self, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[SubmitOptions]
+    ) -> RunOutcome:
+        """:meth:`Host.submit`, awaited."""
+        return await self._walk(self.host.flows.submit(tool_name, arguments, **options), NOBODY)
+
+    def cancel(
+        self,
+        run_id: str,
+        *,
+        by: str | None = None,
+        reason: RefusalReason = RefusalReason.CANCELLED,
+    ) -> bool:
         """:meth:`Host.cancel`: callable from any thread or task (a suspended run is ended
         with one write to the store, made in the caller's thread)."""
-        return self.host.cancel(run_id, by=by)
+        return self.host.cancel(run_id, by=by, reason=reason)
 
     async def pending(self, run_id: str) -> RunOutcome | None:
         """:meth:`Host.pending`, awaited."""

@@ -1,11 +1,16 @@
 """A direct call: one tool call through the seam, recorded as a one-call run (``nrllm
-invoke``, or a call an MCP client makes), gated and approved when the caller asks for it."""
+invoke``, or a call an MCP client makes), gated and approved when the caller asks for it.
+
+A call is asked about in place (``Host.invoke``'s ``approve``) or, submitted
+(``Host.submit``), suspends its run as a model's turn does: sealed in the store, so that any
+host sharing the store and the state key decides it, and approved, runs it with no model."""
 
 from __future__ import annotations
 
+import enum
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any, final
+from typing import Any, Final, cast, final
 
 import attrs
 
@@ -13,8 +18,18 @@ from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import HostConfig
 from nrllm_core._gate import decide, gate_step, live_gate
 from nrllm_core._invoke import new_call_id, new_run_id, refuse
-from nrllm_core._loop import PendingCall, TerminationReason, single_call, turn_digest
-from nrllm_core._messages import ToolCall
+from nrllm_core._label import RunLabel
+from nrllm_core._loop import (
+    LoopOutcome,
+    PendingCall,
+    SuspendedRunState,
+    TerminationReason,
+    ToolLoopResult,
+    single_call,
+    turn_digest,
+)
+from nrllm_core._messages import ToolCall, Usage
+from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._preview import preview_lines
 from nrllm_core._recorder import RunRecorder
@@ -31,7 +46,7 @@ from nrllm_core._suspension import ApprovalRefused, RefusalReason, check_approve
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor, TrustZone
 
-__all__ = ["NoApprover", "direct_flow"]
+__all__ = ["NoApprover", "direct_flow", "resumed_call", "submit_flow"]
 
 
 class NoApprover(Exception):
@@ -66,6 +81,15 @@ class NoApprover(Exception):
 _REFUSALS = frozenset({"denied", "cancelled", "unanswered", "refused"})
 
 
+class _Nobody(enum.Enum):
+    """Who a submitted call that needs approval asks: nobody here; its run suspends."""
+
+    SUSPEND = "suspend"
+
+
+SUSPEND: Final = _Nobody.SUSPEND
+
+
 def direct_flow(
     parts: HostParts,
     tool_name: str,
@@ -82,6 +106,68 @@ def direct_flow(
 ) -> Flow[WirePayload]:
     """The call as a run: started, gated when a provider or zone is named, approved when
     ``approve`` is given and the tool needs it, driven, then settled."""
+    outcome = yield from _call_flow(
+        parts,
+        tool_name,
+        arguments,
+        provider=provider,
+        zone=zone,
+        skill=skill,
+        kind=kind,
+        approve=approve,
+        actor=actor,
+        on_event=on_event,
+        deps=deps,
+    )
+    # Only a submitted call suspends: this one was answered.
+    return cast(WirePayload, outcome.call)
+
+
+def submit_flow(
+    parts: HostParts,
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    zone: TrustZone | None = None,
+    skill: str | None = None,
+    kind: str = "invoke",
+    actor: Actor | None = None,
+    on_event: Callable[[TraceEvent], None] | None = None,
+    deps: Any = None,
+) -> Flow[RunOutcome]:
+    """The call as a run, as :func:`direct_flow`; a tool that needs approval suspends it."""
+    return (
+        yield from _call_flow(
+            parts,
+            tool_name,
+            arguments,
+            provider=provider,
+            zone=zone,
+            skill=skill,
+            kind=kind,
+            approve=SUSPEND,
+            actor=actor,
+            on_event=on_event,
+            deps=deps,
+        )
+    )
+
+
+def _call_flow(
+    parts: HostParts,
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    *,
+    provider: str | None,
+    zone: TrustZone | None,
+    skill: str | None,
+    kind: str,
+    approve: Callable[[PendingCall, str], str | None] | _Nobody | None,
+    actor: Actor | None,
+    on_event: Callable[[TraceEvent], None] | None,
+    deps: Any,
+) -> Flow[RunOutcome]:
     from nrllm_core.store import RunKind
 
     config = parts.config
@@ -102,7 +188,7 @@ def direct_flow(
         actor=actor.id,
     )
     asked = None
-    if approve is not None:
+    if approve is not None and approve is not SUSPEND:
         asked = _Asked(
             config=config, approve=approve, initiator=actor, provider=provider, skill=skill
         )
@@ -123,26 +209,133 @@ def direct_flow(
             context = parts.context_for(recorder, actor, config, deps)(new_call_id())
             registered = parts.pm.catalog().get(tool_name)
             if (
-                asked is not None
+                approve is not None
                 and registered is not None
                 and registered.requires_approval
                 and (permits is None or permits(registered))
             ):
+                if asked is None:
+                    where = _Where(kind=kind, provider=provider, zone=zone, skill=skill)
+                    return _suspended(parts, recorder, registered, arguments, context, where)
                 wire = yield from _approved_call(
                     parts, registered, arguments, context, recorder, asked, permits
                 )
             else:
                 core = single_call(parts.pm, tool_name, arguments, context, permits)
                 wire = yield Drive(core=core, recorder=recorder, limits=config.run)
-            if recorder.audit_failures and registered is not None and registered.effect.is_write:
-                # The write ran but its record did not: the run says so (fail closed).
-                parts.finish(recorder, RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE)
-            else:
-                parts.finish(recorder, RunStatus.COMPLETED, TerminationReason.COMPLETED)
+            return _answered(parts, recorder, registered, wire)
         except Exception:
             parts.crashed(recorder)
             raise
-    return wire
+
+
+def _answered(
+    parts: HostParts,
+    recorder: RunRecorder,
+    registered: RegisteredTool | None,
+    wire: WirePayload,
+) -> RunOutcome:
+    """The run settled with its call answered."""
+    status, reason = RunStatus.COMPLETED, TerminationReason.COMPLETED
+    if recorder.audit_failures and registered is not None and registered.effect.is_write:
+        # The write ran but its record did not: the run says so (fail closed).
+        status, reason = RunStatus.FAILED, TerminationReason.AUDIT_UNAVAILABLE
+    status, reason = parts.finish(recorder, status, reason)
+    return RunOutcome(
+        run_id=recorder.run_id,
+        status=status,
+        termination_reason=reason.value,
+        final_content=wire.content,
+        call=wire,
+    )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _Where:
+    """What a suspended direct call keeps of where it runs, to run there when approved."""
+
+    kind: str
+    provider: str | None
+    zone: TrustZone | None
+    skill: str | None
+
+
+def _suspended(
+    parts: HostParts,
+    recorder: RunRecorder,
+    registered: RegisteredTool,
+    arguments: Mapping[str, Any],
+    context: ToolContext,
+    where: _Where,
+) -> RunOutcome:
+    """The run parked on its one call, sealed as a model's turn is, for whoever decides it."""
+    pending = _pending(registered, arguments, context)
+    state = SuspendedRunState(
+        messages=(),
+        pending=(pending,),
+        iterations=0,
+        usage=Usage(),
+        provider=where.provider,
+        skill=where.skill,
+        offered_names=(registered.name,),
+        actor=context.actor,
+        max_rounds=1,
+        run_id=recorder.run_id,
+        nonce=secrets.token_hex(16),
+        # A person's call: it read nothing a model could have been steered by.
+        label=RunLabel(),
+        kind=where.kind,
+        zone=where.zone,
+    )
+    result = ToolLoopResult(
+        final_content="",
+        invocations=(),
+        iterations=0,
+        truncated=False,
+        usage=Usage(),
+        termination_reason=TerminationReason.AWAITING_APPROVAL,
+    )
+    return parts.settle(recorder, parts.config, LoopOutcome(result=result, suspended=state))
+
+
+def resumed_call(
+    parts: HostParts,
+    recorder: RunRecorder,
+    config: HostConfig,
+    state: SuspendedRunState,
+    approved: bool,
+    deps: Any,
+) -> Flow[RunOutcome]:
+    """A submitted call as the person decided it (the decision recorded already): refused, or
+    run when the live gate still permits it; then the run settled."""
+    (pending,) = state.pending
+    actor = state.actor
+    context = parts.context_for(recorder, actor, config, deps)(pending.call_id)
+    permits = None
+    if state.provider is not None or state.zone is not None:
+        permits = live_gate(
+            parts.pm,
+            parts.load,
+            provider=state.provider,
+            skill=state.skill,
+            actor=actor,
+            zone=state.zone,
+        )
+    registered = parts.pm.catalog().get(pending.name)
+    refusal = None
+    if not approved:
+        refusal = f'Error: tool "{pending.name}" was denied by the operator.'
+    elif registered is None or (permits is not None and not permits(registered)):
+        refusal = f'Error: tool "{pending.name}" is no longer permitted and was not executed.'
+    if refusal is not None:
+        wire = refuse(
+            parts.pm, pending.name, pending.arguments, refusal, context=context, recorder=recorder
+        )
+    else:
+        core = single_call(parts.pm, pending.name, pending.arguments, context, permits)
+        wire = yield Drive(core=core, recorder=recorder, limits=config.run)
+    return _answered(parts, recorder, registered, wire)
 
 
 def _gate(
@@ -184,16 +377,8 @@ def _approved_call(
 ) -> Flow[WirePayload]:
     """Ask about one call, hold the answer to the one approver rule, record it, then run or
     refuse the call (the live gate decides again: the person may have taken a while)."""
-    call = ToolCall(id=context.call_id, name=registered.name, arguments=dict(arguments))
-    lines, failed = preview_lines(registered, call, context)
-    pending = PendingCall(
-        call_id=call.id,
-        name=call.name,
-        arguments=dict(arguments),
-        requires_approval=True,
-        preview=lines,
-        preview_failed=failed,
-    )
+    pending = _pending(registered, arguments, context)
+    call = ToolCall(id=pending.call_id, name=pending.name, arguments=pending.arguments)
     digest = turn_digest(context.run_id, secrets.token_hex(16), [pending])
     refusal: NoApprover | None = None
     try:
@@ -234,6 +419,22 @@ def _approved_call(
     core = single_call(parts.pm, call.name, arguments, context, permits)
     wire: WirePayload = yield Drive(core=core, recorder=recorder, limits=asked.config.run)
     return wire
+
+
+def _pending(
+    registered: RegisteredTool, arguments: Mapping[str, Any], context: ToolContext
+) -> PendingCall:
+    """The call a person is asked about, with its tool's preview."""
+    call = ToolCall(id=context.call_id, name=registered.name, arguments=dict(arguments))
+    lines, failed = preview_lines(registered, call, context)
+    return PendingCall(
+        call_id=call.id,
+        name=call.name,
+        arguments=dict(arguments),
+        requires_approval=True,
+        preview=lines,
+        preview_failed=failed,
+    )
 
 
 @final

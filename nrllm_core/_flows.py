@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypedDict, Unpack, final
 
 from nrllm_core._approval_flow import approval_flow
-from nrllm_core._direct_flow import direct_flow
+from nrllm_core._direct_flow import direct_flow, submit_flow
 from nrllm_core._drive import Cancellation
 from nrllm_core._loop import PendingCall, TerminationReason
 from nrllm_core._outcome import RunOutcome
@@ -21,7 +21,7 @@ from nrllm_core._suspension import RefusalReason
 from nrllm_core._values import Actor, TrustZone
 from nrllm_core.log import logger
 
-__all__ = ["Flows", "InvokeOptions", "RunOptions"]
+__all__ = ["Flows", "InvokeOptions", "RunOptions", "SubmitOptions"]
 
 
 class RunOptions(TypedDict, total=False):
@@ -39,18 +39,24 @@ class RunOptions(TypedDict, total=False):
     approve: Callable[[tuple[PendingCall, ...], str], str | None] | None
 
 
-class InvokeOptions(TypedDict, total=False):
-    """The keyword arguments of ``invoke``, each optional: ``provider``, ``zone``, ``skill``,
-    ``kind``, ``approve``, ``actor``, ``on_event`` and ``deps``."""
+class SubmitOptions(TypedDict, total=False):
+    """The keyword arguments of ``submit``, each optional: ``provider``, ``zone``, ``skill``,
+    ``kind``, ``actor``, ``on_event`` and ``deps``."""
 
     provider: str | None
     zone: TrustZone | None
     skill: str | None
     kind: str
-    approve: Callable[[PendingCall, str], str | None] | None
     actor: Actor | None
     on_event: Callable[[TraceEvent], None] | None
     deps: Any
+
+
+class InvokeOptions(SubmitOptions, total=False):
+    """The keyword arguments of ``invoke``, each optional: those of ``submit`` and
+    ``approve``."""
+
+    approve: Callable[[PendingCall, str], str | None] | None
 
 
 @final
@@ -93,6 +99,11 @@ class Flows:
     ) -> Flow[WirePayload]:
         return direct_flow(self.parts, tool_name, arguments, **options)
 
+    def submit(
+        self, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[SubmitOptions]
+    ) -> Flow[RunOutcome]:
+        return submit_flow(self.parts, tool_name, arguments, **options)
+
     @contextlib.contextmanager
     def cancellable(self, run_id: str) -> Iterator[Cancellation]:
         """The cancellation of ``run_id`` while a driver drives one of its loop cores."""
@@ -105,9 +116,19 @@ class Flows:
             with self._running_lock:
                 self._running.pop(run_id, None)
 
-    def cancel(self, run_id: str, *, by: str | None = None) -> bool:
+    def cancel(
+        self,
+        run_id: str,
+        *,
+        by: str | None = None,
+        reason: RefusalReason = RefusalReason.CANCELLED,
+    ) -> bool:
         """Cancel the run of that id being driven now, else end it if it is suspended (``by``,
-        default the configured actor, is recorded as who did); ``False`` when neither."""
+        default the configured actor, is recorded as who did, and ``reason`` as the decision:
+        ``cancelled``, or ``unanswered`` for a question nobody answered); ``False`` when
+        neither."""
+        if reason not in _ENDINGS:
+            raise ValueError(f"a run is ended as cancelled or unanswered, not {reason.value}")
         with self._running_lock:
             cancellation = self._running.get(run_id)
         if cancellation is not None:
@@ -131,9 +152,14 @@ class Flows:
                 approver=by,
                 turn_digest=digest,
                 decided_at=parts.clock(),
-                reason=RefusalReason.CANCELLED.value,
+                reason=reason.value,
+                decision=reason.value,
             )
         )
         # The run settled with the cancellation; this settles nothing and commits the step.
         parts.finish(recorder, RunStatus.CANCELLED, TerminationReason.CANCELLED)
         return True
+
+
+# How a suspended run can be ended without a decision on its turn.
+_ENDINGS = frozenset({RefusalReason.CANCELLED, RefusalReason.UNANSWERED})

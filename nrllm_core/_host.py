@@ -20,14 +20,14 @@ from nrllm_core._ask_values import QuestionHandler
 from nrllm_core._config import HostConfig, config_loader
 from nrllm_core._drive import NOBODY, Driver, Watchers, drive
 from nrllm_core._events import EventStream, StreamEvent
-from nrllm_core._flows import Flows, InvokeOptions, RunOptions
+from nrllm_core._flows import Flows, InvokeOptions, RunOptions, SubmitOptions
 from nrllm_core._gate import GateReport
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._outcome import RunOutcome
 from nrllm_core._payloads import TraceEvent, WirePayload
 from nrllm_core._providers import closed
 from nrllm_core._segment import Drive, Flow, HostParts, record_step
-from nrllm_core._suspension import Suspensions
+from nrllm_core._suspension import RefusalReason, Suspensions
 from nrllm_core._values import Actor
 
 if TYPE_CHECKING:
@@ -207,6 +207,22 @@ class Host:
         """
         return self._walk(self.flows.invoke(tool_name, arguments, **options), NOBODY)
 
+    def submit(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        **options: Unpack[SubmitOptions],
+    ) -> RunOutcome:
+        """One direct call as :meth:`invoke` makes it, except that a tool that needs approval
+        (and passes the gate) is not asked about here: its run suspends on the call, as a
+        model's turn does, sealed in the store, and :meth:`approve` of any host sharing the
+        store and the state key decides it; approved, the call runs (the live gate decides
+        again) and the run ends, with no model. The outcome is ``awaiting_approval`` with the
+        call in ``pending`` and the turn's digest, or the run settled with the call's answer
+        in ``call`` (and its content in ``final_content``), as :meth:`approve` reports it too.
+        """
+        return self._walk(self.flows.submit(tool_name, arguments, **options), NOBODY)
+
     def approve(
         self,
         run_id: str,
@@ -251,14 +267,22 @@ class Host:
 
         return self.store.list_runs(None if status is None else RunStatus(status))
 
-    def cancel(self, run_id: str, *, by: str | None = None) -> bool:
+    def cancel(
+        self,
+        run_id: str,
+        *,
+        by: str | None = None,
+        reason: RefusalReason = RefusalReason.CANCELLED,
+    ) -> bool:
         """Cancel a run this host is driving now, from any thread: its pending calls never
         start, the model is not asked again, and the run settles ``cancelled``. A run that
         waits for an approval (of any host or process) is ended too: its sealed state
         destroyed, its turn decided ``cancelled`` by ``by`` (default: the configured actor),
-        recorded in the audit, and a later approval refused (``RefusalReason.CANCELLED``).
-        ``False`` when the run is neither driven here nor suspended."""
-        return self.flows.cancel(run_id, by=by)
+        or ``unanswered`` when ``reason`` is ``RefusalReason.UNANSWERED`` (a question that got
+        no answer), recorded in the audit, and a later approval refused
+        (``RefusalReason.CANCELLED``). ``False`` when the run is neither driven here nor
+        suspended."""
+        return self.flows.cancel(run_id, by=by, reason=reason)
 
     # -- driving -----------------------------------------------------------------------------
 

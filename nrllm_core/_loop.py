@@ -20,14 +20,7 @@ from nrllm_core import _json
 from nrllm_core._catalog import RegisteredTool
 from nrllm_core._config import MAX_ROUNDS_CAP, MAX_ROUNDS_DEFAULT, RunConfig
 from nrllm_core._handles import Handle, Handles, Keeper, UnknownHandle
-from nrllm_core._invoke import (
-    REFUSED,
-    Admitted,
-    Executed,
-    admit,
-    deliver,
-    result_integrity,
-)
+from nrllm_core._invoke import REFUSED, Admitted, Executed, admit, deliver, result_integrity
 from nrllm_core._label import RunLabel
 from nrllm_core._manager import PluginManager
 from nrllm_core._messages import (
@@ -162,6 +155,10 @@ class SuspendedRunState:
     label: RunLabel = attrs.field(factory=RunLabel.unknown)
     # The results the run keeps as handles, values and all (the state is sealed).
     handles: tuple[Handle, ...] = ()
+    # A direct call's (``Host.submit``) run kind and zone: approved, that one call runs, and
+    # the run ends without a model.
+    kind: str = "run"
+    zone: TrustZone | None = None
 
     @property
     def initiator(self) -> str:

@@ -9,6 +9,7 @@ import attrs
 from nrllm_core._label import LabelSource
 from nrllm_core._loop import PendingCall
 from nrllm_core._messages import Usage
+from nrllm_core._payloads import WirePayload
 from nrllm_core._status import RunStatus
 
 __all__ = ["RunOutcome", "pending_dict"]
@@ -21,7 +22,8 @@ def _status(value: RunStatus | str | None) -> RunStatus | None:
 @final
 @attrs.frozen(kw_only=True)
 class RunOutcome:
-    """What ``run`` and ``approve`` report; the same shape as ``nrllm run --json``."""
+    """What ``run``, ``submit`` and ``approve`` report; the same shape as ``nrllm run
+    --json``."""
 
     run_id: str
     # A status named by its string is checked against RunStatus; a refused approval reports
@@ -38,6 +40,9 @@ class RunOutcome:
     # For a suspended turn: the calls whose untrusted results the model had read when it
     # asked for it (what could have steered it), for the person who decides.
     untrusted: tuple[LabelSource, ...] = ()
+    # A direct call's answer (``Host.submit``, and the approval of a call it suspended), as
+    # its caller gets it: ``final_content`` is its content.
+    call: WirePayload | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -176,9 +176,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 @pytest.fixture(params=["sync", "async"])
 def driven(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test once with ``Host`` as it is and once with ``Host.run``/``approve``/
-    ``invoke`` going through :class:`AsyncHost` on an event loop: one suite, both drivers."""
+    ``invoke``/``submit`` going through :class:`AsyncHost` on an event loop: one suite, both
+    drivers."""
     if request.param == "async":
-        for name in ("run", "approve", "invoke"):
+        for name in ("run", "approve", "invoke", "submit"):
             monkeypatch.setattr(Host, name, _through_async_host(name))
     return str(request.param)
 

@@ -420,7 +420,7 @@ def test_cancel_ends_a_suspended_run_and_records_who_did(make_host, backend):
     detail = host.store.get_run(run_id)
     approval, finish = detail.steps[-2].payload, detail.steps[-1].payload
     assert (approval["decision"], approval["approver"], approval["reason"]) == (
-        "denied",
+        "cancelled",
         "carol",
         "cancelled",
     )
