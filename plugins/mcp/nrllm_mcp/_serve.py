@@ -16,11 +16,11 @@ from nrllm_core import Actor, Host, NoApprover, RefusalReason, TrustZone
 from nrllm_mcp._serve_approval import (
     APPROVAL_REQUEST,
     APPROVER_SUFFIX,
-    MAX_WAIT_SECONDS,
-    Waiting,
-    arguments_digest,
     decided,
     question,
+    refusal,
+    request_state,
+    waiting_turn,
 )
 
 if TYPE_CHECKING:
@@ -94,8 +94,6 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             ]
         )
 
-    waiting = Waiting()
-
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -104,18 +102,20 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         actor = request_actor(ctx)
         approver = f"{(actor or host.config.actor()).id} {APPROVER_SUFFIX}"
         if params.request_state is not None or params.input_responses:
-            # A second round: it goes on with a waiting call of the same person, never starts
-            # one.
-            return await _resumed(waiting, params, name, arguments, approver)
+            # A second round: it decides a waiting call of the same person, never starts one.
+            return await anyio.to_thread.run_sync(
+                _resumed, host, params, name, arguments, actor or host.config.actor(), approver
+            )
         elicits = ctx.session.check_client_capability(
             types.ClientCapabilities(elicitation=types.ElicitationCapability())
         )
         modern = ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
+        four_eyes = host.config.four_eyes(served.provider, served.skill)
+
         # Without elicitation, or under four-eyes, nobody here can approve: the call is still
         # a run, whose approval step records the denial and whose tool step the refusal.
         def approve(pending: Any, digest: str) -> str:
-            four_eyes = host.config.four_eyes(served.provider, served.skill)
             if not elicits or four_eyes:
                 from nrllm_core.log import logger
 
@@ -129,8 +129,10 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         def call() -> Any:
             return _invoked(host, served, name, arguments, actor=actor, approve=approve)
 
-        if modern and elicits:
-            return await _first_round(host, served, waiting, name, arguments, approver, actor)
+        if modern and elicits and not four_eyes:
+            return await anyio.to_thread.run_sync(
+                _first_round, host, served, name, arguments, actor
+            )
         wire = await anyio.to_thread.run_sync(call)
         return _text(wire.content, is_error=wire.is_error)
 
@@ -161,108 +163,106 @@ def _invoked(
     )
 
 
-async def _first_round(
-    host: Host,
-    served: Served,
-    waiting: Waiting,
-    name: str,
-    arguments: dict[str, Any],
-    approver: str,
-    actor: Actor | None,
+def _first_round(
+    host: Host, served: Served, name: str, arguments: dict[str, Any], actor: Actor | None
 ) -> CallToolResult | InputRequiredResult:
-    """2026-07-28 on: the call starts as a run on a thread of its own. A call that needs no
-    approval is answered as it ends; one that does waits there for the second round, and this
-    round answers "input required" with the question and the call's request state."""
-    import concurrent.futures
-    import threading
-
-    import anyio.to_thread
+    """2026-07-28 on: the call is submitted. One that needs no approval is answered; one that
+    does waits in the store, and this round answers "input required" with the question and
+    the request state naming its turn."""
     import mcp.types as types
 
-    from nrllm_core.log import logger
-
-    # Bound to the person too: another caller cannot answer for them with their state.
-    call = arguments_digest(name, arguments, approver)
-    asked: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()
-    result: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    run_ids: list[str] = []
-    seconds = min(float(host.config.approvals.ttl_seconds), MAX_WAIT_SECONDS)
-
-    def seen(event: Any) -> None:
-        if not run_ids:
-            run_ids.append(event.run_id)
-
-    def approve(pending: Any, digest: str) -> str:
-        four_eyes = host.config.four_eyes(served.provider, served.skill)
-        if four_eyes:
-            logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason="fourEyes")
-            raise NoApprover(cannot_approve(pending.name), RefusalReason.FOUR_EYES)
-        held = waiting.park(
-            run_id=run_ids[0] if run_ids else "",
-            digest=digest,
-            call=call,
-            seconds=seconds,
-            result=result,
-        )
-        if held is None:
-            logger().warning("nrllm.mcp.approval_unavailable", tool=pending.name, reason="busy")
-            raise NoApprover(cannot_approve(pending.name), RefusalReason.NO_APPROVER)
-        parked, state = held
-        asked.set_result((question(pending, digest), state))
-        return decided(pending.name, waiting.wait(parked), approver)
-
-    def run() -> None:
-        try:
-            wire = _invoked(
-                host, served, name, arguments, actor=actor, approve=approve, on_event=seen
-            )
-        except BaseException as exc:
-            result.set_exception(exc)
-        else:
-            result.set_result(wire)
-
-    def first_of() -> None:
-        concurrent.futures.wait([asked, result], return_when=concurrent.futures.FIRST_COMPLETED)
-
-    threading.Thread(target=run, name="nrllm-mcp-call", daemon=True).start()
-    await anyio.to_thread.run_sync(first_of)
-    if not asked.done():
-        wire = result.result()
-        return _text(wire.content, is_error=wire.is_error)
-    message, state = asked.result()
+    outcome = host.submit(
+        name,
+        arguments,
+        provider=served.provider,
+        zone=served.zone,
+        skill=served.skill,
+        kind="mcp",
+        actor=actor,
+    )
+    if not outcome.pending or outcome.turn_digest is None:
+        return _answer(outcome)
+    (pending,) = outcome.pending
     request = types.ElicitRequest(
         params=types.ElicitRequestFormParams(
-            message=message, requested_schema={"type": "object", "properties": {}}
+            message=question(pending, outcome.turn_digest),
+            requested_schema={"type": "object", "properties": {}},
         )
     )
     return types.InputRequiredResult(
-        input_requests={APPROVAL_REQUEST: request}, request_state=state
+        input_requests={APPROVAL_REQUEST: request},
+        request_state=request_state(outcome.run_id, outcome.turn_digest),
     )
 
 
-async def _resumed(
-    waiting: Waiting, params: Any, name: str, arguments: dict[str, Any], approver: str
+def _resumed(
+    host: Host, params: Any, name: str, arguments: dict[str, Any], caller: Actor, approver: str
 ) -> CallToolResult:
-    """A second round: the person's answer goes to the call its request state names, whose
-    result is the answer. A state that is not this process's, has expired, was used, or
-    belongs to another call is refused and nothing runs."""
-    import anyio.to_thread
+    """A second round, on whichever instance it reached: the person's answer decides the turn
+    its request state names, when that turn waits on this very call of this very person; the
+    call's answer (or its refusal) is the result. Anything else is refused and nothing runs."""
     import mcp.types as types
 
+    from nrllm_core import ApprovalRefused
     from nrllm_core.log import logger
 
-    state = params.request_state
-    parked, why = None, "missing"
-    if state is not None:
-        parked, why = waiting.claim(state, arguments_digest(name, arguments, approver))
-    if parked is None:
+    named = waiting_turn(params.request_state)
+    why = "malformed"
+    if named is not None:
+        run_id, digest = named
+        why = _mismatch(host, run_id, digest, name, arguments, caller)
+    if named is None or why:
         logger().warning("nrllm.mcp.approval_state_refused", tool=name, reason=why)
         return _text(STATE_REFUSED, is_error=True)
     answer = (params.input_responses or {}).get(APPROVAL_REQUEST)
     action = answer.action if isinstance(answer, types.ElicitResult) else None
-    parked.answer.set_result(action)
-    wire = await anyio.to_thread.run_sync(parked.result.result)
-    return _text(wire.content, is_error=wire.is_error)
+    why = RefusalReason.NOT_AWAITING.value
+    try:
+        if action in ("accept", "decline"):
+            decision = host.approve(
+                run_id, approve=action == "accept", approver=approver, turn_digest=digest
+            )
+            return _answer(decision)
+        reason = RefusalReason.CANCELLED if action == "cancel" else RefusalReason.UNANSWERED
+        ended = host.cancel(run_id, by=approver, reason=reason)
+    except ApprovalRefused as exc:
+        ended, why = False, exc.reason.value
+    if not ended:
+        # Decided, ended or expired meanwhile (on another instance, say).
+        logger().warning("nrllm.mcp.approval_state_refused", tool=name, reason=why)
+        return _text(STATE_REFUSED, is_error=True)
+    return _text(str(refusal(name, action, approver)), is_error=True)
+
+
+def _mismatch(
+    host: Host, run_id: str, digest: str, name: str, arguments: dict[str, Any], caller: Actor
+) -> str:
+    """Why the named turn is not this caller's waiting call (a fixed word for the log), or
+    ``""`` when it is."""
+    from nrllm_core import ApprovalRefused
+
+    try:
+        waiting = host.pending(run_id)
+    except ApprovalRefused as exc:
+        return exc.reason.value
+    detail = host.store.get_run(run_id)
+    if waiting is None or detail is None or waiting.turn_digest != digest:
+        return "unknown"
+    (pending,) = waiting.pending
+    run = detail.run
+    if run.kind.value != "mcp" or (pending.name, pending.arguments) != (name, arguments):
+        return "mismatch"
+    if run.actor != caller.id:
+        return "mismatch"
+    return ""
+
+
+def _answer(outcome: Any) -> CallToolResult:
+    """A settled call's answer; a run that failed before its call was answered says so only."""
+    call = outcome.call
+    if call is None:
+        return _text("Error: the call failed; nothing more can be said here.", is_error=True)
+    return _text(call.content, is_error=call.is_error)
 
 
 async def _ask(ctx: Any, pending: Any, digest: str) -> str | None:

@@ -1,11 +1,13 @@
 """Approvals through ``nrllm mcp serve`` on every revision the SDK's client speaks: an
 ``elicitation/create`` request during the call up to 2025-11-25, "input required" and a
 second round (Multi Round-Trip Requests) on 2026-07-28; each answer a distinct outcome in the
-audit, and the request state of the second round authenticated, bound and used once."""
+audit, and the request state of the second round bound to its waiting call and used once,
+on whichever instance sharing the store it reaches."""
 
 from __future__ import annotations
 
-import time
+import base64
+import subprocess
 from pathlib import Path
 
 import httpx2
@@ -16,13 +18,19 @@ from mcp.client._input_required import run_input_required_driver
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
+from nrllm_core.testing import postgres_schema
 from nrllm_mcp._serve import STATE_REFUSED
-from nrllm_mcp._serve_approval import APPROVAL_REQUEST, Waiting, arguments_digest
+from nrllm_mcp._serve_approval import APPROVAL_REQUEST, waiting_turn
 
-from .conftest import serve_command
+from . import served_plugin
+from .conftest import free_port, serve_command, wait_for_port
 from .test_serve import http_serve, keep_content, notes, run, runs_of  # noqa: F401
 
 REVISIONS = ["2026-07-28", "handshake"]
+# The keys a team's instances share: the state key opens each other's waiting calls, the
+# audit key verifies each other's steps.
+STATE_KEY = base64.urlsafe_b64encode(bytes(range(2, 34))).decode()
+AUDIT_KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
 APPROVER = "alice (through the MCP client)"
 
 
@@ -129,9 +137,13 @@ def test_a_declined_or_cancelled_approval_is_its_own_outcome(served, revision, a
     approval = approval_of(served)
     assert (approval["decision"], approval.get("approver")) == (decision, approver)
     assert approval.get("reason") == reason
-    ((_, detail),) = runs_of(served)
-    tool = next(s for s in detail.steps if s.kind == "tool")
-    assert tool.payload["tool_outcome"] == "refused"
+    ((info, detail),) = runs_of(served)
+    tools = [s.payload["tool_outcome"] for s in detail.steps if s.kind == "tool"]
+    if action == "cancel" and revision == "2026-07-28":
+        # The waiting run is ended, as any suspended run a person cancels.
+        assert (info.status.value, tools) == ("cancelled", [])
+    else:
+        assert (info.status.value, tools) == ("completed", ["refused"])
 
 
 def test_a_failed_elicitation_is_unanswered(served):
@@ -218,16 +230,17 @@ def test_a_request_state_works_once_for_its_own_call_only(served):
         milk = {"text": "buy milk"}
         first = await session.call_tool("write_note", milk, allow_input_required=True)
         state = first.request_state
-        version, payload, mac = state.split(".")
-        forged = f"{version}.{payload}.{'A' * len(mac)}"
+        version, run_id, digest = state.split(".")
+        guessed = f"{version}.{run_id}.{'0' * len(digest)}"
         answers = [
-            await again(session, milk, forged),
+            await again(session, milk, guessed),
             await again(session, milk, None),
             await again(session, milk, state + "x"),
             await again(session, milk, state),
             await again(session, milk, state),
         ]
-        # Another call's arguments under a valid state: refused, and that state is spent.
+        # Another call's arguments under a valid state: refused; the call still waits for
+        # its own second round.
         second = await session.call_tool("write_note", milk, allow_input_required=True)
         answers.append(await again(session, {"text": "sell milk"}, second.request_state))
         answers.append(await again(session, milk, second.request_state))
@@ -235,14 +248,13 @@ def test_a_request_state_works_once_for_its_own_call_only(served):
 
     answers = run(over_stdio, served, "2026-07-28", body, elicit)
     texts = [a.content[0].text for a in answers]
-    assert texts == [STATE_REFUSED] * 3 + ["noted"] + [STATE_REFUSED] * 3
-    assert notes(served) == ["buy milk"]
+    assert texts == [STATE_REFUSED] * 3 + ["noted"] + [STATE_REFUSED] * 2 + ["noted"]
+    assert notes(served) == ["buy milk", "buy milk"]
     decisions = sorted(
         next(s for s in detail.steps if s.kind == "approval").payload["decision"]
         for _, detail in runs_of(served)
     )
-    # The refused second call waited: taken by the mismatch, it settled unanswered.
-    assert decisions == ["approved", "unanswered"]
+    assert decisions == ["approved", "approved"]
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
@@ -267,37 +279,191 @@ def test_the_sdks_streamable_http_client_is_asked(http_serve, served, revision):
     assert approval_of(served)["decision"] == "approved"
 
 
-def test_a_parked_call_expires_unanswered():
-    import concurrent.futures
+def test_a_request_state_names_a_run_and_a_digest_and_nothing_else():
+    run_id, digest = "a" * 32, "b" * 64
+    assert waiting_turn(f"v2.{run_id}.{digest}") == (run_id, digest)
+    for hostile in (
+        None,
+        3,
+        "",
+        "v2",
+        f"v1.{run_id}.{digest}",
+        f"v2.{run_id}.{digest}.",
+        f"v2.{run_id.upper()}.{digest}",
+        f"v2.{run_id}.{digest[:-1]}",
+        f"v2.{run_id}.{digest}\n",
+        f"v2.{run_id}.{digest[:-1]}é",
+        "x" * 5000,
+    ):
+        assert waiting_turn(hostile) is None
 
-    waiting = Waiting()
-    call = arguments_digest("write_note", {"text": "x"}, "ana (through the MCP client)")
-    held = waiting.park(
-        run_id="r", digest="d", call=call, seconds=0.2, result=concurrent.futures.Future()
+
+def test_a_state_answers_only_for_the_person_whose_call_waits(tmp_path, monkeypatch):
+    """In process: alice's waiting call, and bob with its request state."""
+    from nrllm_core import Actor, Host, TrustZone
+    from nrllm_mcp._serve import Served, _resumed
+
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path))
+    host = Host.from_config(
+        data={"actor": {"id": "alice"}},
+        plugins=[served_plugin],
+        load_entry_points=False,
+        data_dir=tmp_path,
+        environ={},
     )
-    assert held is not None
-    parked, state = held
-    started = time.monotonic()
-    assert waiting.wait(parked) is None
-    assert time.monotonic() - started >= 0.15
-    # Its state names nothing any more.
-    assert waiting.claim(state, call) == (None, "unknown")
-    assert waiting.claim("v1.e30." + state.rsplit(".", 1)[1], call) == (None, "unauthentic")
-    for hostile in ("", "v1", "v2.a.b", "v1..", "v1.é.é", "x" * 5000):
-        assert waiting.claim(hostile, call) == (None, "unauthentic")
+    try:
+        served = Served(zone=TrustZone.LOCAL)
+        milk = {"text": "buy milk"}
+        outcome = host.submit("write_note", milk, zone=served.zone, kind="mcp")
+        assert outcome.turn_digest is not None
+        state = f"v2.{outcome.run_id}.{outcome.turn_digest}"
+        accepted = {APPROVAL_REQUEST: types.ElicitResult(action="accept", content={})}
+        params = types.CallToolRequestParams(
+            name="write_note", arguments=milk, input_responses=accepted, request_state=state
+        )
+        bob = Actor(id="bob")
+        answer = _resumed(host, params, "write_note", milk, bob, "bob (through the MCP client)")
+        assert answer.content[0].text == STATE_REFUSED
+        # Still alice's to answer.
+        assert host.pending(outcome.run_id) is not None
+        alice = host.config.actor()
+        answer = _resumed(host, params, "write_note", milk, alice, APPROVER)
+        assert (answer.content[0].text, answer.is_error) == ("noted", False)
+    finally:
+        host.store.close()
 
 
-def test_a_state_answers_only_for_the_person_whose_call_waits():
-    import concurrent.futures
-
-    waiting = Waiting()
-    ana = arguments_digest("write_note", {"text": "x"}, "ana (through the MCP client)")
-    bob = arguments_digest("write_note", {"text": "x"}, "bob (through the MCP client)")
-    held = waiting.park(
-        run_id="r", digest="d", call=ana, seconds=5, result=concurrent.futures.Future()
+def serve_http(env, port):
+    process = subprocess.Popen(
+        serve_command("--transport", "http", "--port", str(port), "--token-env", "MCP_TOKEN"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
-    assert held is not None
-    _, state = held
-    parked, why = waiting.claim(state, bob)
-    assert parked is None
-    assert why == "mismatch"
+    assert process.stdout is not None
+    endpoint = process.stdout.readline().strip()
+    wait_for_port(port, process)
+    return process, endpoint.removeprefix("nrllm MCP endpoint: ")
+
+
+def test_any_instance_answers_the_second_round_of_another(served, tmp_path):
+    """Two ``nrllm mcp serve`` processes on one PostgreSQL store, sharing the state key: each
+    call's first round on one, its second on the other, in turn."""
+    token = "t" * 32
+    answers = {
+        "accept": types.ElicitResult(action="accept", content={}),
+        "decline": types.ElicitResult(action="decline"),
+    }
+    with postgres_schema("nrllm_mcp_instances") as url:
+        config = Path(served["NRLLM_CONFIG"])
+        config.write_text(
+            config.read_text(encoding="utf-8") + f'\n[store]\nurl = "{url}"\n',
+            encoding="utf-8",
+        )
+        env = {
+            **served,
+            "MCP_TOKEN": token,
+            "NRLLM_STATE_KEY": STATE_KEY,
+            "NRLLM_AUDIT_KEY": AUDIT_KEY,
+        }
+        instances = []
+        try:
+            for home in ("one", "two"):
+                (tmp_path / home).mkdir()
+                instances.append(
+                    serve_http({**env, "NRLLM_HOME": str(tmp_path / home)}, free_port())
+                )
+            urls = [endpoint for _, endpoint in instances]
+
+            async def session_on(url, stack):
+                client = httpx2.AsyncClient(
+                    headers={"authorization": f"Bearer {token}"}, timeout=30
+                )
+                await stack.enter_async_context(client)
+                read, write = await stack.enter_async_context(
+                    streamable_http_client(url, http_client=client)
+                )
+                # It declares elicitation; the test answers the questions itself.
+                elicit, _ = answering("accept")
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, elicitation_callback=elicit)
+                )
+                await session.discover()
+                return session
+
+            async def body():
+                import contextlib
+
+                results = []
+                async with contextlib.AsyncExitStack() as stack:
+                    sessions = [await session_on(u, stack) for u in urls]
+                    for turn, action in enumerate(["accept", "decline", "accept", "decline"]):
+                        first, second = sessions[turn % 2], sessions[(turn + 1) % 2]
+                        arguments = {"text": f"note {turn}"}
+                        asked = await first.call_tool(
+                            "write_note", arguments, allow_input_required=True
+                        )
+                        assert isinstance(asked, types.InputRequiredResult)
+                        results.append(
+                            await second.call_tool(
+                                "write_note",
+                                arguments,
+                                input_responses={APPROVAL_REQUEST: answers[action]},
+                                request_state=asked.request_state,
+                                allow_input_required=True,
+                            )
+                        )
+                        # Used once: the first instance refuses it now too.
+                        again = await first.call_tool(
+                            "write_note",
+                            arguments,
+                            input_responses={APPROVAL_REQUEST: answers["accept"]},
+                            request_state=asked.request_state,
+                            allow_input_required=True,
+                        )
+                        results.append(again)
+                return results
+
+            results = run(body)
+        finally:
+            for process, _ in instances:
+                process.terminate()
+                process.wait(10)
+                if process.stdout is not None:
+                    process.stdout.close()
+        texts = [r.content[0].text for r in results]
+        denied = 'Error: tool "write_note" was denied by the operator.'
+        assert texts == ["noted", STATE_REFUSED, denied, STATE_REFUSED] * 2
+        # Both instances wrote to the plugin's notes in their own data folders.
+        written = notes({"NRLLM_HOME": str(tmp_path / "one")}) + notes(
+            {"NRLLM_HOME": str(tmp_path / "two")}
+        )
+        assert sorted(written) == ["note 0", "note 2"]
+        from nrllm_core.store import Store
+
+        store = Store.open(url, data_dir=tmp_path / "one", environ={"NRLLM_AUDIT_KEY": AUDIT_KEY})
+        try:
+            runs = store.list_runs()
+            decisions = []
+            for info in runs:
+                detail = store.get_run(info.run_id)
+                assert detail is not None
+                assert not store.verify(info.run_id).broken
+                kinds = [step.kind for step in detail.steps]
+                assert kinds == [
+                    "start",
+                    "gate",
+                    "suspension",
+                    "start",
+                    "approval",
+                    "tool",
+                    "finish",
+                ]
+                decisions.append(
+                    next(s for s in detail.steps if s.kind == "approval").payload["decision"]
+                )
+            assert sorted(decisions) == ["approved", "approved", "denied", "denied"]
+            assert {info.kind.value for info in runs} == {"mcp"}
+        finally:
+            store.close()
