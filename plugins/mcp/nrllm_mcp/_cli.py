@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from nrllm_mcp._connection import Connection
     from nrllm_mcp._pins import PinStore
+    from nrllm_mcp._serve_auth import Verified
 
 __all__ = ["mcp"]
 
@@ -393,6 +394,15 @@ def serve(
     token = None
     if transport == "http" and not oauth:
         token = _token(bind, token_env)
+    verify = None
+    if oauth:
+        from nrllm_mcp._serve_auth import verifier
+
+        try:
+            # Before anything starts: missing credentials must not surface as refused requests.
+            verify = verifier(settings.serve, os.environ)
+        except SettingsError as exc:
+            raise BadInput(f"invalid configuration: {exc}") from None
     served = Served(
         provider=provider,
         zone=None if provider is not None else TrustZone(zone or TrustZone.EXTERNAL_GLOBAL),
@@ -414,6 +424,7 @@ def serve(
             bind=bind,
             port=port,
             token=token,
+            verify=verify,
             shown=token_env is None,
             settings=settings.serve,
         )
@@ -460,11 +471,12 @@ def _serve_http(
     bind: str,
     port: int,
     token: str | None,
+    verify: Callable[[str], Verified] | None,
     shown: bool,
     settings: ServeSettings,
 ) -> None:
     """Streamable HTTP at ``/mcp``: behind the static token (``token``), or, without one, as
-    the OAuth resource server ``settings`` describe."""
+    the OAuth resource server ``settings`` describe, each token checked by ``verify``."""
     import ipaddress
     import signal
     import socket
@@ -507,9 +519,11 @@ def _serve_http(
     echo(f"nrllm MCP endpoint: http://{name}:{bound}/mcp")
     guarded: Any
     if token is None:
-        from nrllm_mcp._serve_auth import JwtVerifier, oauth_guard
+        from nrllm_mcp._serve_auth import oauth_guard
 
-        guarded = oauth_guard(app, settings=settings, verify=JwtVerifier(settings).verify)
+        if verify is None:
+            raise ValueError("an OAuth endpoint needs its token check")
+        guarded = oauth_guard(app, settings=settings, verify=verify)
         echo(f"OAuth resource: {settings.resource} (authorization server {settings.issuer})")
     else:
         guarded = bearer_guard(app, token=token)

@@ -2,19 +2,24 @@
 
 The MCP authorization spec's part for a server that only accepts tokens: its Protected
 Resource Metadata (RFC 9728) names the authorization server, every 401 points at it in
-``WWW-Authenticate``, and each access token is a JWT checked against the authorization
-server's JWKS (signature, issuer, audience: this server's resource URL, expiry, scopes). The
-token's subject is mapped to an nrllm actor (``[mcp.serve.actors]``), put in the request's
-ASGI scope, where the call handler reads it: each call is a run as that person, with that
-person's rights. A subject that is not mapped is refused, never given a default actor.
+``WWW-Authenticate``, and each access token is either a JWT checked against the authorization
+server's JWKS (signature, issuer, audience: this server's resource URL, expiry, scopes) or a
+token the authorization server's introspection endpoint (RFC 7662) vouches for, its answer
+checked for the same claims. Either way the token's subject is mapped to an nrllm actor
+(``[mcp.serve.actors]``), put in the request's ASGI scope, where the call handler reads it:
+each call is a run as that person, with that person's rights. A subject that is not mapped
+is refused, never given a default actor.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, final
-from urllib.parse import urlsplit
+from urllib.parse import quote_plus, urlsplit
 
 import attrs
 
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTOR_KEY",
+    "CLIENT_ID_ENV",
+    "CLIENT_SECRET_ENV",
+    "IntrospectionVerifier",
     "JwtVerifier",
     "Refusal",
     "Verified",
@@ -34,6 +42,7 @@ __all__ = [
     "metadata_url",
     "oauth_guard",
     "request_actor",
+    "verifier",
 ]
 
 # Where the guard puts the caller's actor in the ASGI scope (the SDK hands the handler the
@@ -57,6 +66,17 @@ ALGORITHMS: Final = (
 MAX_TOKEN_CHARS: Final = 8_192
 # Clock skew between the authorization server and this host.
 LEEWAY_SECONDS: Final = 30
+# The introspection client's credentials: secrets, so never in nrllm.toml.
+CLIENT_ID_ENV: Final = "NRLLM_MCP_INTROSPECTION_CLIENT_ID"
+CLIENT_SECRET_ENV: Final = "NRLLM_MCP_INTROSPECTION_CLIENT_SECRET"
+# An introspection answer is a few hundred bytes; a larger one is not read on.
+MAX_ANSWER_BYTES: Final = 65_536
+# The whole exchange, a slow trickle of bytes included: a request waits no longer.
+INTROSPECTION_SECONDS: Final = 10.0
+# A positive answer is reused this long (never past the token's expiry), so a person's
+# burst of requests costs one introspection; a revoked token stops working within it.
+CACHE_SECONDS: Final = 60.0
+CACHE_ENTRIES: Final = 4_096
 
 
 class Refusal(Exception):
@@ -172,6 +192,162 @@ class JwtVerifier:
             scopes=scopes,
             expires_at=expires if type(expires) is int else None,
         )
+
+
+@final
+class IntrospectionVerifier:
+    """Asks the authorization server about each token (RFC 7662), as a confidential client
+    with HTTP Basic credentials from the environment, and checks its answer as a JWT's claims
+    are checked: the endpoint's answer is hostile input too."""
+
+    __slots__ = ("_audience", "_cache", "_client", "_issuer", "_lock", "_required", "_url")
+
+    def __init__(self, settings: ServeSettings, environ: Mapping[str, str]) -> None:
+        import httpx2
+
+        from nrllm_mcp._settings import SettingsError
+
+        if (
+            settings.introspection_url is None
+            or settings.issuer is None
+            or settings.resource is None
+        ):
+            raise ValueError('the verifier needs [mcp.serve] auth = "oauth" settings')
+        client_id, secret = environ.get(CLIENT_ID_ENV, ""), environ.get(CLIENT_SECRET_ENV, "")
+        for name, value in ((CLIENT_ID_ENV, client_id), (CLIENT_SECRET_ENV, secret)):
+            if not value:
+                # Said at start: without it every request would be refused.
+                raise SettingsError(
+                    f"{name}: the environment variable must hold the introspection client's"
+                    " credentials with mcp.serve.introspection_url"
+                )
+        self._url = settings.introspection_url
+        self._issuer = settings.issuer
+        self._audience = settings.resource
+        self._required = settings.required_scopes
+        # RFC 6749 §2.3.1: both are form-encoded before they are joined for Basic.
+        self._client = httpx2.Client(
+            auth=httpx2.BasicAuth(quote_plus(client_id), quote_plus(secret)),
+            timeout=httpx2.Timeout(INTROSPECTION_SECONDS),
+            follow_redirects=False,
+        )
+        # SHA-256 of a token to when its answer goes stale (monotonic) and what it said.
+        self._cache: dict[bytes, tuple[float, Verified]] = {}
+        self._lock = threading.Lock()
+
+    def verify(self, token: str) -> Verified:
+        """The token's claims as the endpoint vouches for them, or :class:`Refusal`.
+        Blocking: it may ask the endpoint."""
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        key = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        claims = self._introspect(token)
+        # RFC 7662 §2.2: only a JSON true means active, not "true" or 1.
+        if claims.get("active") is not True:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        # ``iss`` is optional in an answer; one that names another issuer is not this one's.
+        if "iss" in claims and claims["iss"] != self._issuer:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        # Required, unlike RFC 7662: without it a token for any resource would pass.
+        audience = claims.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        if self._audience not in audiences:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        expires = claims.get("exp")
+        now = time.time()
+        if type(expires) is not int:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        if expires + LEEWAY_SECONDS < now:
+            raise Refusal(401, "invalid_token", "The access token has expired.")
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+        scopes = _scopes(claims)
+        if not set(self._required) <= set(scopes):
+            raise Refusal(403, "insufficient_scope", "The access token lacks a required scope.")
+        client = claims.get("client_id")
+        verified = Verified(
+            subject=subject,
+            issuer=self._issuer,
+            client_id=client if isinstance(client, str) and client else subject,
+            scopes=scopes,
+            expires_at=expires,
+        )
+        fresh = min(CACHE_SECONDS, expires - now)
+        if fresh > 0:
+            self._remember(key, time.monotonic() + fresh, verified)
+        return verified
+
+    def _introspect(self, token: str) -> Mapping[str, Any]:
+        """The endpoint's answer as a JSON object; any other outcome refuses the request
+        (fail closed) as one the token cannot be checked for now."""
+        import httpx2
+
+        unavailable = Refusal(503, "temporarily_unavailable", "The token cannot be checked now.")
+        deadline = time.monotonic() + INTROSPECTION_SECONDS
+        body = bytearray()
+        try:
+            with self._client.stream(
+                "POST",
+                self._url,
+                data={"token": token, "token_type_hint": "access_token"},
+                headers={"accept": "application/json"},
+            ) as answer:
+                if answer.status_code != 200:
+                    # A 401 here is this server's credentials refused, not the person's token.
+                    _log().warning(
+                        "nrllm.mcp.serve_introspection_failed",
+                        reason="status",
+                        status=answer.status_code,
+                    )
+                    raise unavailable
+                for chunk in answer.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        _log().warning("nrllm.mcp.serve_introspection_failed", reason="oversize")
+                        raise unavailable
+                    if time.monotonic() > deadline:
+                        _log().warning("nrllm.mcp.serve_introspection_failed", reason="slow")
+                        raise unavailable
+        except httpx2.HTTPError as exc:
+            # The class only: an exception's text may quote the request, and so the token.
+            _log().warning(
+                "nrllm.mcp.serve_introspection_failed",
+                reason="unreachable",
+                error=type(exc).__name__,
+            )
+            raise unavailable from None
+        try:
+            claims = json.loads(body)
+        except (ValueError, RecursionError):
+            claims = None
+        if not isinstance(claims, dict):
+            _log().warning("nrllm.mcp.serve_introspection_failed", reason="malformed")
+            raise unavailable
+        return claims
+
+    def _remember(self, key: bytes, until: float, verified: Verified) -> None:
+        with self._lock:
+            if len(self._cache) >= CACHE_ENTRIES:
+                now = time.monotonic()
+                for stale in [k for k, (t, _) in self._cache.items() if t <= now]:
+                    del self._cache[stale]
+            if len(self._cache) >= CACHE_ENTRIES:
+                # Still full of live answers: the oldest goes (dicts keep insertion order).
+                del self._cache[next(iter(self._cache))]
+            self._cache[key] = (until, verified)
+
+
+def verifier(settings: ServeSettings, environ: Mapping[str, str]) -> Callable[[str], Verified]:
+    """The token check ``settings`` configure; raises :class:`SettingsError` now for what
+    would otherwise refuse every request later."""
+    if settings.introspection_url is not None:
+        return IntrospectionVerifier(settings, environ).verify
+    return JwtVerifier(settings).verify
 
 
 def _scopes(claims: Mapping[str, Any]) -> tuple[str, ...]:

@@ -102,13 +102,15 @@ class ServeSettings:
     """``[mcp.serve]``: how ``nrllm mcp serve --transport http`` knows who calls.
 
     ``auth = "token"`` (the default): one static bearer token, for one local user, who acts as
-    ``[actor]``. ``auth = "oauth"``: an OAuth 2.1 resource server; each access token is a JWT
-    from ``issuer``, checked against its ``jwks_url``, for the audience ``resource`` with
-    ``required_scopes``, whose subject must be one of ``actors``."""
+    ``[actor]``. ``auth = "oauth"``: an OAuth 2.1 resource server; each access token is from
+    ``issuer``, checked as a JWT against its ``jwks_url`` or by its ``introspection_url``
+    (exactly one of the two), for the audience ``resource`` with ``required_scopes``, whose
+    subject must be one of ``actors``."""
 
     auth: str = "token"
     issuer: str | None = None
     jwks_url: str | None = None
+    introspection_url: str | None = None
     resource: str | None = None
     required_scopes: tuple[str, ...] = ()
     actors: Mapping[str, ServeActor] = attrs.field(factory=dict)
@@ -141,7 +143,9 @@ def load_settings(raw: object) -> McpSettings:
 
 
 _SERVE_KEYS: Final = frozenset(a.name for a in attrs.fields(ServeSettings))
-_OAUTH_URLS: Final = ("issuer", "jwks_url", "resource")
+_OAUTH_URLS: Final = ("issuer", "resource")
+# How a token is checked: as a JWT against the keys, or by asking the issuer (RFC 7662).
+_TOKEN_CHECKS: Final = ("jwks_url", "introspection_url")
 _SCOPE: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 
 
@@ -169,6 +173,13 @@ def _serve(raw: object) -> ServeSettings:
         if key not in raw:
             raise SettingsError(f'{where}.{key}: required with auth = "oauth"')
         values[key] = _oauth_url(raw[key], f"{where}.{key}")
+    checks = [key for key in _TOKEN_CHECKS if key in raw]
+    if len(checks) != 1:
+        raise SettingsError(
+            f"{where}: set exactly one of jwks_url (JWT access tokens) and introspection_url"
+            ' (token introspection, RFC 7662) with auth = "oauth"'
+        )
+    values[checks[0]] = _oauth_url(raw[checks[0]], f"{where}.{checks[0]}")
     if "required_scopes" in raw:
         scopes = raw["required_scopes"]
         if not isinstance(scopes, list) or not all(
