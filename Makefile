@@ -48,6 +48,7 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_redact_false_alarms.py
 	$(BIN)/python benchmarks/bench_mcp.py
 	$(BIN)/python benchmarks/bench_mcp_serve.py
+	$(BIN)/python benchmarks/bench_mcp_serve.py --revision handshake
 	$(BIN)/python benchmarks/bench_cli.py
 	$(BIN)/python benchmarks/bench_inspector.py
 	$(BIN)/python benchmarks/bench_agentdojo.py --suite banking

@@ -4,9 +4,11 @@ The gateway is started as a user starts it (``nrllm mcp serve --transport http -
 a temporary data folder and configuration, SQLite, or with ``--postgres`` a scratch schema on
 ``NRLLM_TEST_POSTGRES_URL``). ``--clients`` SDK
 clients (``ClientSession`` over ``streamable_http_client``, all on one event loop in this
-process) are opened and initialized, then each makes ``--calls`` ``tools/call`` of the
-read-only builtin ``get_system_status``, all at once. Printed, in wall time (the figures are
-what a client waits for):
+process) are opened on ``--revision`` (2026-07-28 by default: ``ClientSession.discover()``, the
+stateless revision the SDK's clients speak unless told otherwise; ``handshake``: the
+``initialize`` handshake of 2025-11-25 and before, a session per client), then each makes
+``--calls`` ``tools/call`` of the read-only builtin ``get_system_status``, all at once.
+Printed, in wall time (the figures are what a client waits for):
 
 - calls per second, from the first call to the last answer, and the CPU time per call of the
   server (its process, all threads, during the load; Linux's ``/proc``) and of the clients
@@ -22,6 +24,7 @@ what a client waits for):
   the hash chain of every stored run verifying. A failed check exits non-zero.
 
     python benchmarks/bench_mcp_serve.py [--clients N] [--calls N] [--postgres]
+        [--revision 2026-07-28|handshake]
 """
 
 from __future__ import annotations
@@ -92,8 +95,8 @@ def start_server(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str],
 
 
 @asynccontextmanager
-async def opened(url: str, token: str) -> AsyncIterator[Any]:
-    """An SDK client session with the gateway, initialized."""
+async def opened(url: str, token: str, revision: str) -> AsyncIterator[Any]:
+    """An SDK client session with the gateway, on ``revision``."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -104,11 +107,16 @@ async def opened(url: str, token: str) -> AsyncIterator[Any]:
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
-        await session.initialize()
+        if revision == "handshake":
+            await session.initialize()
+        else:
+            await session.discover()
         yield session
 
 
-async def load(url: str, token: str, clients: int, calls: int) -> tuple[list[float], float, int]:
+async def load(
+    url: str, token: str, revision: str, clients: int, calls: int
+) -> tuple[list[float], float, int]:
     """Every client opened and initialized, then all calling at once: the latency of each
     call, the wall time from the first call to the last answer, and how many failed."""
     latencies: list[float] = []
@@ -119,7 +127,7 @@ async def load(url: str, token: str, clients: int, calls: int) -> tuple[list[flo
 
     async def client() -> None:
         nonlocal ready, failed
-        async with opened(url, token) as session:
+        async with opened(url, token, revision) as session:
             ready += 1
             if ready == clients:
                 all_ready.set()
@@ -133,7 +141,7 @@ async def load(url: str, token: str, clients: int, calls: int) -> tuple[list[flo
 
     # One call first, alone: the server's first call imports and builds what every later one
     # reuses, a cost of its start rather than of the load. Its run is counted in the audit.
-    async with opened(url, token) as session:
+    async with opened(url, token, revision) as session:
         await session.call_tool(TOOL, {})
 
     began = 0.0
@@ -208,6 +216,7 @@ def main() -> None:
         action="store_true",
         help="the store on PostgreSQL at $NRLLM_TEST_POSTGRES_URL, in a scratch schema",
     )
+    parser.add_argument("--revision", choices=["2026-07-28", "handshake"], default="2026-07-28")
     options = parser.parse_args()
     from nrllm_core.testing import POSTGRES_ENV, postgres_schema
 
@@ -258,7 +267,7 @@ def main() -> None:
         try:
             before, own = cpu_seconds(process.pid), time.process_time()
             latencies, wall, failed = anyio.run(
-                load, endpoint, token, options.clients, options.calls
+                load, endpoint, token, options.revision, options.clients, options.calls
             )
             server_cpu = cpu_seconds(process.pid) - before
             client_cpu = time.process_time() - own
@@ -284,7 +293,8 @@ def main() -> None:
     ratio = percentile(latencies, 0.95) / percentile(crowded, 0.95)
     print(
         f"nrllm mcp serve --transport http, {'PostgreSQL' if url else 'SQLite'} store: "
-        f"{options.clients} clients x {options.calls} tools/call of {TOOL} (zone {ZONE})"
+        f"{options.clients} clients x {options.calls} tools/call of {TOOL} (zone {ZONE}), "
+        f"revision {options.revision}"
     )
     print(f"calls/s: {len(latencies) / wall:.0f} ({len(latencies)} calls in {wall:.2f} s)")
     print(
