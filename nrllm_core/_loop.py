@@ -516,7 +516,12 @@ def _approval_scan(
         # tool's code does not run for either.
         registered = catalog.get(call.name) if call.name in offered else None
         if refusal is None:
-            lines, failed = preview_lines(registered, call, seg.context_for(call.id))
+            # The person sees what the call would get: each handle's value, not its name.
+            try:
+                shown = attrs.evolve(call, arguments=seg.handles.substituted(call.arguments))
+                lines, failed = preview_lines(registered, shown, seg.context_for(call.id))
+            except UnknownHandle as unknown:
+                lines, failed = (str(unknown),), False
         else:
             lines, failed = (refusal,), False
         pending.append(

@@ -30,7 +30,16 @@ def count_words(text: str) -> ToolResult:
     return ToolResult.text(str(len(text.split())))
 
 
-@tool(group="content", effect=Effect.NON_IDEMPOTENT_WRITE, integrity=Integrity.TRUSTED)
+def archive_preview(text: str) -> list[str]:
+    return [f"archive: {text}"]
+
+
+@tool(
+    group="content",
+    effect=Effect.NON_IDEMPOTENT_WRITE,
+    integrity=Integrity.TRUSTED,
+    preview=archive_preview,
+)
 def archive(text: str) -> ToolResult:
     """Archive a text."""
     received.append(text)
@@ -135,6 +144,10 @@ def test_handles_survive_a_suspension(backend):
         waiting = host.run("archive it")
         assert [(p.name, p.policy_reason) for p in waiting.pending] == [("archive", "untrusted")]
         assert [(u.tool, u.call_id) for u in waiting.untrusted] == [("read_email", "c1")]
+        # The person sees the value the call would get; the call still names the handle.
+        (pending,) = waiting.pending
+        assert pending.preview == (f"archive: From: eve {INJECTED}",)
+        assert pending.arguments == {"text": {"$handle": "h1"}}
     finally:
         host.store.close()
     # Approved by another host on the same store, as another process would: the handle's
@@ -172,3 +185,15 @@ def test_the_policy_keeps_a_tools_results_as_handles(tmp_path):
         host.store.close()
     assert step["tool_result"].startswith("handle h1: text, ")
     assert outcome.untrusted == ()
+
+
+@pytest.mark.usefixtures("driven")
+def test_a_preview_of_an_unknown_handle_says_so(tmp_path):
+    turns = [_call("archive", "c1", text={"$handle": "h9"}), {"content": "done"}]
+    host = handle_host(tmp_path, turns)
+    try:
+        waiting = host.run("archive it")
+    finally:
+        host.store.close()
+    (pending,) = waiting.pending
+    assert pending.preview == ("Error: this run holds no handle 'h9'",)
