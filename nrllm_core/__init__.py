@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         ToolsConfig,
         load_config,
     )
-    from nrllm_core._direct_flow import NoApprover
+    from nrllm_core._direct_flow import InvokeOptions, NoApprover, SubmitOptions
     from nrllm_core._events import (
         Finished,
         StreamEvent,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
         ToolCallStarted,
         ToolProgress,
     )
-    from nrllm_core._flows import InvokeOptions, RunOptions, SubmitOptions
+    from nrllm_core._flows import RunOptions
     from nrllm_core._gate import (
         DenialReason,
         GateDecision,
@@ -253,7 +253,7 @@ _LAZY_MODULES: Final = {
         "ToolsConfig",
         "load_config",
     ),
-    "nrllm_core._direct_flow": ("NoApprover",),
+    "nrllm_core._direct_flow": ("InvokeOptions", "NoApprover", "SubmitOptions"),
     "nrllm_core._events": (
         "Finished",
         "StreamEvent",
@@ -325,11 +325,7 @@ _LAZY_MODULES: Final = {
         "ApprovalRefused",
         "RefusalReason",
     ),
-    "nrllm_core._flows": (
-        "InvokeOptions",
-        "RunOptions",
-        "SubmitOptions",
-    ),
+    "nrllm_core._flows": ("RunOptions",),
     "nrllm_core._loop": ("PendingCall",),
     "nrllm_core._provider_sections": ("ProviderKinds",),
 }

@@ -8,9 +8,10 @@ import functools
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
+from nrllm_core._direct_flow import InvokeOptions, SubmitOptions
 from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive, in_thread
 from nrllm_core._events import AsyncEventStream, StreamEvent
-from nrllm_core._flows import InvokeOptions, RunOptions, SubmitOptions
+from nrllm_core._flows import RunOptions
 from nrllm_core._host import Host
 from nrllm_core._loop import RunCancelled
 from nrllm_core._outcome import RunOutcome

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast, final
+from typing import Any, Final, TypedDict, Unpack, cast, final
 
 import attrs
 
@@ -24,7 +24,6 @@ from nrllm_core._loop import (
     PendingCall,
     SuspendedRunState,
     TerminationReason,
-    ToolLoopResult,
     single_call,
     turn_digest,
 )
@@ -40,13 +39,21 @@ from nrllm_core._segment import (
     approval_step,
     decision_records,
     start_step,
+    unasked,
 )
 from nrllm_core._status import RunStatus
 from nrllm_core._suspension import ApprovalRefused, RefusalReason, check_approver
 from nrllm_core._tool import ToolContext
 from nrllm_core._values import Actor, TrustZone
 
-__all__ = ["NoApprover", "direct_flow", "resumed_call", "submit_flow"]
+__all__ = [
+    "InvokeOptions",
+    "NoApprover",
+    "SubmitOptions",
+    "direct_flow",
+    "resumed_call",
+    "submit_flow",
+]
 
 
 class NoApprover(Exception):
@@ -90,68 +97,41 @@ class _Nobody(enum.Enum):
 SUSPEND: Final = _Nobody.SUSPEND
 
 
+class SubmitOptions(TypedDict, total=False):
+    """The keyword arguments of ``submit``, each optional: ``provider``, ``zone``, ``skill``,
+    ``kind``, ``actor``, ``on_event`` and ``deps``."""
+
+    provider: str | None
+    zone: TrustZone | None
+    skill: str | None
+    kind: str
+    actor: Actor | None
+    on_event: Callable[[TraceEvent], None] | None
+    deps: Any
+
+
+class InvokeOptions(SubmitOptions, total=False):
+    """The keyword arguments of ``invoke``, each optional: those of ``submit`` and
+    ``approve``."""
+
+    approve: Callable[[PendingCall, str], str | None] | None
+
+
 def direct_flow(
-    parts: HostParts,
-    tool_name: str,
-    arguments: Mapping[str, Any],
-    *,
-    provider: str | None = None,
-    zone: TrustZone | None = None,
-    skill: str | None = None,
-    kind: str = "invoke",
-    approve: Callable[[PendingCall, str], str | None] | None = None,
-    actor: Actor | None = None,
-    on_event: Callable[[TraceEvent], None] | None = None,
-    deps: Any = None,
+    parts: HostParts, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[InvokeOptions]
 ) -> Flow[WirePayload]:
     """The call as a run: started, gated when a provider or zone is named, approved when
     ``approve`` is given and the tool needs it, driven, then settled."""
-    outcome = yield from _call_flow(
-        parts,
-        tool_name,
-        arguments,
-        provider=provider,
-        zone=zone,
-        skill=skill,
-        kind=kind,
-        approve=approve,
-        actor=actor,
-        on_event=on_event,
-        deps=deps,
-    )
+    outcome = yield from _call_flow(parts, tool_name, arguments, **options)
     # Only a submitted call suspends: this one was answered.
     return cast(WirePayload, outcome.call)
 
 
 def submit_flow(
-    parts: HostParts,
-    tool_name: str,
-    arguments: Mapping[str, Any],
-    *,
-    provider: str | None = None,
-    zone: TrustZone | None = None,
-    skill: str | None = None,
-    kind: str = "invoke",
-    actor: Actor | None = None,
-    on_event: Callable[[TraceEvent], None] | None = None,
-    deps: Any = None,
+    parts: HostParts, tool_name: str, arguments: Mapping[str, Any], **options: Unpack[SubmitOptions]
 ) -> Flow[RunOutcome]:
     """The call as a run, as :func:`direct_flow`; a tool that needs approval suspends it."""
-    return (
-        yield from _call_flow(
-            parts,
-            tool_name,
-            arguments,
-            provider=provider,
-            zone=zone,
-            skill=skill,
-            kind=kind,
-            approve=SUSPEND,
-            actor=actor,
-            on_event=on_event,
-            deps=deps,
-        )
-    )
+    return (yield from _call_flow(parts, tool_name, arguments, approve=SUSPEND, **options))
 
 
 def _call_flow(
@@ -159,14 +139,14 @@ def _call_flow(
     tool_name: str,
     arguments: Mapping[str, Any],
     *,
-    provider: str | None,
-    zone: TrustZone | None,
-    skill: str | None,
-    kind: str,
-    approve: Callable[[PendingCall, str], str | None] | _Nobody | None,
-    actor: Actor | None,
-    on_event: Callable[[TraceEvent], None] | None,
-    deps: Any,
+    provider: str | None = None,
+    zone: TrustZone | None = None,
+    skill: str | None = None,
+    kind: str = "invoke",
+    approve: Callable[[PendingCall, str], str | None] | _Nobody | None = None,
+    actor: Actor | None = None,
+    on_event: Callable[[TraceEvent], None] | None = None,
+    deps: Any = None,
 ) -> Flow[RunOutcome]:
     from nrllm_core.store import RunKind
 
@@ -288,14 +268,7 @@ def _suspended(
         kind=where.kind,
         zone=where.zone,
     )
-    result = ToolLoopResult(
-        final_content="",
-        invocations=(),
-        iterations=0,
-        truncated=False,
-        usage=Usage(),
-        termination_reason=TerminationReason.AWAITING_APPROVAL,
-    )
+    result = unasked(TerminationReason.AWAITING_APPROVAL)
     return parts.settle(recorder, parts.config, LoopOutcome(result=result, suspended=state))
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypedDict, Unpack, final
 
 from nrllm_core._approval_flow import approval_flow
-from nrllm_core._direct_flow import direct_flow, submit_flow
+from nrllm_core._direct_flow import InvokeOptions, SubmitOptions, direct_flow, submit_flow
 from nrllm_core._drive import Cancellation
 from nrllm_core._loop import PendingCall, TerminationReason
 from nrllm_core._outcome import RunOutcome
@@ -18,10 +18,10 @@ from nrllm_core._run_flow import run_flow
 from nrllm_core._segment import Flow, HostParts, approval_step
 from nrllm_core._status import RunStatus
 from nrllm_core._suspension import RefusalReason
-from nrllm_core._values import Actor, TrustZone
+from nrllm_core._values import Actor
 from nrllm_core.log import logger
 
-__all__ = ["Flows", "InvokeOptions", "RunOptions", "SubmitOptions"]
+__all__ = ["Flows", "RunOptions"]
 
 
 class RunOptions(TypedDict, total=False):
@@ -37,26 +37,6 @@ class RunOptions(TypedDict, total=False):
     on_event: Callable[[TraceEvent], None] | None
     deps: Any
     approve: Callable[[tuple[PendingCall, ...], str], str | None] | None
-
-
-class SubmitOptions(TypedDict, total=False):
-    """The keyword arguments of ``submit``, each optional: ``provider``, ``zone``, ``skill``,
-    ``kind``, ``actor``, ``on_event`` and ``deps``."""
-
-    provider: str | None
-    zone: TrustZone | None
-    skill: str | None
-    kind: str
-    actor: Actor | None
-    on_event: Callable[[TraceEvent], None] | None
-    deps: Any
-
-
-class InvokeOptions(SubmitOptions, total=False):
-    """The keyword arguments of ``invoke``, each optional: those of ``submit`` and
-    ``approve``."""
-
-    approve: Callable[[PendingCall, str], str | None] | None
 
 
 @final

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, Unpack, final
 
 from nrllm_core._ask_values import QuestionHandler
 from nrllm_core._config import HostConfig, config_loader
+from nrllm_core._direct_flow import InvokeOptions, SubmitOptions
 from nrllm_core._drive import NOBODY, Driver, Watchers, drive
 from nrllm_core._events import EventStream, StreamEvent
-from nrllm_core._flows import Flows, InvokeOptions, RunOptions, SubmitOptions
+from nrllm_core._flows import Flows, RunOptions
 from nrllm_core._gate import GateReport
 from nrllm_core._manager import PluginManager, make_plugin_manager
 from nrllm_core._outcome import RunOutcome

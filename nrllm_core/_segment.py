@@ -50,6 +50,7 @@ __all__ = [
     "names",
     "record_step",
     "start_step",
+    "unasked",
 ]
 
 T = TypeVar("T")
@@ -382,16 +383,18 @@ def record_step(recorder: RunRecorder, effect: Record) -> bool:
 
 def failed(run_id: str, error: str) -> LoopOutcome:
     """A segment that ends before its model was asked: no answer, ``error``."""
-    return LoopOutcome(
-        result=ToolLoopResult(
-            final_content="",
-            invocations=(),
-            iterations=0,
-            truncated=False,
-            usage=Usage(),
-            termination_reason=TerminationReason.PROVIDER_FAILED,
-        ),
-        error=error,
+    return LoopOutcome(result=unasked(TerminationReason.PROVIDER_FAILED), error=error)
+
+
+def unasked(reason: TerminationReason) -> ToolLoopResult:
+    """The loop's result of a segment whose model was never asked."""
+    return ToolLoopResult(
+        final_content="",
+        invocations=(),
+        iterations=0,
+        truncated=False,
+        usage=Usage(),
+        termination_reason=reason,
     )
 
 

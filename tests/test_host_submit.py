@@ -8,42 +8,13 @@ from typing import Any
 
 import pytest
 
-from nrllm_core import (
-    ApprovalRefused,
-    Effect,
-    Host,
-    RefusalReason,
-    ToolRegistry,
-    ToolResult,
-    TrustZone,
-    hookimpl,
-    tool,
-)
+from nrllm_core import ApprovalRefused, Host, RefusalReason, TrustZone
+
+# write_note (a write that needs approval, appending to ``calls``) and read_secret (none).
+from .test_host_invoke_gated import Tools, calls
 
 # Both drivers, and both stores: the second host is another process's view of the same store.
 pytestmark = pytest.mark.usefixtures("driven")
-
-calls: list[str] = []
-
-
-@tool(group="content", name="write_note", effect=Effect.NON_IDEMPOTENT_WRITE)
-def write_note(text: str) -> ToolResult:
-    """Write a note."""
-    calls.append(text)
-    return ToolResult.text(f"wrote {text}")
-
-
-@tool(group="content", name="read_note")
-def read_note() -> ToolResult:
-    """Read the note."""
-    return ToolResult.text("a note")
-
-
-class Tools:
-    @hookimpl
-    def nrllm_register_tools(self, registry: ToolRegistry) -> None:
-        registry.register(write_note)
-        registry.register(read_note)
 
 
 @pytest.fixture
@@ -185,14 +156,14 @@ def test_a_run_is_ended_only_as_cancelled_or_unanswered(make_host):
 
 def test_a_call_that_needs_no_approval_is_answered_at_once(make_host):
     host = make_host()
-    outcome = host.submit("read_note", {}, zone=TrustZone.LOCAL, kind="mcp")
+    outcome = host.submit("read_secret", {}, zone=TrustZone.LOCAL, kind="mcp")
     assert (outcome.status, outcome.final_content, outcome.pending) == (
         "completed",
-        "a note",
+        "s3cret",
         (),
     )
     assert outcome.call is not None
-    assert outcome.call.content == "a note"
+    assert outcome.call.content == "s3cret"
     assert kinds(host, outcome.run_id) == ["start", "gate", "tool", "finish"]
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from nrllm_core import Actor, Host, NoApprover, RefusalReason, TrustZone
+from nrllm_core import Actor, Host, NoApprover, RefusalReason, SubmitOptions, TrustZone
 from nrllm_mcp._serve_approval import (
     APPROVAL_REQUEST,
     APPROVER_SUFFIX,
@@ -127,7 +127,7 @@ def build_server(host: Host, served: Served) -> Server[Any]:
             return decided(pending.name, action, approver)
 
         def call() -> Any:
-            return _invoked(host, served, name, arguments, actor=actor, approve=approve)
+            return host.invoke(name, arguments, approve=approve, **_options(served, actor))
 
         if modern and elicits and not four_eyes:
             return await anyio.to_thread.run_sync(
@@ -139,28 +139,15 @@ def build_server(host: Host, served: Served) -> Server[Any]:
     return Server("nrllm", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _invoked(
-    host: Host,
-    served: Served,
-    name: str,
-    arguments: dict[str, Any],
-    *,
-    actor: Actor | None,
-    approve: Any,
-    on_event: Any = None,
-) -> Any:
-    """One served call through the seam: a run of kind ``mcp`` under the served gate."""
-    return host.invoke(
-        name,
-        arguments,
-        provider=served.provider,
-        zone=served.zone,
-        skill=served.skill,
-        kind="mcp",
-        approve=approve,
-        on_event=on_event,
-        actor=actor,
-    )
+def _options(served: Served, actor: Actor | None) -> SubmitOptions:
+    """A served call's: a run of kind ``mcp`` under the served gate, as ``actor``."""
+    return {
+        "provider": served.provider,
+        "zone": served.zone,
+        "skill": served.skill,
+        "kind": "mcp",
+        "actor": actor,
+    }
 
 
 def _first_round(
@@ -171,15 +158,7 @@ def _first_round(
     the request state naming its turn."""
     import mcp.types as types
 
-    outcome = host.submit(
-        name,
-        arguments,
-        provider=served.provider,
-        zone=served.zone,
-        skill=served.skill,
-        kind="mcp",
-        actor=actor,
-    )
+    outcome = host.submit(name, arguments, **_options(served, actor))
     if not outcome.pending or outcome.turn_digest is None:
         return _answer(outcome)
     (pending,) = outcome.pending

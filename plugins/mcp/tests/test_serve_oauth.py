@@ -69,31 +69,44 @@ class Issuer:
         return jwt.encode(body, self.key, algorithm="RS256", headers={"kid": "k1"})
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A loopback endpoint's handler: answers JSON, logs nothing."""
+
+    def reply(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def loopback(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a thread at a free loopback port: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def issuer() -> Iterator[Issuer]:
     made = Issuer()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
-            body = made.jwks.encode()
-            self.send_response(200 if self.path == "/jwks.json" else 404)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200 if self.path == "/jwks.json" else 404, made.jwks.encode())
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    made.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback(Handler) as url:
+        made.url = url
         yield made
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def serve_section(issuer: Issuer, resource: str) -> str:
@@ -403,7 +416,7 @@ class Introspection:
 def introspection() -> Iterator[Introspection]:
     made = Introspection()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             form = parse_qs(self.rfile.read(length).decode())
@@ -415,24 +428,11 @@ def introspection() -> Iterator[Introspection]:
                 (token,) = form["token"]
                 made.asked.append(token)
                 status, body = 200, made.answers.get(token, b'{"active": false}')
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(status, body)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    made.url = f"http://127.0.0.1:{server.server_address[1]}/introspect"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback(Handler) as url:
+        made.url = f"{url}/introspect"
         yield made
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def introspection_section(introspection: Introspection, resource: str) -> str:
