@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, final
 
 from nrllm_core._direct_flow import InvokeOptions, SubmitOptions
-from nrllm_core._drive import NOBODY, Cancellation, Driver, Watchers, adrive, in_thread
+from nrllm_core._drive import NOBODY, Cancellation, Core, Driver, Watchers, adrive, in_thread
 from nrllm_core._events import AsyncEventStream, StreamEvent
 from nrllm_core._flows import RunOptions
 from nrllm_core._host import Host
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["AsyncHost"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+# A core as the async host drives it, and the stack that holds its run as driven.
+_Core = tuple[Core["Drive | None"], contextlib.ExitStack]
 
 
 @final
@@ -63,7 +67,7 @@ class AsyncHost:
         options["on_event"] = events.observer
         flow = self.host.flows.run(prompt, **options)
         walker: Driver[Drive, RunOutcome] = Driver(flow)
-        first = await _next(walker)
+        first = await _next(walker, _same)
         run = events.start(lambda watchers: self._walked(walker, first, watchers))
         # Closed here, in the reader's task, when the reader leaves: closing the stream
         # cancels the run and waits for it to settle.
@@ -123,40 +127,88 @@ class AsyncHost:
 
     async def _walk(self, flow: Flow[T], watchers: Watchers) -> T:
         walker: Driver[Drive, T] = Driver(flow)
-        return await self._walked(walker, await _next(walker), watchers)
+        # One hop: the flow's store work up to its core, and the core's up to its model.
+        cancelled = threading.Event()
+        begun = functools.partial(self._begun, walker, cancelled)
+        effect, core = await _next(walker, begun, cancelled)
+        return await self._walked(walker, effect, watchers, core)
+
+    def _begun(
+        self, walker: Driver[Drive, T], cancelled: threading.Event, effect: Drive | None
+    ) -> tuple[Drive | None, _Core | None]:
+        """In the flow's worker thread: the core ``effect`` asks for, walked to its first model
+        request or turn of calls; not started once the task is ``cancelled``."""
+        if effect is None or cancelled.is_set():
+            return effect, None
+        core = self._core(walker, effect, cancelled)
+        core[0].stretch()
+        return effect, core
+
+    def _core(
+        self, walker: Driver[Drive, T], effect: Drive, cancelled: threading.Event | None = None
+    ) -> _Core:
+        """The core ``effect`` asks for, and the stack that holds the run as driven; in the
+        hop where the core returns, the run stops being driven (a cancel then finds it
+        settled or suspended), and the flow takes the core's outcome and goes on, to its next
+        core or its end."""
+        driven = contextlib.ExitStack()
+
+        def then(outcome: Callable[[], Any]) -> Drive | None:
+            driven.close()
+            try:
+                walker.answer(outcome())
+            except Exception as exc:
+                walker.fail(exc)
+            return walker.next()
+
+        record = functools.partial(record_step, effect.recorder)
+        return Core(effect.core, record, then, cancelled), driven
 
     async def _walked(
-        self, walker: Driver[Drive, T], effect: Drive | None, watchers: Watchers
+        self,
+        walker: Driver[Drive, T],
+        effect: Drive | None,
+        watchers: Watchers,
+        begun: _Core | None = None,
     ) -> T:
         import anyio
 
         while effect is not None:
             following: Drive | None = None
+            core, driven = begun or self._core(walker, effect)
             try:
-                with self.host.flows.cancellable(effect.recorder.run_id) as cancellation:
+                with driven:
+                    flows = self.host.flows
+                    cancellation = driven.enter_context(flows.cancellable(effect.recorder.run_id))
                     try:
-                        walker.answer(await self._drive(effect, cancellation, watchers))
+                        following = await self._drive(effect, core, cancellation, watchers)
                     except anyio.get_cancelled_exc_class():
                         # The driver recorded what happened; the run settles cancelled, then
                         # the task's cancellation goes on.
                         await _settle_cancelled(walker)
                         raise
                     except Exception as exc:
+                        driven.close()
                         walker.fail(exc)
-                following = await _next(walker)
+                        following = await _next(walker, _same)
             finally:
                 # Once the run has settled, on this loop: a run that waits for a person keeps
                 # its provider.
                 await aclosed(self.host.flows.parts.to_close(effect, following))
-            effect = following
+            effect, begun = following, None
         return walker.result()
 
-    async def _drive(self, effect: Drive, cancellation: Cancellation, watchers: Watchers) -> Any:
+    async def _drive(
+        self,
+        effect: Drive,
+        core: Core[Drive | None],
+        cancellation: Cancellation,
+        watchers: Watchers,
+    ) -> Drive | None:
         return await adrive(
-            effect.core,
+            core,
             pm=self.host.pm,
             provider=effect.provider,
-            record=functools.partial(record_step, effect.recorder),
             limits=effect.limits,
             limiter=self._threads(effect.limits.tool_threads),
             cancellation=cancellation,
@@ -174,20 +226,29 @@ class AsyncHost:
         return self._limiter
 
 
-async def _next(walker: Driver[Drive, T]) -> Drive | None:
-    """The flow's store work up to its next core, in a worker thread. A cancellation while it
-    runs lets it finish (the thread is not abandoned), then settles the run."""
+async def _next(
+    walker: Driver[Drive, Any],
+    then: Callable[[Drive | None], R],
+    cancelled: threading.Event | None = None,
+) -> R:
+    """The flow's store work up to its next core, and ``then`` with that core, in one worker
+    thread. A cancellation while it runs lets it finish (the thread is not abandoned; it sees
+    ``cancelled`` set), then settles the run."""
     import anyio
     import anyio.lowlevel
 
     try:
-        effect = await in_thread(walker.next)
-        # A cancellation that landed during that work (shielded from an anyio scope) lands
-        # here: the core it asked for never starts.
+        effect = await in_thread(lambda: then(walker.next()), cancelled=cancelled)
+        # A cancellation that landed as that work ended lands here: the core it asked for
+        # never starts.
         await anyio.lowlevel.checkpoint_if_cancelled()
     except anyio.get_cancelled_exc_class():
         await _settle_cancelled(walker)
         raise
+    return effect
+
+
+def _same(effect: Drive | None) -> Drive | None:
     return effect
 
 

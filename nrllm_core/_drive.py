@@ -39,7 +39,17 @@ if TYPE_CHECKING:
 
     from anyio import CancelScope, CapacityLimiter
 
-__all__ = ["NOBODY", "Cancellation", "Driver", "Watchers", "adrive", "drive", "in_thread"]
+__all__ = [
+    "NOBODY",
+    "Cancellation",
+    "Core",
+    "Driver",
+    "Watchers",
+    "adrive",
+    "advance",
+    "drive",
+    "in_thread",
+]
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -156,11 +166,9 @@ def drive(
     """Drive ``core`` on this thread; a turn's calls run on kept worker threads."""
     driver: Driver[Effect, T] = Driver(core)
     cancel = cancellation or Cancellation()
-    while (effect := driver.next()) is not None:
-        if isinstance(effect, Record):
-            driver.answer(record(effect))
-            _notify(watchers.on_wire, effect.wire)
-        elif cancel.requested:
+    on_wire = functools.partial(_notify, watchers.on_wire)
+    while (effect := advance(driver, record, on_wire)) is not None:
+        if cancel.requested:
             _cancelled(driver, effect)
         elif isinstance(effect, Ask):
             try:
@@ -170,6 +178,21 @@ def drive(
         else:
             driver.answer(_run_threads(pm, effect.calls, limits, cancel, watchers))
     return driver.result()
+
+
+def advance(
+    driver: Driver[Effect, Any],
+    record: Callable[[Record], bool],
+    on_wire: Callable[[WirePayload | None], None],
+) -> Ask | Run | None:
+    """The core's synchronous work up to its next model request or turn of calls (``None``
+    once it has returned): every step it records on the way, written in order, each then
+    told to ``on_wire``. Both drivers go through here; the async one in one worker-thread
+    hop per stretch."""
+    while (effect := driver.next()) is not None and isinstance(effect, Record):
+        driver.answer(record(effect))
+        on_wire(effect.wire)
+    return effect
 
 
 def _notify(watcher: Callable[[T], None] | None, value: T | None) -> None:
@@ -286,51 +309,153 @@ def _prepared(admitted: Admitted, watchers: Watchers, abandoned: threading.Event
 _POLL_SECONDS = 0.02
 
 
+@final
+class Core(Generic[R]):
+    """A loop core as the async driver walks it: each stretch of its synchronous work (every
+    step it records up to its next model request or turn of calls) in one worker-thread hop,
+    and in the hop where the core returns, ``then`` with its outcome (a callable that returns
+    or raises it): what follows the core (a flow's settling), whose value ``adrive`` returns.
+    Once the task is ``cancelled`` (seen in the thread as it happens), ``then`` waits for
+    the driver: a cancelled task's flow is refused its core's outcome, the run's own
+    cancellation (:class:`Cancellation`) is not.
+    """
+
+    __slots__ = (
+        "_outcome",
+        "_record",
+        "_then",
+        "cancelled",
+        "done",
+        "driver",
+        "effect",
+        "settled",
+        "started",
+        "value",
+        "wires",
+    )
+
+    def __init__(
+        self,
+        core: Generator[Effect, Any, Any],
+        record: Callable[[Record], bool],
+        then: Callable[[Callable[[], Any]], R],
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        self.driver: Driver[Effect, Any] = Driver(core)
+        self._record, self._then = record, then
+        # The model request or turn of calls the core waits at; the wires of the steps
+        # written since the driver last told its watchers.
+        self.effect: Ask | Run | None = None
+        self.wires: list[WirePayload | None] = []
+        # Set once the task that drives the core is cancelled (:func:`in_thread`).
+        self.cancelled = cancelled or threading.Event()
+        self.started = self.done = self.settled = False
+        self._outcome: Callable[[], Any] = self.driver.result
+        self.value: R | None = None
+
+    def stretch(self) -> None:
+        """Go on to the core's next model request or turn of calls, or through its end."""
+        self.started = True
+        try:
+            self.effect = advance(self.driver, self._record, self.wires.append)
+        except Exception as exc:
+            self.effect = None
+            self._ended(functools.partial(_raise, exc))
+            return
+        if self.effect is None:
+            self._ended(self.driver.result)
+
+    def cancelled_stretch(self, partial: _Turn) -> None:
+        """Go on to the end of a cancelled core, as the sync driver answers a cancelled run:
+        the effect the cancellation interrupted (its finished calls kept), then every one
+        after, each step written, no model request, no call started."""
+        if not self.started:
+            self.stretch()
+        while not self.done:
+            if self.driver.awaiting:
+                _interrupted(self.driver, self.effect, partial)
+            partial = _Turn()
+            self.stretch()
+
+    def settle(self) -> None:
+        """``then``, unless it ran already."""
+        if not self.settled:
+            self.settled = True
+            self.value = self._then(self._outcome)
+
+    def _ended(self, outcome: Callable[[], Any]) -> None:
+        self.done, self._outcome = True, outcome
+        if not self.cancelled.is_set():
+            self.settle()
+
+
+def _raise(error: BaseException) -> Any:
+    raise error
+
+
 async def adrive(
-    core: Generator[Effect, Any, T],
+    core: Core[R],
     *,
     pm: PluginManager,
     provider: Provider | None,
-    record: Callable[[Record], bool],
     limits: RunConfig,
     limiter: CapacityLimiter,
     cancellation: Cancellation | None = None,
     watchers: Watchers = NOBODY,
-) -> T:
-    """Drive ``core`` on the running event loop; a turn's calls run in a task group, steps
-    are written in worker threads (:func:`in_thread`).
+) -> R:
+    """Drive ``core`` on the running event loop (from where it stands: its first stretch may
+    be walked already); a turn's calls run in a task group, the core's synchronous work in
+    worker threads, a hop per stretch (:func:`in_thread`).
 
     A cancelled task (or ``cancellation``) stops the calls still running and never starts
     the others; the loop then records what happened, shielded, and ends ``cancelled``. When
     the cancellation came from outside, it is raised again after that.
     """
     import anyio
+    import anyio.lowlevel
 
-    driver: Driver[Effect, T] = Driver(core)
     cancel = cancellation or Cancellation()
     partial = _Turn()
     with anyio.CancelScope() as scope:
         cancel.attach(scope, _loop_caller())
         try:
-            while (effect := driver.next()) is not None:
+            if core.started:
+                # The steps of the first stretch, which the caller walked.
+                _told(core, watchers)
+            else:
+                await _stretched(core, core.stretch, watchers)
+            while (effect := core.effect) is not None and not core.done:
                 partial = _Turn()
+                # A cancellation that landed while steps were written stops the run here, as
+                # the sync driver's check does: the model is not asked, no call starts.
+                await anyio.lowlevel.checkpoint_if_cancelled()
                 await _aeffect(
-                    driver, effect, pm, provider, record, limits, limiter, watchers, partial
+                    core.driver, effect, pm, provider, limits, limiter, watchers, partial
                 )
+                await _stretched(core, core.stretch, watchers)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                # The effect the cancellation interrupted, then every one after, as the sync
-                # driver answers a cancelled run's: each step written, no model request, no
-                # call started.
-                while effect is not None:
-                    if driver.awaiting and isinstance(effect, Record):
-                        await _write(driver, record, effect, watchers)
-                    elif driver.awaiting:
-                        _interrupted(driver, effect, partial)
-                    partial = _Turn()
-                    effect = driver.next()
+                await _stretched(core, functools.partial(core.cancelled_stretch, partial), watchers)
             raise
-    return driver.result()
+    if not core.settled:
+        # The run's own cancellation ended the core: what follows takes its outcome.
+        await in_thread(core.settle)
+    return core.value  # type: ignore[return-value]
+
+
+async def _stretched(core: Core[Any], stretch: Callable[[], None], watchers: Watchers) -> None:
+    """``stretch`` in a worker thread, then the watchers told of the steps it wrote, as the
+    sync driver tells them of every step (a cancelled run's included)."""
+    try:
+        await in_thread(stretch, cancelled=core.cancelled)
+    finally:
+        _told(core, watchers)
+
+
+def _told(core: Core[Any], watchers: Watchers) -> None:
+    wires, core.wires = core.wires, []
+    for wire in wires:
+        _notify(watchers.on_wire, wire)
 
 
 def _loop_caller() -> Callable[[Callable[[], object]], None]:
@@ -365,23 +490,14 @@ def _interrupted(driver: Driver[Effect, Any], effect: Effect | None, partial: _T
 
 async def _aeffect(
     driver: Driver[Effect, Any],
-    effect: Effect,
+    effect: Ask | Run,
     pm: PluginManager,
     provider: Provider | None,
-    record: Callable[[Record], bool],
     limits: RunConfig,
     limiter: CapacityLimiter,
     watchers: Watchers,
     partial: _Turn,
 ) -> None:
-    import anyio.lowlevel
-
-    if isinstance(effect, Record):
-        await _write(driver, record, effect, watchers)
-        return
-    # A cancellation that landed while a step was written stops the run here, as the sync
-    # driver's check does: the model is not asked, no call starts.
-    await anyio.lowlevel.checkpoint_if_cancelled()
     if isinstance(effect, Ask):
         try:
             driver.answer(await _ask(provider, effect, watchers, acomplete, astream))
@@ -392,25 +508,9 @@ async def _aeffect(
         driver.answer(partial.answers(len(effect.calls)))
 
 
-async def _write(
-    driver: Driver[Effect, Any],
-    record: Callable[[Record], bool],
-    effect: Record,
-    watchers: Watchers,
-) -> None:
-    """Write a step in a worker thread, which answers the driver itself: a cancellation while
-    it writes neither cuts the write in half nor loses whether it was delivered. Then tell
-    the watchers, as the sync driver does for every step, a cancelled run's included."""
-
-    def write() -> None:
-        driver.answer(record(effect))
-
-    await in_thread(write)
-    _notify(watchers.on_wire, effect.wire)
-
-
-async def in_thread(function: Callable[[], T]) -> T:
-    """``function()`` in a worker thread that no cancellation abandons.
+async def in_thread(function: Callable[[], T], *, cancelled: threading.Event | None = None) -> T:
+    """``function()`` in a worker thread that no cancellation abandons; ``cancelled`` is set
+    as soon as one arrives, for a ``function`` that stops early then.
 
     A cancellation (an anyio scope, or asyncio's own ``Task.cancel``, which goes through any
     shield) keeps a ``function`` that has not started from starting, and waits, shielded, for
@@ -422,9 +522,11 @@ async def in_thread(function: Callable[[], T]) -> T:
 
     entry = _Entry()
     try:
-        return await anyio.to_thread.run_sync(entry.run, function)
+        return await anyio.to_thread.run_sync(entry.run, function, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         entry.refused = True
+        if cancelled is not None:
+            cancelled.set()
         with anyio.CancelScope(shield=True):
             while True:
                 try:

@@ -57,9 +57,18 @@ def test_an_async_def_tool_is_a_tool_whose_execute_is_a_coroutine_function():
 
 
 async def test_async_host_runs_an_async_tool_on_its_own_loop(tools_plugin, nrllm):
-    nrllm.load(tools_plugin(shout))
     loop_thread = threading.get_ident()
+    ran: list[int] = []
     seen: list[int] = []
+
+    @tool(group="content", data_class=DataClass.PUBLIC_CONTENT)
+    async def shout(text: str) -> ToolResult:
+        """Answer the text in capitals, after a wait on the event loop."""
+        await anyio.sleep(0)
+        ran.append(threading.get_ident())
+        return ToolResult.text(text.upper())
+
+    nrllm.load(tools_plugin(shout))
 
     class Watch:
         @hookimpl
@@ -72,8 +81,11 @@ async def test_async_host_runs_an_async_tool_on_its_own_loop(tools_plugin, nrllm
 
     assert (outcome.status, outcome.final_content) == ("completed", "done")
     assert [w.content for w in nrllm.sinks.wire] == ["A", "B"]
-    # Delivery happens on the event loop's thread: no worker thread was lent.
-    assert seen == [loop_thread, loop_thread]
+    # The tool runs on the event loop's thread: no worker thread was lent to it. The sinks
+    # are told with the steps they go with, in the worker thread of the run's store work.
+    assert ran == [loop_thread, loop_thread]
+    assert len(seen) == 2
+    assert loop_thread not in seen
 
 
 async def test_a_hook_that_returns_an_awaitable_is_awaited(tools_plugin, nrllm):
