@@ -741,3 +741,43 @@ def test_a_suspended_turn_is_claimed_once_and_its_nonce_never_again(store: Store
 def test_the_store_is_one_class() -> None:
     # What a second store class once shared lives in Store itself.
     assert Store.__bases__ == (object,)
+
+
+def test_execute_rows_on_sqlite_stores_what_sqlalchemy_would(tmp_path: Path) -> None:
+    from sqlalchemy import bindparam, create_engine, insert, select, update
+
+    from nrllm_core.store._database import execute_rows
+    from nrllm_core.store._models import METADATA, RUNS
+
+    engine = create_engine(f"sqlite+pysqlite:///{tmp_path / 'rows.db'}")
+    METADATA.create_all(engine)
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    row = {
+        "kind": "run",
+        "status": "running",
+        "provider": None,
+        "zone": None,
+        "skill": None,
+        "actor": "alice",
+        "started_at": now,
+        "ended_at": None,
+        "heartbeat_at": now,
+        "termination_reason": None,
+        "steps": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "last_mac": None,
+        "chain_head": None,
+    }
+    with engine.begin() as connection:
+        connection.execute(insert(RUNS), [{**row, "id": "through-sqlalchemy"}])
+        assert execute_rows(connection, insert(RUNS), [{**row, "id": "through-the-driver"}]) == 1
+        stored = connection.exec_driver_sql("SELECT * FROM runs ORDER BY id").all()
+        assert stored[0][1:] == stored[1][1:]
+        read = connection.execute(select(RUNS.c.started_at)).scalars().all()
+        assert read == [now, now]
+        # A parameter no row names (a literal the statement fixes) is refused, not guessed.
+        fixed = update(RUNS).where(RUNS.c.id == bindparam("target")).values(status="failed")
+        with pytest.raises(TypeError, match="status"):
+            execute_rows(connection, fixed, [{"target": "through-the-driver"}])
+    engine.dispose()

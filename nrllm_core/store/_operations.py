@@ -35,6 +35,7 @@ from nrllm_core import _json
 from nrllm_core._payloads import AuditRecord
 from nrllm_core._trace_context import checked_trace_context
 from nrllm_core.store._chain import ChainHead, ChainKey, chain_key, head_mac, step_mac
+from nrllm_core.store._database import execute_rows
 from nrllm_core.store._models import (
     AUDIT_KEYS,
     CONSUMED_APPROVALS,
@@ -213,26 +214,29 @@ def start_run(
     now: datetime,
 ) -> None:
     head = ChainHead.start(key, run_id)
-    connection.execute(
+    execute_rows(
+        connection,
         _INSERT_RUN,
-        {
-            "id": run_id,
-            "kind": RunKind(kind).value,
-            "status": RunStatus.RUNNING.value,
-            "provider": provider,
-            "zone": zone,
-            "skill": skill,
-            "actor": actor,
-            "started_at": now,
-            "ended_at": None,
-            "heartbeat_at": now,
-            "termination_reason": None,
-            "steps": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "last_mac": head.last,
-            "chain_head": head.head,
-        },
+        [
+            {
+                "id": run_id,
+                "kind": RunKind(kind).value,
+                "status": RunStatus.RUNNING.value,
+                "provider": provider,
+                "zone": zone,
+                "skill": skill,
+                "actor": actor,
+                "started_at": now,
+                "ended_at": None,
+                "heartbeat_at": now,
+                "termination_reason": None,
+                "steps": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "last_mac": head.last,
+                "chain_head": head.head,
+            }
+        ],
     )
     heads.remember(run_id, head)
 
@@ -315,11 +319,10 @@ def _chain_steps(
         after[run_id] = head
     # The heads first: when the one head moved, nothing was written, and the steps can be
     # chained again from the stored head within the same transaction.
-    moved = connection.execute(_COUNT_STEP, moves)
-    if moved.rowcount != len(moves):
+    if execute_rows(connection, _COUNT_STEP, moves) != len(moves):
         # Read under the row lock, a stored head cannot move.
         raise _HeadMoved
-    connection.execute(_INSERT_STEP, chained)
+    execute_rows(connection, _INSERT_STEP, chained)
     for run_id, head in after.items():
         heads.remember(run_id, head)
 
