@@ -36,7 +36,7 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["AnthropicProvider", "anthropic_check", "anthropic_factory", "request_problems"]
+__all__ = ["AnthropicProvider", "anthropic_check", "request_problems"]
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_KEY_VARIABLE: Final = "ANTHROPIC_API_KEY"
@@ -398,14 +398,3 @@ def _request_block(block: Mapping[str, Any]) -> dict[str, Any]:
 
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
-
-
-def anthropic_factory(
-    name: str,
-    settings: Mapping[str, Any],
-    *,
-    config_dir: Path | None,
-    environ: Mapping[str, str],
-) -> AnthropicProvider:
-    """The ``anthropic`` kind."""
-    return AnthropicProvider.from_settings(name, settings, environ=environ)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial as partial
+from pathlib import Path
 from typing import Any, ClassVar
 
 from nrllm_core._messages import ChatMessage, Delta, ProviderAnswer, ToolChoice, ToolSpec
@@ -52,6 +53,26 @@ class HttpProvider(abc.ABC):
         # An API that streams on a URL of its own (Gemini's :streamGenerateContent) says so.
         self._stream_http = http if stream_http is None else stream_http
         self._clients = Clients(timeout=http.timeout)
+
+    @classmethod
+    @abc.abstractmethod
+    def from_settings(
+        cls, name: str, settings: Mapping[str, Any], *, environ: Mapping[str, str]
+    ) -> HttpProvider:
+        """The provider of the section ``settings`` (named ``name``), its key read from the
+        variable the section names in ``environ``."""
+
+    @classmethod
+    def factory(
+        cls,
+        name: str,
+        settings: Mapping[str, Any],
+        *,
+        config_dir: Path | None,
+        environ: Mapping[str, str],
+    ) -> HttpProvider:
+        """The kind's factory, as ``ProviderRegistry.register`` takes it."""
+        return cls.from_settings(name, settings, environ=environ)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"

@@ -42,7 +42,7 @@ from nrllm_core.providers._http import (
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
 
-__all__ = ["GeminiProvider", "GeminiSettings", "gemini_check", "gemini_endpoint", "gemini_factory"]
+__all__ = ["GeminiProvider", "GeminiSettings", "gemini_check", "gemini_endpoint"]
 
 DEFAULT_BASE_URL: Final = "https://generativelanguage.googleapis.com"
 DEFAULT_KEY_VARIABLE: Final = "GEMINI_API_KEY"
@@ -550,14 +550,3 @@ class _Chunks:
             content = {"role": "model", "parts": self._parts}
             whole["candidates"] = [{**self._candidate, "content": content}]
         return whole
-
-
-def gemini_factory(
-    name: str,
-    settings: Mapping[str, Any],
-    *,
-    config_dir: Path | None,
-    environ: Mapping[str, str],
-) -> GeminiProvider:
-    """The ``gemini`` kind."""
-    return GeminiProvider.from_settings(name, settings, environ=environ)

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from nrllm_core._providers import ProviderRegistry
-from nrllm_core.providers._anthropic import anthropic_check, anthropic_factory
+from nrllm_core.providers._anthropic import AnthropicProvider, anthropic_check
 from nrllm_core.providers._gemini import (
+    GeminiProvider,
     GeminiSettings,
     gemini_check,
     gemini_endpoint,
-    gemini_factory,
 )
 from nrllm_core.providers._gemini_schema import gemini_tool_problem
 from nrllm_core.providers._openai import (
+    OpenAIProvider,
     OpenAISettings,
     openai_check,
     openai_endpoint,
-    openai_factory,
 )
 from nrllm_core.providers._responses import (
+    ResponsesProvider,
     responses_check,
     responses_endpoint,
-    responses_factory,
 )
 from nrllm_core.providers._scripted import scripted_check, scripted_factory
 
@@ -34,22 +34,22 @@ def register_core_kinds(registry: ProviderRegistry) -> None:
     registry.register("scripted", scripted_factory, check=scripted_check)
     registry.register(
         "openai",
-        openai_factory,
+        OpenAIProvider.factory,
         check=openai_check,
         settings=OpenAISettings,
         endpoint=openai_endpoint,
     )
     registry.register(
         "openai-responses",
-        responses_factory,
+        ResponsesProvider.factory,
         check=responses_check,
         settings=OpenAISettings,
         endpoint=responses_endpoint,
     )
-    registry.register("anthropic", anthropic_factory, check=anthropic_check)
+    registry.register("anthropic", AnthropicProvider.factory, check=anthropic_check)
     registry.register(
         "gemini",
-        gemini_factory,
+        GeminiProvider.factory,
         check=gemini_check,
         settings=GeminiSettings,
         tools=gemini_tool_problem,

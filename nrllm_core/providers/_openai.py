@@ -47,7 +47,7 @@ __all__ = [
     "gateway_http",
     "openai_check",
     "openai_endpoint",
-    "openai_factory",
+    "str_or_empty",
 ]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
@@ -293,8 +293,8 @@ class OpenAIProvider(HttpProvider):
         thinking = message.get("reasoning_content", message.get("reasoning"))
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         finish = finish if isinstance(finish, str) else None
-        content = _str_or_empty(message.get("content"))
-        refusal = _str_or_empty(message.get("refusal"))
+        content = str_or_empty(message.get("content"))
+        refusal = str_or_empty(message.get("refusal"))
         stop = Stop.REFUSAL if refusal else _STOPS.get(finish or "", Stop.END)
         if stop is Stop.REFUSAL:
             content = refusal or content or CONTENT_FILTERED
@@ -466,16 +466,6 @@ def _wire_message(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
-def _str_or_empty(value: object) -> str:
+def str_or_empty(value: object) -> str:
+    """A string an answer gave, or "" for anything else (absent, null, another type)."""
     return value if isinstance(value, str) else ""
-
-
-def openai_factory(
-    name: str,
-    settings: Mapping[str, Any],
-    *,
-    config_dir: Path | None,
-    environ: Mapping[str, str],
-) -> OpenAIProvider:
-    """The ``openai`` kind."""
-    return OpenAIProvider.from_settings(name, settings, environ=environ)

@@ -38,6 +38,7 @@ from nrllm_core.providers._openai import (
     endpoint_problems,
     gateway_http,
     openai_endpoint,
+    str_or_empty,
 )
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import ServerSentEvent
@@ -47,7 +48,6 @@ __all__ = [
     "request_problems",
     "responses_check",
     "responses_endpoint",
-    "responses_factory",
 ]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com"
@@ -270,9 +270,9 @@ class ResponsesProvider(HttpProvider):
             if kind == "message":
                 for part in _dicts(item.get("content")):
                     if part.get("type") == "output_text":
-                        texts.append(_str(part.get("text")))
+                        texts.append(str_or_empty(part.get("text")))
                     elif part.get("type") == "refusal":
-                        refusals.append(_str(part.get("refusal")))
+                        refusals.append(str_or_empty(part.get("refusal")))
             elif kind == "function_call":
                 raw = {
                     "id": item.get("call_id"),
@@ -419,10 +419,10 @@ def _thoughts(item: Mapping[str, Any]) -> Iterator[str]:
     (which some servers, such as vLLM for gpt-oss, send)."""
     for part in _dicts(item.get("summary")):
         if part.get("type") == "summary_text":
-            yield _str(part.get("text"))
+            yield str_or_empty(part.get("text"))
     for part in _dicts(item.get("content")):
         if part.get("type") == "reasoning_text":
-            yield _str(part.get("text"))
+            yield str_or_empty(part.get("text"))
 
 
 def _request_item(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -445,18 +445,3 @@ def _dicts(value: object) -> Iterator[dict[str, Any]]:
     for item in value if isinstance(value, list) else ():
         if isinstance(item, dict):
             yield item
-
-
-def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def responses_factory(
-    name: str,
-    settings: Mapping[str, Any],
-    *,
-    config_dir: Path | None,
-    environ: Mapping[str, str],
-) -> ResponsesProvider:
-    """The ``openai-responses`` kind."""
-    return ResponsesProvider.from_settings(name, settings, environ=environ)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, final
 from urllib.parse import quote
 
@@ -29,7 +28,7 @@ from nrllm_core.providers.http import HttpProvider, HttpSettings, Settings, toke
 if TYPE_CHECKING:
     from botocore.credentials import Credentials
 
-__all__ = ["BedrockProvider", "bedrock_factory"]
+__all__ = ["BedrockProvider"]
 
 _STOPS: Final = {
     "max_tokens": Stop.LENGTH,
@@ -259,14 +258,3 @@ class BedrockProvider(HttpProvider):
             replay=Replay(origin=self.origin, blocks=blocks) if verbatim else None,
             cache_creation_tokens=cache_write,
         )
-
-
-def bedrock_factory(
-    name: str,
-    settings: Mapping[str, Any],
-    *,
-    config_dir: Path | None,
-    environ: Mapping[str, str],
-) -> BedrockProvider:
-    """The ``bedrock`` kind's :class:`~nrllm_core.ProviderFactory`."""
-    return BedrockProvider.from_settings(name, settings, environ=environ)

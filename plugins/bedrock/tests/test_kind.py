@@ -51,8 +51,8 @@ def test_the_entry_point_registers_the_kind_with_its_check_and_settings():
     registry = make_plugin_manager(load_entry_points=True).provider_registry()
     kind = registry.kind("bedrock")
     assert kind is not None
-    assert (kind.factory.__module__, kind.check, kind.settings) == (
-        "nrllm_bedrock._provider",
+    assert (kind.factory, kind.check, kind.settings) == (
+        BedrockProvider.factory,
         bedrock_check,
         BedrockSettings,
     )
