@@ -100,18 +100,21 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         name, arguments = params.name, dict(params.arguments or {})
         # Over HTTP with OAuth, the person the token names; else (None) the configured [actor].
         actor = request_actor(ctx)
-        approver = f"{(actor or host.config.actor()).id} {APPROVER_SUFFIX}"
+        # Read once per call: the configuration is re-read (a stat at least) on each access.
+        config = host.config
+        caller = actor or config.actor()
+        approver = f"{caller.id} {APPROVER_SUFFIX}"
         if params.request_state is not None or params.input_responses:
             # A second round: it decides a waiting call of the same person, never starts one.
             return await anyio.to_thread.run_sync(
-                _resumed, host, params, name, arguments, actor or host.config.actor(), approver
+                _resumed, host, params, name, arguments, caller, approver
             )
         elicits = ctx.session.check_client_capability(
             types.ClientCapabilities(elicitation=types.ElicitationCapability())
         )
         modern = ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-        four_eyes = host.config.four_eyes(served.provider, served.skill)
+        four_eyes = config.four_eyes(served.provider, served.skill)
 
         # Without elicitation, or under four-eyes, nobody here can approve: the call is still
         # a run, whose approval step records the denial and whose tool step the refusal.
