@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from nrllm_mcp._serve_auth import Verified
 
 __all__ = ["mcp"]
+
+# How often ``nrllm mcp serve`` ends the waiting calls whose approval expired unanswered.
+SWEEP_SECONDS: Final = 60.0
 
 
 def _config(ctx: click.Context) -> tuple[HostConfig, McpSettings]:
@@ -415,6 +418,7 @@ def serve(
     from nrllm_mcp._client import close_all
 
     ctx.call_on_close(close_all)
+    ctx.call_on_close(_sweeping(host))
     if transport == "stdio":
         _serve_stdio(host, served)
     else:
@@ -428,6 +432,37 @@ def serve(
             shown=token_env is None,
             settings=settings.serve,
         )
+
+
+def _sweeping(host: Any) -> Callable[[], None]:
+    """Every minute, on a thread of its own, end the waiting calls whose approval expired
+    unanswered (see ``settle_abandoned``); what stops it, once its sweep is done."""
+    import threading
+
+    from nrllm_core.log import logger
+    from nrllm_mcp._serve import settle_abandoned
+
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.is_set():
+            try:
+                ended = settle_abandoned(host)
+            except Exception:
+                logger().warning("nrllm.mcp.serve_sweep_failed", exc_info=True)
+            else:
+                if ended:
+                    logger().info("nrllm.mcp.serve_unanswered_ended", count=ended)
+            stop.wait(SWEEP_SECONDS)
+
+    worker = threading.Thread(target=sweep, name="nrllm-mcp-sweep", daemon=True)
+    worker.start()
+
+    def stopped() -> None:
+        stop.set()
+        worker.join(SWEEP_SECONDS)
+
+    return stopped
 
 
 def _token(bind: str, token_env: str | None) -> str:

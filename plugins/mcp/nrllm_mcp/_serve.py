@@ -28,12 +28,24 @@ if TYPE_CHECKING:
     from mcp.types import CallToolResult, InputRequiredResult
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["APPROVER_SUFFIX", "Served", "bearer_guard", "build_server", "cannot_approve"]
+__all__ = [
+    "APPROVER_SUFFIX",
+    "SWEEPER",
+    "Served",
+    "bearer_guard",
+    "build_server",
+    "cannot_approve",
+    "settle_abandoned",
+]
 
 # What a second round with a request state that names no waiting call gets: never why.
 STATE_REFUSED: Final = (
     "Error: this approval cannot be used (expired, already used, or not this call's); nothing ran."
 )
+
+
+# Who ends a waiting call nobody answered in time.
+SWEEPER: Final = "nrllm mcp serve"
 
 
 def cannot_approve(name: str) -> str:
@@ -214,6 +226,26 @@ def _resumed(
         logger().warning("nrllm.mcp.approval_state_refused", tool=name, reason=why)
         return _text(STATE_REFUSED, is_error=True)
     return _text(str(refusal(name, action, approver)), is_error=True)
+
+
+def settle_abandoned(host: Host) -> int:
+    """End each waiting MCP call whose approval expired with no second round, as
+    ``unanswered`` by this gateway (the audit's record of a question nobody answered); how
+    many. Any instance may: ending one is a single atomic write."""
+    from nrllm_core import ApprovalRefused
+
+    ended = 0
+    for run in host.runs("awaiting_approval"):
+        if run.kind.value != "mcp":
+            continue
+        try:
+            host.pending(run.run_id)
+        except ApprovalRefused as exc:
+            if exc.reason is RefusalReason.EXPIRED and host.cancel(
+                run.run_id, by=SWEEPER, reason=RefusalReason.UNANSWERED
+            ):
+                ended += 1
+    return ended
 
 
 def _mismatch(

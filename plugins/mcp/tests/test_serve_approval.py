@@ -467,3 +467,42 @@ def test_any_instance_answers_the_second_round_of_another(served, tmp_path):
             assert {info.kind.value for info in runs} == {"mcp"}
         finally:
             store.close()
+
+
+def test_a_waiting_call_nobody_answers_in_time_ends_unanswered(tmp_path, monkeypatch):
+    """The client never came back: once its approval expired, the gateway ends the waiting
+    run as unanswered; one still open is left to its person."""
+    from datetime import UTC, datetime, timedelta
+
+    from nrllm_core import Host, TrustZone
+    from nrllm_mcp._serve import SWEEPER, settle_abandoned
+
+    now = [datetime(2026, 3, 1, 12, 0, tzinfo=UTC)]
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path))
+    host = Host.from_config(
+        data={"actor": {"id": "alice"}, "approvals": {"ttl_seconds": 3600}},
+        plugins=[served_plugin],
+        load_entry_points=False,
+        data_dir=tmp_path,
+        environ={},
+        clock=lambda: now[0],
+    )
+    try:
+        old = host.submit("write_note", {"text": "old"}, zone=TrustZone.LOCAL, kind="mcp")
+        now[0] += timedelta(minutes=30)
+        fresh = host.submit("write_note", {"text": "new"}, zone=TrustZone.LOCAL, kind="mcp")
+        assert settle_abandoned(host) == 0
+        now[0] += timedelta(minutes=31)
+        assert settle_abandoned(host) == 1
+        assert settle_abandoned(host) == 0
+        runs = {info.run_id: info for info in host.runs()}
+        assert runs[old.run_id].status.value == "cancelled"
+        assert runs[fresh.run_id].status.value == "awaiting_approval"
+        detail = host.store.get_run(old.run_id)
+        assert detail is not None
+        step = next(s for s in detail.steps if s.kind == "approval").payload
+        assert (step["decision"], step["approver"]) == ("unanswered", SWEEPER)
+        assert not host.store.verify(old.run_id).broken
+    finally:
+        host.store.close()
+    assert notes({"NRLLM_HOME": str(tmp_path)}) == []
