@@ -399,6 +399,27 @@ def test_scripted_resolves_an_absolute_path_as_given(tmp_path):
     assert provider.complete(HELLO, []).content == "hi"
 
 
+def test_scripted_reads_its_file_again_only_when_it_changed(tmp_path):
+    # A host builds its provider for every run: an unchanged script is not parsed again.
+    first = _scripted(tmp_path, '[[turns]]\ncontent = "one"\n')
+    again = build_provider(
+        make_plugin_manager(load_entry_points=False).provider_registry(),
+        "demo",
+        {"kind": "scripted", "script": "script.toml"},
+        config_dir=tmp_path,
+        environ={},
+    )
+    assert isinstance(again, ScriptedProvider)
+    assert again._turns is first._turns
+    changed = _scripted(tmp_path, '[[turns]]\ncontent = "two, now"\n')
+    assert changed.complete(HELLO, []).content == "two, now"
+    with pytest.raises(ProviderConfigError, match="not valid JSON or TOML"):
+        _scripted(tmp_path, "turns = [")
+    (tmp_path / "script.toml").unlink()
+    with pytest.raises(ProviderConfigError, match="cannot be read"):
+        ScriptedProvider.load("demo", tmp_path / "script.toml")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,23 +61,17 @@ class ScriptedProvider:
 
     @classmethod
     def load(cls, name: str, script: Path) -> ScriptedProvider:
-        """Read and check the whole script now, so a bad one fails before any run starts."""
+        """Read and check the whole script now, so a bad one fails before any run starts.
+
+        A script read before is read again only when its file changed (its path, size,
+        modification time or inode), as the configuration file is: a host builds its provider
+        for every run."""
         try:
-            raw = script.read_bytes()
+            stat = script.stat()
         except OSError as exc:
-            raise _error(name, script, f"cannot be read ({type(exc).__name__})") from None
-        try:
-            data = _json.loads(raw) if script.suffix == ".json" else tomllib.loads(raw.decode())
-        except (ValueError, UnicodeDecodeError):
-            raise _error(name, script, "is not valid JSON or TOML") from None
-        turns = data.get("turns") if isinstance(data, dict) else None
-        if not isinstance(turns, list):
-            raise _error(name, script, 'needs a list "turns"')
-        return cls(
-            name=name,
-            script=script,
-            turns=[_turn(name, script, index, turn) for index, turn in enumerate(turns)],
-        )
+            raise _unreadable(name, script, exc) from None
+        turns = _read_turns(name, script, (stat.st_mtime_ns, stat.st_size, stat.st_ino))
+        return cls(name=name, script=script, turns=turns)
 
     def __repr__(self) -> str:
         return f"ScriptedProvider(name={self.name!r}, script={str(self.script)!r})"
@@ -139,6 +134,28 @@ class ScriptedProvider:
 
 def _error(name: str, script: Path, message: str) -> ProviderConfigError:
     return ProviderConfigError(f'provider "{name}": the script {script.name} {message}')
+
+
+def _unreadable(name: str, script: Path, exc: OSError) -> ProviderConfigError:
+    return _error(name, script, f"cannot be read ({type(exc).__name__})")
+
+
+# A few scripts' turns, each kept while its file is unchanged (``stamp``); a script that fails
+# its checks raises, and is read again next time.
+@functools.lru_cache(maxsize=32)
+def _read_turns(name: str, script: Path, stamp: tuple[int, int, int]) -> tuple[_Turn, ...]:
+    try:
+        raw = script.read_bytes()
+    except OSError as exc:
+        raise _unreadable(name, script, exc) from None
+    try:
+        data = _json.loads(raw) if script.suffix == ".json" else tomllib.loads(raw.decode())
+    except (ValueError, UnicodeDecodeError):
+        raise _error(name, script, "is not valid JSON or TOML") from None
+    turns = data.get("turns") if isinstance(data, dict) else None
+    if not isinstance(turns, list):
+        raise _error(name, script, 'needs a list "turns"')
+    return tuple(_turn(name, script, index, turn) for index, turn in enumerate(turns))
 
 
 def _turn(name: str, script: Path, index: int, raw: object) -> _Turn:

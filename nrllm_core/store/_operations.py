@@ -115,9 +115,15 @@ _COUNT_STEP: Final = (
     )
 )
 
+# The open statuses (``OPEN``) are parameters each row names, like the rest, so that
+# ``execute_rows`` can run it through SQLite's own cursor with the SQL compiled once
+# (``in_(OPEN)`` was rendered anew on every execution).
 _SETTLE: Final = (
     update(RUNS)
-    .where(RUNS.c.id == bindparam("target"), RUNS.c.status.in_(OPEN))
+    .where(
+        RUNS.c.id == bindparam("target"),
+        RUNS.c.status.in_([bindparam("running"), bindparam("awaiting")]),
+    )
     .values(
         status=bindparam("new_status"),
         termination_reason=bindparam("new_reason"),
@@ -126,7 +132,9 @@ _SETTLE: Final = (
     )
 )
 _BLANK_STATE: Final = (
-    update(SUSPENSIONS).where(SUSPENSIONS.c.run_id == bindparam("target")).values(sealed=b"")
+    update(SUSPENSIONS)
+    .where(SUSPENSIONS.c.run_id == bindparam("target"))
+    .values(sealed=bindparam("blank"))
 )
 
 
@@ -392,20 +400,25 @@ def finish_run(
     status = RunStatus(status)
     if status not in _SETTLED:
         raise ValueError(f"a run cannot be settled as {status.value!r}")
-    result = connection.execute(
+    settled = execute_rows(
+        connection,
         _SETTLE,
-        {
-            "target": run_id,
-            "new_status": status.value,
-            "new_reason": termination_reason,
-            "now": now,
-            "ended": now if status.is_finished else None,
-        },
+        [
+            {
+                "target": run_id,
+                "running": RunStatus.RUNNING.value,
+                "awaiting": RunStatus.AWAITING_APPROVAL.value,
+                "new_status": status.value,
+                "new_reason": termination_reason,
+                "now": now,
+                "ended": now if status.is_finished else None,
+            }
+        ],
     )
     if status.is_finished:
         # A finished run can never resume: its sealed state is no longer kept.
-        connection.execute(_BLANK_STATE, {"target": run_id})
-    return result.rowcount == 1
+        execute_rows(connection, _BLANK_STATE, [{"target": run_id, "blank": b""}])
+    return settled == 1
 
 
 def suspend_run(
