@@ -122,7 +122,7 @@ _SETTLE: Final = (
     update(RUNS)
     .where(
         RUNS.c.id == bindparam("target"),
-        RUNS.c.status.in_([bindparam("running"), bindparam("awaiting")]),
+        RUNS.c.status.in_([bindparam(f"open_{status}") for status in OPEN]),
     )
     .values(
         status=bindparam("new_status"),
@@ -406,8 +406,7 @@ def finish_run(
         [
             {
                 "target": run_id,
-                "running": RunStatus.RUNNING.value,
-                "awaiting": RunStatus.AWAITING_APPROVAL.value,
+                **{f"open_{status}": status for status in OPEN},
                 "new_status": status.value,
                 "new_reason": termination_reason,
                 "now": now,
