@@ -262,25 +262,28 @@ def test_an_unmapped_subject_is_refused_never_given_a_default_actor(oauth_serve)
     assert answer.json()["error"] == "access_denied"
 
 
+def weather_in_rome(resource: str, token: str) -> Any:
+    """One SDK client's ``weather`` call at ``resource`` with ``token``, bounded in time."""
+
+    async def body() -> Any:
+        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+        with anyio.fail_after(TIMEOUT):
+            async with (
+                client,
+                streamable_http_client(resource, http_client=client) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await session.call_tool("weather", {"city": "Rome"})
+
+    return anyio.run(body)
+
+
 def test_a_call_is_a_run_as_the_mapped_actor_and_runs_filters_by_it(oauth_serve, served):
     resource, issuer = oauth_serve
     token = issuer.token(resource)
 
-    async def body():
-        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
-        async with (
-            client,
-            streamable_http_client(resource, http_client=client) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await session.call_tool("weather", {"city": "Rome"})
-
-    async def bounded():
-        with anyio.fail_after(TIMEOUT):
-            return await body()
-
-    result = anyio.run(bounded)
+    result = weather_in_rome(resource, token)
     assert [b.text for b in result.content] == ["Sunny in Rome."]
     ((info, _),) = runs_of(served)
     # Not the configured [actor] (alice): the person the token names.
@@ -459,23 +462,9 @@ def test_an_introspected_token_is_a_call_as_the_mapped_actor_asked_about_once(
     resource = f"http://127.0.0.1:{port}/mcp"
     token = introspection.token(resource)
 
-    async def body():
-        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
-        async with (
-            client,
-            streamable_http_client(resource, http_client=client) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await session.call_tool("weather", {"city": "Rome"})
-
-    async def bounded():
-        with anyio.fail_after(TIMEOUT):
-            return await body()
-
     env = with_credentials(served)
     with serving(env, port, introspection_section(introspection, resource)):
-        result = anyio.run(bounded)
+        result = weather_in_rome(resource, token)
     assert [b.text for b in result.content] == ["Sunny in Rome."]
     ((info, _),) = runs_of(served)
     assert (info.kind.value, info.actor) == ("mcp", "ana")
