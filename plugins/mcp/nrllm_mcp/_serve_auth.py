@@ -17,7 +17,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 from urllib.parse import quote_plus, urlsplit
 
@@ -177,21 +177,8 @@ class JwtVerifier:
             raise Refusal(401, "invalid_token", "The access token has expired.") from None
         except jwt.PyJWTError:
             raise Refusal(401, "invalid_token", "The access token is not valid.") from None
-        subject = claims.get("sub")
-        if not isinstance(subject, str) or not subject:
-            raise Refusal(401, "invalid_token", "The access token is not valid.")
-        scopes = _scopes(claims)
-        if not set(self._required) <= set(scopes):
-            raise Refusal(403, "insufficient_scope", "The access token lacks a required scope.")
         client = claims.get("client_id", claims.get("azp"))
-        expires = claims.get("exp")
-        return Verified(
-            subject=subject,
-            issuer=self._issuer,
-            client_id=client if isinstance(client, str) and client else subject,
-            scopes=scopes,
-            expires_at=expires if type(expires) is int else None,
-        )
+        return _verified(claims, issuer=self._issuer, required=self._required, client=client)
 
 
 @final
@@ -263,19 +250,8 @@ class IntrospectionVerifier:
             raise Refusal(401, "invalid_token", "The access token is not valid.")
         if expires + LEEWAY_SECONDS < now:
             raise Refusal(401, "invalid_token", "The access token has expired.")
-        subject = claims.get("sub")
-        if not isinstance(subject, str) or not subject:
-            raise Refusal(401, "invalid_token", "The access token is not valid.")
-        scopes = _scopes(claims)
-        if not set(self._required) <= set(scopes):
-            raise Refusal(403, "insufficient_scope", "The access token lacks a required scope.")
-        client = claims.get("client_id")
-        verified = Verified(
-            subject=subject,
-            issuer=self._issuer,
-            client_id=client if isinstance(client, str) and client else subject,
-            scopes=scopes,
-            expires_at=expires,
+        verified = _verified(
+            claims, issuer=self._issuer, required=self._required, client=claims.get("client_id")
         )
         fresh = min(CACHE_SECONDS, expires - now)
         if fresh > 0:
@@ -348,6 +324,28 @@ def verifier(settings: ServeSettings, environ: Mapping[str, str]) -> Callable[[s
     if settings.introspection_url is not None:
         return IntrospectionVerifier(settings, environ).verify
     return JwtVerifier(settings).verify
+
+
+def _verified(
+    claims: Mapping[str, Any], *, issuer: str, required: Sequence[str], client: object
+) -> Verified:
+    """What checked claims say, the same for a JWT and an introspection answer: refused
+    without a subject, or without every ``required`` scope; the client is the subject's
+    own when the claims name none."""
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        raise Refusal(401, "invalid_token", "The access token is not valid.")
+    scopes = _scopes(claims)
+    if not set(required) <= set(scopes):
+        raise Refusal(403, "insufficient_scope", "The access token lacks a required scope.")
+    expires = claims.get("exp")
+    return Verified(
+        subject=subject,
+        issuer=issuer,
+        client_id=client if isinstance(client, str) and client else subject,
+        scopes=scopes,
+        expires_at=expires if type(expires) is int else None,
+    )
 
 
 def _scopes(claims: Mapping[str, Any]) -> tuple[str, ...]:
