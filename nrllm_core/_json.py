@@ -48,10 +48,18 @@ class EncodeError(ValueError):
 
 def dumps(value: Any) -> bytes:
     """Encode ``value`` canonically; raise :class:`EncodeError` when it cannot be."""
+    return _finite(_encoded(value), value)
+
+
+def _encoded(value: Any) -> bytes:
     try:
-        out = orjson.dumps(value, option=_OPTIONS)
+        return orjson.dumps(value, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise EncodeError(str(exc)) from None
+
+
+def _finite(out: bytes, value: Any) -> bytes:
+    """``out``, the encoding of ``value``, unless ``value`` holds NaN or Infinity."""
     # orjson writes non-finite floats as null; only then is a walk needed to tell them apart.
     if b"null" in out and _has_non_finite(value):
         raise EncodeError("NaN and Infinity have no JSON form")
@@ -68,10 +76,11 @@ def dumps_bounded_depth(value: Any, max_depth: int) -> bytes:
     outer, inner = _padding(padding)
     inner[0] = value
     try:
-        out = dumps(outer)
+        out = _encoded(outer)
     finally:
         inner[0] = None
-    return out[padding:-padding]
+    # The walk for non-finite floats goes through ``value``, not the padding around it.
+    return _finite(out[padding:-padding], value)
 
 
 def _padding(levels: int) -> tuple[list[Any], list[Any]]:

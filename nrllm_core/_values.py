@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, final
 
@@ -69,6 +70,9 @@ def _other_rank(member: _Ranked, other: object) -> int:
     return _member_rank(other)
 
 
+# Cached, as the gate and the privacy filter compare at every step; typed, as members of two
+# enums that share a value are equal strings.
+@functools.lru_cache(maxsize=None, typed=True)
 def _member_rank(member: _Ranked) -> int:
     return list(type(member)).index(member)
 
