@@ -102,7 +102,11 @@ class Suspensions:
         key = load_state_key(self.data_dir, dict(self.environ))
         sealed = seal(key, _binding(run_id, state.digest), _turn_to_json(turn))
         self.store.suspend_run(
-            run_id, sealed=sealed, turn_digest=state.digest, trace_context=trace_context
+            run_id,
+            sealed=sealed,
+            turn_digest=state.digest,
+            trace_context=trace_context,
+            expires_at=turn.expires_at,
         )
 
     def pending(self, run_id: str, *, content_kept: bool = False) -> RunOutcome | None:

@@ -314,6 +314,22 @@ def test_a_turn_within_its_expiry_is_decided(make_host, clock):
     assert write.calls == [{"text": "hello"}]
 
 
+def test_a_turn_is_listed_due_when_its_sealed_state_says_it_expired(make_host, clock):
+    from nrllm_core.store import RunKind
+
+    host, _ = make_host([WRITE_TURN, {"content": "done"}], approvals={"ttl_seconds": 60})
+    run_id, _ = suspended(host)
+    clock.now += timedelta(seconds=59)
+    assert host.store.due_suspensions(RunKind.RUN) == []
+    assert host.pending(run_id) is not None
+    clock.now += timedelta(seconds=1)
+
+    assert host.store.due_suspensions(RunKind.RUN) == [run_id]
+    with pytest.raises(ApprovalRefused) as refused:
+        host.pending(run_id)
+    assert refused.value.reason is RefusalReason.EXPIRED
+
+
 def test_the_default_expiry_is_seven_days(make_host, clock):
     host, _ = make_host([WRITE_TURN, {"content": "done"}])
     run_id, _ = suspended(host)

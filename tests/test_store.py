@@ -738,6 +738,39 @@ def test_a_suspended_turn_is_claimed_once_and_its_nonce_never_again(store: Store
     assert claim("r3", "d4", "n3") == b"state-4"
 
 
+def test_due_suspensions_lists_the_open_turns_of_a_kind_that_expired_or_say_no_expiry(
+    store: Store, clock: Clock
+) -> None:
+    from nrllm_core.store import RunKind
+
+    now = clock()
+    turns = {
+        "due": now + timedelta(minutes=5),
+        "later": now + timedelta(minutes=30),
+        "unknown": None,
+        "decided": now + timedelta(minutes=1),
+        "other-kind": now + timedelta(minutes=1),
+        "settled": now + timedelta(minutes=1),
+    }
+    for run_id, expires_at in turns.items():
+        kind = RunKind.RUN if run_id == "other-kind" else RunKind.MCP
+        store.start_run(run_id, kind=kind)
+        store.suspend_run(run_id, sealed=b"s", turn_digest=run_id, expires_at=expires_at)
+        clock.advance(seconds=1)
+    store.claim_suspension(
+        "decided", turn_digest="decided", nonce="n1", decision="approve", approver="bob"
+    )
+    assert store.finish_run("settled", RunStatus.CANCELLED, "cancelled")
+
+    # Before any expiry only the turn whose expiry is not known is worth opening.
+    assert store.due_suspensions(RunKind.MCP) == ["unknown"]
+    clock.advance(minutes=5)
+    assert store.due_suspensions(RunKind.MCP) == ["due", "unknown"]
+    assert store.due_suspensions(RunKind.RUN) == ["other-kind"]
+    clock.advance(minutes=30)
+    assert store.due_suspensions(RunKind.MCP) == ["due", "later", "unknown"]
+
+
 def test_the_store_is_one_class() -> None:
     # What a second store class once shared lives in Store itself.
     assert Store.__bases__ == (object,)

@@ -35,7 +35,7 @@ DB_FILENAME: Final = "nrllm.db"
 # The last shipped migration's revision. The store compares the database's with it in one query
 # and loads Alembic only to migrate (a test holds it to Alembic's head): importing Alembic and
 # reading the scripts cost most of a short command's time.
-HEAD_REVISION: Final = "0007"
+HEAD_REVISION: Final = "0008"
 _MIGRATIONS: Final = Path(__file__).parent / "migrations"
 # Long enough for a burst of writers in other processes; each write is one short transaction.
 _BUSY_TIMEOUT_MS: Final = 30_000

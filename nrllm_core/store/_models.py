@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    text,
 )
 
 __all__ = [
@@ -140,6 +141,15 @@ SUSPENSIONS: Final = Table(
     Column("approver", String(255)),
     # JSON of the segment's W3C trace context: observability metadata, not part of the state.
     Column("trace_context", Text),
+    # When the turn expires, as its sealed state says: which open turns a sweep opens (0008).
+    # NULL: suspended before that revision, or by a caller that did not say; unknown.
+    Column("expires_at", UTCDateTime),
+    Index(
+        "ix_suspensions_open_expires_at",
+        "expires_at",
+        sqlite_where=text("decided_at IS NULL"),
+        postgresql_where=text("decided_at IS NULL"),
+    ),
 )
 
 # The nonce of a sealed state that was claimed, written in the claim's transaction.

@@ -65,6 +65,7 @@ __all__ = [
     "cancel_suspension",
     "claim_suspension",
     "decision_rows",
+    "due_suspensions",
     "finish_run",
     "get_run",
     "heartbeat",
@@ -427,6 +428,7 @@ def suspend_run(
     sealed: bytes,
     turn_digest: str,
     trace_context: Mapping[str, str] | None,
+    expires_at: datetime | None,
     now: datetime,
 ) -> None:
     if not _move(connection, run_id, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, now):
@@ -446,6 +448,7 @@ def suspend_run(
             "trace_context": None
             if trace_context is None
             else _json.dumps(dict(trace_context)).decode(),
+            "expires_at": expires_at,
         },
     )
 
@@ -543,6 +546,23 @@ def suspension(connection: Connection, run_id: str) -> Suspension | None:
             None if row.trace_context is None else _json.loads(row.trace_context)
         ),
     )
+
+
+def due_suspensions(connection: Connection, kind: str, now: datetime) -> list[str]:
+    """The runs of ``kind`` waiting on a turn that expired by ``now``, or whose expiry is not
+    known (NULL), oldest first."""
+    query = (
+        select(SUSPENSIONS.c.run_id)
+        .join(RUNS, RUNS.c.id == SUSPENSIONS.c.run_id)
+        .where(
+            SUSPENSIONS.c.decided_at.is_(None),
+            or_(SUSPENSIONS.c.expires_at.is_(None), SUSPENSIONS.c.expires_at <= now),
+            RUNS.c.status == RunStatus.AWAITING_APPROVAL.value,
+            RUNS.c.kind == kind,
+        )
+        .order_by(SUSPENSIONS.c.suspended_at, SUSPENSIONS.c.run_id)
+    )
+    return list(connection.execute(query).scalars())
 
 
 def last_sequence(connection: Connection, run_id: str) -> int:

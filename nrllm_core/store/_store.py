@@ -454,9 +454,12 @@ class Store:
         sealed: bytes,
         turn_digest: str,
         trace_context: Mapping[str, str] | None = None,
+        expires_at: datetime | None = None,
     ) -> None:
         """Park a running run on a turn that waits for a person, with its sealed state and,
-        next to it, the W3C ``trace_context`` its resumption continues.
+        next to it, the W3C ``trace_context`` its resumption continues and when the turn
+        expires (as its sealed state says; ``None``: not known, so
+        :meth:`due_suspensions` lists it).
 
         Raises unless the run was running: a state that is not stored is never promised.
         """
@@ -466,8 +469,19 @@ class Store:
             sealed=sealed,
             turn_digest=turn_digest,
             trace_context=trace_context,
+            expires_at=expires_at,
             now=self._clock(),
         )
+
+    def due_suspensions(self, kind: RunKind) -> list[str]:
+        """The runs of ``kind`` waiting on a turn that has expired by now, oldest first, and
+        those whose turn's expiry was not stored (suspended before store revision 0008).
+
+        What the stored expiry says only picks the turns worth opening: the turn's sealed
+        state is what decides (:meth:`Host.pending` refuses an expired one).
+        """
+        with self._engine.connect() as connection:
+            return ops.due_suspensions(connection, kind.value, self._clock())
 
     def suspension(self, run_id: str) -> Suspension | None:
         """The run's undecided suspended turn, or ``None``."""
