@@ -231,18 +231,20 @@ def _resumed(
 def settle_abandoned(host: Host) -> int:
     """End each waiting MCP call whose approval expired with no second round, as
     ``unanswered`` by this gateway (the audit's record of a question nobody answered); how
-    many. Any instance may: ending one is a single atomic write."""
+    many. Any instance may: ending one is a single atomic write.
+
+    Only the turns the store lists as due are opened, and each one's sealed state decides:
+    a call still open (the listing was wrong) is left waiting."""
     from nrllm_core import ApprovalRefused
+    from nrllm_core.store import RunKind
 
     ended = 0
-    for run in host.runs("awaiting_approval"):
-        if run.kind.value != "mcp":
-            continue
+    for run_id in host.store.due_suspensions(RunKind.MCP):
         try:
-            host.pending(run.run_id)
+            host.pending(run_id)
         except ApprovalRefused as exc:
             if exc.reason is RefusalReason.EXPIRED and host.cancel(
-                run.run_id, by=SWEEPER, reason=RefusalReason.UNANSWERED
+                run_id, by=SWEEPER, reason=RefusalReason.UNANSWERED
             ):
                 ended += 1
     return ended

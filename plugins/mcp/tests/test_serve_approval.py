@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import mcp.types as types
@@ -487,14 +488,36 @@ def test_a_waiting_call_nobody_answers_in_time_ends_unanswered(tmp_path, monkeyp
         environ={},
         clock=lambda: now[0],
     )
+    opened: list[str] = []
+    pending = host.pending
+
+    def counted(run_id: str, **options: Any) -> Any:
+        opened.append(run_id)
+        return pending(run_id, **options)
+
+    monkeypatch.setattr(host, "pending", counted)
     try:
         old = host.submit("write_note", {"text": "old"}, zone=TrustZone.LOCAL, kind="mcp")
         now[0] += timedelta(minutes=30)
         fresh = host.submit("write_note", {"text": "new"}, zone=TrustZone.LOCAL, kind="mcp")
         assert settle_abandoned(host) == 0
+        # Nothing was due: no sealed turn was opened.
+        assert opened == []
         now[0] += timedelta(minutes=31)
         assert settle_abandoned(host) == 1
+        assert opened == [old.run_id]
         assert settle_abandoned(host) == 0
+        # An expiry moved back in the database gets a turn opened, not ended: its sealed
+        # state says it is still open.
+        with host.store._engine.begin() as connection:
+            connection.exec_driver_sql(
+                "UPDATE suspensions SET expires_at = suspended_at WHERE run_id = ?"
+                if connection.dialect.name == "sqlite"
+                else "UPDATE suspensions SET expires_at = suspended_at WHERE run_id = %s",
+                (fresh.run_id,),
+            )
+        assert settle_abandoned(host) == 0
+        assert opened == [old.run_id, fresh.run_id]
         runs = {info.run_id: info for info in host.runs()}
         assert runs[old.run_id].status.value == "cancelled"
         assert runs[fresh.run_id].status.value == "awaiting_approval"
