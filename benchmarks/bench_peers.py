@@ -534,7 +534,10 @@ def runs_at_once(folder: Path, turns: int) -> list[Figure]:
         wall = anyio.run(measure, WALL)
     rate = {name: RUNS_AT_ONCE / seconds for name, seconds in cpu.items()}
     wall_rate = {name: RUNS_AT_ONCE / seconds for name, seconds in wall.items()}
-    ratio = rate["SQLite"] / rate["openai-agents"]
+    # The target holds by wall clock and per CPU second: the lesser of the two is the figure.
+    ratio = min(
+        rate["SQLite"] / rate["openai-agents"], wall_rate["SQLite"] / wall_rate["openai-agents"]
+    )
     figures = [
         Figure(
             f"{RUNS_AT_ONCE} runs at once, one event loop, SQLite, vs openai-agents in memory",
@@ -546,10 +549,11 @@ def runs_at_once(folder: Path, turns: int) -> list[Figure]:
         )
     ]
     if "PostgreSQL" in rate:
-        ratio = rate["PostgreSQL"] / rate["SQLite"]
+        # By wall clock: the server's CPU is another process's, which the CPU time leaves out.
+        ratio = wall_rate["PostgreSQL"] / wall_rate["SQLite"]
         figures.append(
             Figure(
-                "the same on PostgreSQL, vs SQLite",
+                "the same on PostgreSQL, vs SQLite, by wall clock",
                 ratio,
                 ">= 0.8x",
                 ratio >= 0.8,
