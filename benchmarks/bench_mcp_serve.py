@@ -2,12 +2,16 @@
 
 The gateway is started as a user starts it (``nrllm mcp serve --transport http --zone local``,
 a temporary data folder and configuration, SQLite, or with ``--postgres`` a scratch schema on
-``NRLLM_TEST_POSTGRES_URL``). ``--clients`` SDK
-clients (``ClientSession`` over ``streamable_http_client``, all on one event loop in this
-process) are opened on ``--revision`` (2026-07-28 by default: ``ClientSession.discover()``, the
-stateless revision the SDK's clients speak unless told otherwise; ``handshake``: the
-``initialize`` handshake of 2025-11-25 and before, a session per client), then each makes
-``--calls`` ``tools/call`` of the read-only builtin ``get_system_status``, all at once.
+``NRLLM_TEST_POSTGRES_URL``). ``--clients`` clients, all on one event loop in this process,
+connect on ``--revision`` (2026-07-28 by default: the stateless revision the SDK's clients
+speak unless told otherwise, ``ClientSession.discover()``; ``handshake``: the ``initialize``
+handshake of 2025-11-25 and before, a session per client), then each makes ``--calls``
+``tools/call`` of the read-only builtin ``get_system_status``, all at once. ``--client http``
+(the default) sends the requests the SDK's client sends, written and read with h11 on one
+keep-alive connection per client; ``--client sdk`` uses the SDK's ``ClientSession`` over
+``streamable_http_client``, which spends more CPU per call than the server on the same cores.
+Printed, in wall time (the figures are what a client waits for):
+
 Printed, in wall time (the figures are what a client waits for):
 
 - calls per second, from the first call to the last answer, and the CPU time per call of the
@@ -24,12 +28,13 @@ Printed, in wall time (the figures are what a client waits for):
   the hash chain of every stored run verifying. A failed check exits non-zero.
 
     python benchmarks/bench_mcp_serve.py [--clients N] [--calls N] [--postgres]
-        [--revision 2026-07-28|handshake]
+        [--revision 2026-07-28|handshake] [--client http|sdk]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
 import socket
@@ -38,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final
@@ -94,8 +99,13 @@ def start_server(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str],
     raise SystemExit(f"nothing listens on port {port}")
 
 
+# One ``tools/call``: whether the answer is an error, and its text.
+Call = Callable[[], Awaitable[tuple[bool, str]]]
+_CLIENT_INFO: Final = {"name": "bench", "version": "0"}
+
+
 @asynccontextmanager
-async def opened(url: str, token: str, revision: str) -> AsyncIterator[Any]:
+async def sdk_client(url: str, token: str, revision: str) -> AsyncIterator[Call]:
     """An SDK client session with the gateway, on ``revision``."""
     import httpx2
     from mcp import ClientSession
@@ -111,44 +121,147 @@ async def opened(url: str, token: str, revision: str) -> AsyncIterator[Any]:
             await session.initialize()
         else:
             await session.discover()
-        yield session
+
+        async def call() -> tuple[bool, str]:
+            result = await session.call_tool(TOOL, {})
+            block = result.content[0]
+            return result.is_error, getattr(block, "text", "")
+
+        yield call
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call]:
+    """The requests the SDK's client sends for the same calls, written and read with h11 on
+    one keep-alive connection: about what a client on another machine costs the gateway. The
+    SDK's client spends more CPU per call than the server does, on the same cores, so with it
+    the load would measure the clients' queue as much as the gateway."""
+    import json
+    from urllib.parse import urlsplit
+
+    import h11
+
+    parts = urlsplit(url)
+    ids = itertools.count(1)
+    headers = [
+        ("host", parts.netloc),
+        ("authorization", f"Bearer {token}"),
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+    ]
+    connection = h11.Connection(h11.CLIENT)
+    stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", parts.port or 80)
+
+    async def send(message: dict[str, Any], *extra: tuple[str, str]) -> Any:
+        body = json.dumps(message).encode()
+        request = h11.Request(
+            method="POST",
+            target=parts.path,
+            headers=[*headers, *extra, ("content-length", str(len(body)))],
+        )
+        await stream.send(
+            connection.send(request)
+            + connection.send(h11.Data(data=body))
+            + connection.send(h11.EndOfMessage())
+        )
+        status, kind, chunks = 0, b"", []
+        while True:
+            event = connection.next_event()
+            if event is h11.NEED_DATA:
+                connection.receive_data(await stream.receive())
+            elif isinstance(event, h11.Response):
+                status, kind = event.status_code, dict(event.headers).get(b"content-type", b"")
+                session = dict(event.headers).get(b"mcp-session-id")
+                if session is not None and not any(n == "mcp-session-id" for n, _ in headers):
+                    headers.append(("mcp-session-id", session.decode()))
+            elif isinstance(event, h11.Data):
+                chunks.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                break
+        connection.start_next_cycle()
+        if status >= 400:
+            raise RuntimeError(f"the gateway answered {status}")
+        if "id" not in message:
+            return None
+        text = b"".join(chunks).decode()
+        if kind.startswith(b"text/event-stream"):
+            # One event, the answer: its ``data:`` line.
+            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        answer = json.loads(text)
+        if "result" not in answer:
+            raise RuntimeError(f"the gateway answered an error: {answer.get('error')}")
+        return answer["result"]
+
+    async with stream:
+        params: dict[str, Any] = {"name": TOOL, "arguments": {}}
+        extra: tuple[tuple[str, str], ...] = ()
+        if revision == "handshake":
+            initialize = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": _CLIENT_INFO,
+            }
+            await send(
+                {"jsonrpc": "2.0", "id": next(ids), "method": "initialize", "params": initialize}
+            )
+            headers.append(("mcp-protocol-version", "2025-11-25"))
+            await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        else:
+            headers.append(("mcp-protocol-version", "2026-07-28"))
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            extra = (("mcp-method", "tools/call"), ("mcp-name", TOOL))
+
+        async def call() -> tuple[bool, str]:
+            body = {"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": params}
+            result = await send(body, *extra)
+            return bool(result.get("isError")), str(result["content"][0].get("text", ""))
+
+        yield call
+
+
+CLIENTS: Final = {"http": http_client, "sdk": sdk_client}
 
 
 async def load(
-    url: str, token: str, revision: str, clients: int, calls: int
+    url: str, token: str, revision: str, client: str, clients: int, calls: int
 ) -> tuple[list[float], float, int]:
     """Every client opened and initialized, then all calling at once: the latency of each
     call, the wall time from the first call to the last answer, and how many failed."""
+    opened = CLIENTS[client]
     latencies: list[float] = []
     failed = 0
     ready = 0
     go = anyio.Event()
     all_ready = anyio.Event()
 
-    async def client() -> None:
+    async def one() -> None:
         nonlocal ready, failed
-        async with opened(url, token, revision) as session:
+        async with opened(url, token, revision) as call:
             ready += 1
             if ready == clients:
                 all_ready.set()
             await go.wait()
             for _ in range(calls):
                 began = time.perf_counter()
-                result = await session.call_tool(TOOL, {})
+                is_error, text = await call()
                 latencies.append(time.perf_counter() - began)
-                if result.is_error or "pid: " not in result.content[0].text:
+                if is_error or "pid: " not in text:
                     failed += 1
 
     # One call first, alone: the server's first call imports and builds what every later one
     # reuses, a cost of its start rather than of the load. Its run is counted in the audit.
-    async with opened(url, token, revision) as session:
-        await session.call_tool(TOOL, {})
+    async with opened(url, token, revision) as call:
+        await call()
 
     began = 0.0
     with anyio.fail_after(600):
         async with anyio.create_task_group() as group:
             for _ in range(clients):
-                group.start_soon(client)
+                group.start_soon(one)
             await all_ready.wait()
             began = time.perf_counter()
             go.set()
@@ -217,6 +330,12 @@ def main() -> None:
         help="the store on PostgreSQL at $NRLLM_TEST_POSTGRES_URL, in a scratch schema",
     )
     parser.add_argument("--revision", choices=["2026-07-28", "handshake"], default="2026-07-28")
+    parser.add_argument(
+        "--client",
+        choices=sorted(CLIENTS),
+        default="http",
+        help="http: the protocol's requests through h11 (default); sdk: the MCP SDK's client",
+    )
     options = parser.parse_args()
     from nrllm_core.testing import POSTGRES_ENV, postgres_schema
 
@@ -267,7 +386,13 @@ def main() -> None:
         try:
             before, own = cpu_seconds(process.pid), time.process_time()
             latencies, wall, failed = anyio.run(
-                load, endpoint, token, options.revision, options.clients, options.calls
+                load,
+                endpoint,
+                token,
+                options.revision,
+                options.client,
+                options.clients,
+                options.calls,
             )
             server_cpu = cpu_seconds(process.pid) - before
             client_cpu = time.process_time() - own
@@ -294,7 +419,7 @@ def main() -> None:
     print(
         f"nrllm mcp serve --transport http, {'PostgreSQL' if url else 'SQLite'} store: "
         f"{options.clients} clients x {options.calls} tools/call of {TOOL} (zone {ZONE}), "
-        f"revision {options.revision}"
+        f"revision {options.revision}, {options.client} clients"
     )
     print(f"calls/s: {len(latencies) / wall:.0f} ({len(latencies)} calls in {wall:.2f} s)")
     print(
