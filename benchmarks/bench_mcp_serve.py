@@ -152,7 +152,9 @@ async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call
     connection = h11.Connection(h11.CLIENT)
     stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", parts.port or 80)
 
-    async def send(message: dict[str, Any], *extra: tuple[str, str]) -> Any:
+    async def send(message: dict[str, Any], *extra: tuple[str, str]) -> tuple[Any, h11.Response]:
+        """The result the gateway answered ``message`` with (``None`` for a notification), and
+        the answer's head."""
         body = json.dumps(message).encode()
         request = h11.Request(
             method="POST",
@@ -164,33 +166,32 @@ async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call
             + connection.send(h11.Data(data=body))
             + connection.send(h11.EndOfMessage())
         )
-        status, kind, chunks = 0, b"", []
+        head: h11.Response | None = None
+        chunks = []
         while True:
             event = connection.next_event()
             if event is h11.NEED_DATA:
                 connection.receive_data(await stream.receive())
             elif isinstance(event, h11.Response):
-                status, kind = event.status_code, dict(event.headers).get(b"content-type", b"")
-                session = dict(event.headers).get(b"mcp-session-id")
-                if session is not None and not any(n == "mcp-session-id" for n, _ in headers):
-                    headers.append(("mcp-session-id", session.decode()))
+                head = event
             elif isinstance(event, h11.Data):
                 chunks.append(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 break
         connection.start_next_cycle()
-        if status >= 400:
-            raise RuntimeError(f"the gateway answered {status}")
+        assert head is not None
+        if head.status_code >= 400:
+            raise RuntimeError(f"the gateway answered {head.status_code}")
         if "id" not in message:
-            return None
+            return None, head
         text = b"".join(chunks).decode()
-        if kind.startswith(b"text/event-stream"):
+        if dict(head.headers).get(b"content-type", b"").startswith(b"text/event-stream"):
             # One event, the answer: its ``data:`` line.
             text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
         answer = json.loads(text)
         if "result" not in answer:
             raise RuntimeError(f"the gateway answered an error: {answer.get('error')}")
-        return answer["result"]
+        return answer["result"], head
 
     async with stream:
         params: dict[str, Any] = {"name": TOOL, "arguments": {}}
@@ -201,10 +202,11 @@ async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call
                 "capabilities": {},
                 "clientInfo": _CLIENT_INFO,
             }
-            await send(
+            _, head = await send(
                 {"jsonrpc": "2.0", "id": next(ids), "method": "initialize", "params": initialize}
             )
-            headers.append(("mcp-protocol-version", "2025-11-25"))
+            session = dict(head.headers)[b"mcp-session-id"].decode()
+            headers += [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")]
             await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         else:
             headers.append(("mcp-protocol-version", "2026-07-28"))
@@ -217,7 +219,7 @@ async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call
 
         async def call() -> tuple[bool, str]:
             body = {"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": params}
-            result = await send(body, *extra)
+            result, _ = await send(body, *extra)
             return bool(result.get("isError")), str(result["content"][0].get("text", ""))
 
         yield call

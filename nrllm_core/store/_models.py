@@ -127,6 +127,9 @@ DECISIONS: Final = Table(
     Column("decided_at", UTCDateTime, nullable=False),
 )
 
+# A suspended turn no decision has reached yet.
+_OPEN_TURN: Final = text("decided_at IS NULL")
+
 # A run's suspended turn: its sealed state, and the one decision it can receive.
 SUSPENSIONS: Final = Table(
     "suspensions",
@@ -147,8 +150,8 @@ SUSPENSIONS: Final = Table(
     Index(
         "ix_suspensions_open_expires_at",
         "expires_at",
-        sqlite_where=text("decided_at IS NULL"),
-        postgresql_where=text("decided_at IS NULL"),
+        sqlite_where=_OPEN_TURN,
+        postgresql_where=_OPEN_TURN,
     ),
 )
 
