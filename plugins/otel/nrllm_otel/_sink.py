@@ -20,6 +20,7 @@ from nrllm_core.log import logger
 from nrllm_otel import _names as names
 from nrllm_otel._content import Level, chat_content, level_of, tool_artifact_events, tool_content
 from nrllm_otel._metrics import Instruments
+from nrllm_otel._settings import OtelSettings
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from nrllm_core import AuditRecord
 
-__all__ = ["OtelSettings", "OtelSink"]
+__all__ = ["OtelSink"]
 
 _SCOPE: Final = "nrllm_otel"
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
@@ -51,27 +52,6 @@ class _Segment:
     request_started: int | None = None
     # What the model had read when asked (the request's label): names, never content.
     label: Any = None
-
-
-# A name a backend shows and groups by: one short line of printable text.
-_AGENT_NAME_MAX_CHARS: Final = 128
-
-
-def _agent_name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not value or len(value) > _AGENT_NAME_MAX_CHARS or not value.isprintable():
-        raise ValueError(
-            f"{attribute.name}: expected 1 to {_AGENT_NAME_MAX_CHARS} printable characters"
-        )
-
-
-@final
-@attrs.frozen(kw_only=True)
-class OtelSettings:
-    """``[otel]``: ``enabled = false`` starts no span and records no metric; ``agent_name``
-    is the ``gen_ai.agent.name`` of every ``invoke_agent`` span."""
-
-    enabled: bool = True
-    agent_name: str = attrs.field(default="nrllm", validator=_agent_name)
 
 
 @final
