@@ -62,14 +62,8 @@ def run_flow(
     # may read.
     recorder = parts.recorder(config, run_id, on_event=on_event)
     report = parts.gate(config, provider=provider_name, skill=skill, actor=actor)
-    # The first request, the run's first guarded write, records the run with it.
     parts.store.start_run(
-        run_id,
-        provider=provider_name,
-        zone=report.zone.value,
-        skill=skill,
-        actor=actor.id,
-        deferred=True,
+        run_id, provider=provider_name, zone=report.zone.value, skill=skill, actor=actor.id
     )
     start = functools.partial(
         start_step, config, "run", report.zone.value, provider=provider_name, skill=skill

@@ -100,14 +100,14 @@ def sync_store(backend: Any) -> Iterator[Store]:
     opened.close()
 
 
-# The request (with the run's start, the start and gate steps and the gate decisions); the
+# The run's start; the request (with the start and gate steps and the gate decisions); the
 # model's answer naming the call; the call's step; the second request; the run's settling (with
 # the final answer and the finish step). Each guarded step commits before what it guards.
 # Before: 8 and 9, the answers and the finish step each on their own; then 6 and 7, the gate
-# decisions on their own; then 6, the run's start on its own.
+# decisions on their own.
 @pytest.mark.usefixtures("driven")
 @pytest.mark.parametrize("withheld", [False, True])
-def test_a_run_with_a_tool_call_makes_five_transactions(backend: Any, withheld: bool) -> None:
+def test_a_run_with_a_tool_call_makes_six_transactions(backend: Any, withheld: bool) -> None:
     host = _host(backend, lookup, *([read_source] if withheld else []))
     try:
         host.run("look up pluggy")
@@ -117,7 +117,7 @@ def test_a_run_with_a_tool_call_makes_five_transactions(backend: Any, withheld: 
         outcome = host.run("look up pluggy")
 
         assert outcome.status == "completed"
-        assert len(commits) == 5
+        assert len(commits) == 6
         detail = host.store.get_run(outcome.run_id)
         assert detail is not None
         kinds = [s.kind for s in detail.steps]

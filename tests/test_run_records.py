@@ -140,25 +140,23 @@ def test_a_run_starts_and_finishes_in_its_records_with_no_content(tmp_path):
 def test_the_start_and_gate_records_are_stored_with_the_request_before_the_model_is_asked(
     tmp_path,
 ):
-    stored: dict[str, list[str] | None] = {}
+    stored: dict[str, list[str]] = {}
 
     class Look(Plugin):
-        # Called after the store's sink: what the store holds once it has taken the record
-        # (``None``: not even the run).
+        # Called after the store's sink: what the store holds once it has taken the record.
         @hookimpl
         def nrllm_audit(self, record: AuditRecord) -> None:
             detail = host.store.get_run(record.run_id)
-            steps = None if detail is None else [s.kind for s in detail.steps]
-            stored.setdefault(record.kind.value, steps)
+            stored.setdefault(record.kind.value, [s.kind for s in detail.steps])
 
     plugin = Look()
     host = host_with(tmp_path, plugin, [{"content": "hello"}])
     outcome = host.run("Hi")
 
-    # Nothing has left the process before the request: the run and its first two records wait
-    # for it. The answer names no call and the finish guards nothing: both wait for the run's
-    # settling, which commits them before run() returns.
-    assert stored["start"] is stored["gate"] is None
+    # Nothing has left the process before the request: the first two wait for it. The answer
+    # names no call and the finish guards nothing: both wait for the run's settling, which
+    # commits them before run() returns.
+    assert stored["start"] == stored["gate"] == []
     assert stored["request"] == ["start", "gate", "request"]
     assert stored["llm"] == stored["finish"] == ["start", "gate", "request"]
     detail = host.store.get_run(outcome.run_id)

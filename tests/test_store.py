@@ -466,52 +466,6 @@ def test_a_deferred_step_fails_with_the_write_that_carries_it(store: Store) -> N
     assert store.verify("r1").broken == ()
 
 
-def test_a_deferred_run_is_recorded_with_its_next_write_before_its_steps(store: Store) -> None:
-    store.start_run("r1", actor="alice", deferred=True)
-    store.record_step(record("r1", 1), deferred=True)
-    # Neither another run's write nor a heartbeat records it.
-    store.start_run("r2")
-    assert not store.heartbeat("r1")
-    assert store.get_run("r1") is None
-
-    store.record_step(record("r1", 2))
-
-    detail = store.get_run("r1")
-    assert detail is not None
-    assert (detail.run.status, detail.run.actor) == ("running", "alice")
-    assert [s.sequence for s in detail.steps] == [1, 2]
-    assert store.verify("r1").broken == ()
-
-
-def test_a_deferred_run_whose_id_is_taken_fails_the_write_that_carries_it(
-    store: Store,
-) -> None:
-    store.start_run("r1")
-    store.record_step(record("r1", 1))
-    store.start_run("r1", deferred=True)
-
-    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
-        store.record_step(record("r1", 2))
-
-    # Nothing of that write was committed; the run recorded first is whole.
-    assert [s.sequence for s in steps_of(store, "r1")] == [1]
-    assert store.verify("r1").broken == ()
-
-
-def test_close_records_a_deferred_run_still_waiting(backend: Any) -> None:
-    store = backend.open()
-    store.start_run("r1", deferred=True)
-    store.record_step(record("r1", 1), deferred=True)
-    store.close()
-
-    reopened = backend.open()
-    try:
-        assert [s.sequence for s in steps_of(reopened, "r1")] == [1]
-        assert reopened.verify("r1").broken == ()
-    finally:
-        reopened.close()
-
-
 def test_a_deferred_step_with_no_canonical_form_raises_at_once(store: Store) -> None:
     store.start_run("r1")
     with pytest.raises(ValueError, match="NaN"):

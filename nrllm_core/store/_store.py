@@ -188,7 +188,8 @@ class Store:
         on its own, should one fail), then let go of the database."""
         with self._queue_lock:
             waiting = {
-                run_id: deferred.write(_nothing) for run_id, deferred in self._deferred.items()
+                run_id: _Write(deferred.steps, _nothing, deferred.decisions)
+                for run_id, deferred in self._deferred.items()
             }
             self._deferred.clear()
         with self._write_lock:
@@ -223,7 +224,7 @@ class Store:
             if deferred is None:
                 write: _Write[T] = _Write([*steps], operation)
             else:
-                write = deferred.write(operation, steps)
+                write = _Write([*deferred.steps, *steps], operation, deferred.decisions)
             self._queue.append(write)
         with self._write_lock:
             if not write.done:
@@ -306,13 +307,9 @@ class Store:
             raise
 
     def _apply(self, connection: Connection, writes: list[_Write[Any]]) -> list[Any]:
-        """Record the runs ``writes`` open, chain their steps, insert their deferred gate
-        decisions, then run their operations, in order. Writes that waited together are
-        concurrent: any order of them is one they could have had, and each one's run is
-        recorded before its steps, and its steps before its operation."""
-        for write in writes:
-            if write.opening is not None:
-                write.opening(connection)
+        """Chain the steps of ``writes``, insert their deferred gate decisions, then run their
+        operations, in order. Writes that waited together are concurrent: any order of them is
+        one they could have had, and each one's steps still come before its operation."""
         steps = [step for write in writes for step in write.steps]
         if steps:
             ops.record_steps(connection, self._key(), self._heads, steps)
@@ -338,33 +335,24 @@ class Store:
         zone: str | None = None,
         skill: str | None = None,
         actor: str | None = None,
-        deferred: bool = False,
     ) -> None:
-        """Record a new run as ``running``; a run id that exists already raises.
-
-        ``deferred`` is for a run whose first guarded write follows at once (a new run's row
-        guards nothing): the run is recorded in the transaction of its next write through
-        this store, before that write's steps, and a failure to record it (a run id taken,
-        say) is that write's failure; :meth:`close` records those still waiting.
-        """
+        """Record a new run as ``running``; a run id that exists already raises."""
         now, key = self._clock(), self._key()
-        opening = functools.partial(
-            ops.start_run,
-            key=key,
-            heads=self._heads,
-            run_id=run_id,
-            kind=kind,
-            provider=provider,
-            zone=zone,
-            skill=skill,
-            actor=actor,
-            now=now,
+        self._write(
+            None,
+            functools.partial(
+                ops.start_run,
+                key=key,
+                heads=self._heads,
+                run_id=run_id,
+                kind=kind,
+                provider=provider,
+                zone=zone,
+                skill=skill,
+                actor=actor,
+                now=now,
+            ),
         )
-        if not deferred:
-            self._write(None, opening)
-            return
-        with self._queue_lock:
-            self._deferred.setdefault(run_id, _Deferred()).opening = opening
 
     def record_step(self, record: AuditRecord, *, deferred: bool = False) -> None:
         """Persist one step, chained to its run's head, and renew the run's lease, in one
@@ -632,21 +620,14 @@ class Store:
 
 @final
 class _Deferred:
-    """What of a run waits for its next write: its opening, and its steps and gate decisions
-    that guard nothing, in the order they came."""
+    """What of a run waits for its next write: its steps and gate decisions that guard
+    nothing, in the order they came."""
 
-    __slots__ = ("decisions", "opening", "steps")
+    __slots__ = ("decisions", "steps")
 
     def __init__(self) -> None:
-        self.opening: Callable[[Connection], None] | None = None
         self.steps: list[ops.NewStep] = []
         self.decisions: list[dict[str, Any]] = []
-
-    def write(
-        self, operation: Callable[[Connection], T], steps: Sequence[ops.NewStep] = ()
-    ) -> _Write[T]:
-        """The run's next write: ``steps`` then ``operation``, carrying what waited for it."""
-        return _Write([*self.steps, *steps], operation, self.decisions, self.opening)
 
 
 @final
@@ -654,16 +635,14 @@ class _Write(Generic[T]):
     """A write waiting for its commit: the steps it chains and the gate decisions it inserts,
     then its operation; settled by whichever thread commits it."""
 
-    __slots__ = ("_error", "_value", "decisions", "done", "opening", "operation", "steps")
+    __slots__ = ("_error", "_value", "decisions", "done", "operation", "steps")
 
     def __init__(
         self,
         steps: list[ops.NewStep],
         operation: Callable[[Connection], T],
         decisions: list[dict[str, Any]] | None = None,
-        opening: Callable[[Connection], None] | None = None,
     ) -> None:
-        self.opening = opening
         self.steps = steps
         self.decisions = decisions or []
         self.operation = operation
