@@ -245,10 +245,10 @@ def test_http_refuses_a_foreign_origin(http_serve):
     assert answer.status_code == 403
 
 
-def test_the_sdks_streamable_http_client_calls_a_tool(http_serve):
-    url, token = http_serve
+def weather_in_rome(url: str, token: str) -> Any:
+    """One SDK client's ``weather`` call at ``url`` with the bearer ``token``, bounded in time."""
 
-    async def body():
+    async def body() -> Any:
         client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
         async with (
             client,
@@ -258,7 +258,13 @@ def test_the_sdks_streamable_http_client_calls_a_tool(http_serve):
             await session.initialize()
             return await session.call_tool("weather", {"city": "Rome"})
 
-    result = run(body)
+    return run(body)
+
+
+def test_the_sdks_streamable_http_client_calls_a_tool(http_serve):
+    url, token = http_serve
+
+    result = weather_in_rome(url, token)
     assert [b.text for b in result.content] == ["Sunny in Rome."]
 
 

@@ -17,14 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote_plus
 
-import anyio
 import attrs
 import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import ProtectedResourceMetadata
 from structlog.testing import capture_logs
 
@@ -37,7 +34,7 @@ from nrllm_mcp._serve_auth import (
 from nrllm_mcp._settings import SettingsError, load_settings
 
 from .conftest import free_port, serve_command, wait_for_port
-from .test_serve import ACCEPT, INITIALIZE, TIMEOUT, runs_of
+from .test_serve import ACCEPT, INITIALIZE, TIMEOUT, runs_of, weather_in_rome
 
 SCOPE = "nrllm:tools"
 
@@ -260,23 +257,6 @@ def test_an_unmapped_subject_is_refused_never_given_a_default_actor(oauth_serve)
     answer = post(resource, issuer.token(resource, sub="sub-stranger"))
     assert answer.status_code == 403
     assert answer.json()["error"] == "access_denied"
-
-
-def weather_in_rome(resource: str, token: str) -> Any:
-    """One SDK client's ``weather`` call at ``resource`` with ``token``, bounded in time."""
-
-    async def body() -> Any:
-        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
-        with anyio.fail_after(TIMEOUT):
-            async with (
-                client,
-                streamable_http_client(resource, http_client=client) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                return await session.call_tool("weather", {"city": "Rome"})
-
-    return anyio.run(body)
 
 
 def test_a_call_is_a_run_as_the_mapped_actor_and_runs_filters_by_it(oauth_serve, served):
