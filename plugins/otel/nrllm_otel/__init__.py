@@ -53,6 +53,10 @@ class _FirstUse:
                 self._sink.nrllm_settings(settings)
 
     def sink(self) -> OtelSink:
+        # Once made, read without the lock: every record of every run passes here.
+        made = self._sink
+        if made is not None:
+            return made
         with self._lock:
             if self._sink is None:
                 from nrllm_otel._sink import OtelSink
