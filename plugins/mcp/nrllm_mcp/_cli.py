@@ -521,6 +521,7 @@ def _serve_http(
     from mcp.server.transport_security import TransportSecuritySettings
 
     from nrllm_mcp._serve import bearer_guard, build_server
+    from nrllm_mcp._serve_framing import plain_unless_asked
 
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
@@ -550,7 +551,11 @@ def _serve_http(
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    app = build_server(host, served).streamable_http_app(transport_security=security, host=bind)
+    mcp_server = build_server(host, served)
+    app = plain_unless_asked(
+        mcp_server.streamable_http_app(transport_security=security, host=bind),
+        mcp_server.session_manager,
+    )
     echo(f"nrllm MCP endpoint: http://{name}:{bound}/mcp")
     guarded: Any
     if token is None:

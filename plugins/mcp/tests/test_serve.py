@@ -313,3 +313,36 @@ def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
     assert asked == []
     assert notes(served) == []
     assert_refused_run(served, "write_note")
+
+
+def handshake_call(url: str, token: str, capabilities: dict[str, Any]) -> httpx2.Response:
+    """A handshake session opened with ``capabilities``, then one ``weather`` call: its
+    answer as sent."""
+    headers = {**ACCEPT, "authorization": f"Bearer {token}"}
+    opening = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": capabilities}}
+    with httpx2.Client(headers=headers, timeout=30) as client:
+        opened = client.post(url, json=opening)
+        assert opened.status_code == 200
+        client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        client.headers["mcp-protocol-version"] = "2025-06-18"
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert client.post(url, json=ready).status_code == 202
+        call = {"name": "weather", "arguments": {"city": "Rome"}}
+        return client.post(
+            url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+        )
+
+
+def test_a_handshake_client_that_cannot_be_asked_gets_its_answers_as_json(http_serve):
+    url, token = http_serve
+    for capabilities in ({}, {"elicitation": None}, {"sampling": {}, "roots": {}}):
+        answer = handshake_call(url, token, capabilities)
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json()["result"]["content"] == [{"type": "text", "text": "Sunny in Rome."}]
+
+
+def test_a_handshake_client_that_can_be_asked_keeps_its_stream(http_serve):
+    url, token = http_serve
+    answer = handshake_call(url, token, {"elicitation": {}})
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert '"text":"Sunny in Rome."' in answer.text
