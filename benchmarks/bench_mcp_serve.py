@@ -10,7 +10,9 @@ handshake of 2025-11-25 and before, a session per client), then each makes ``--c
 (the default) sends the requests the SDK's client sends, written and read with h11 on one
 keep-alive connection per client; ``--client sdk`` uses the SDK's ``ClientSession`` over
 ``streamable_http_client``, which spends more CPU per call than the server on the same cores.
-Printed, in wall time (the figures are what a client waits for):
+With ``--elicitation`` the clients declare the elicitation capability, as a client that can
+approve a call does: on the handshake revision the gateway then answers each request with an
+SSE stream (which could carry the question) instead of a JSON body.
 
 Printed, in wall time (the figures are what a client waits for):
 
@@ -28,7 +30,7 @@ Printed, in wall time (the figures are what a client waits for):
   the hash chain of every stored run verifying. A failed check exits non-zero.
 
     python benchmarks/bench_mcp_serve.py [--clients N] [--calls N] [--postgres]
-        [--revision 2026-07-28|handshake] [--client http|sdk]
+        [--revision 2026-07-28|handshake] [--client http|sdk] [--elicitation]
 """
 
 from __future__ import annotations
@@ -105,17 +107,22 @@ _CLIENT_INFO: Final = {"name": "bench", "version": "0"}
 
 
 @asynccontextmanager
-async def sdk_client(url: str, token: str, revision: str) -> AsyncIterator[Call]:
-    """An SDK client session with the gateway, on ``revision``."""
+async def sdk_client(url: str, token: str, revision: str, asks: bool) -> AsyncIterator[Call]:
+    """An SDK client session with the gateway, on ``revision``; declaring elicitation when it
+    ``asks`` (the bench's tool is a read: nobody is asked)."""
     import httpx2
+    import mcp.types as types
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+
+    async def decline(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
 
     http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=120)
     async with (
         http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, elicitation_callback=decline if asks else None) as session,
     ):
         if revision == "handshake":
             await session.initialize()
@@ -131,11 +138,12 @@ async def sdk_client(url: str, token: str, revision: str) -> AsyncIterator[Call]
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call]:
+async def http_client(url: str, token: str, revision: str, asks: bool) -> AsyncIterator[Call]:
     """The requests the SDK's client sends for the same calls, written and read with h11 on
     one keep-alive connection: about what a client on another machine costs the gateway. The
     SDK's client spends more CPU per call than the server does, on the same cores, so with it
-    the load would measure the clients' queue as much as the gateway."""
+    the load would measure the clients' queue as much as the gateway. Elicitation is declared
+    when it ``asks``."""
     import json
     from urllib.parse import urlsplit
 
@@ -193,13 +201,14 @@ async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call
             raise RuntimeError(f"the gateway answered an error: {answer.get('error')}")
         return answer["result"], head
 
+    capabilities: dict[str, Any] = {"elicitation": {}} if asks else {}
     async with stream:
         params: dict[str, Any] = {"name": TOOL, "arguments": {}}
         extra: tuple[tuple[str, str], ...] = ()
         if revision == "handshake":
             initialize = {
                 "protocolVersion": "2025-11-25",
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": _CLIENT_INFO,
             }
             _, head = await send(
@@ -213,7 +222,7 @@ async def http_client(url: str, token: str, revision: str) -> AsyncIterator[Call
             params["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
-                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientCapabilities": capabilities,
             }
             extra = (("mcp-method", "tools/call"), ("mcp-name", TOOL))
 
@@ -229,7 +238,7 @@ CLIENTS: Final = {"http": http_client, "sdk": sdk_client}
 
 
 async def load(
-    url: str, token: str, revision: str, client: str, clients: int, calls: int
+    url: str, token: str, revision: str, client: str, asks: bool, clients: int, calls: int
 ) -> tuple[list[float], float, int]:
     """Every client opened and initialized, then all calling at once: the latency of each
     call, the wall time from the first call to the last answer, and how many failed."""
@@ -242,7 +251,7 @@ async def load(
 
     async def one() -> None:
         nonlocal ready, failed
-        async with opened(url, token, revision) as call:
+        async with opened(url, token, revision, asks) as call:
             ready += 1
             if ready == clients:
                 all_ready.set()
@@ -256,7 +265,7 @@ async def load(
 
     # One call first, alone: the server's first call imports and builds what every later one
     # reuses, a cost of its start rather than of the load. Its run is counted in the audit.
-    async with opened(url, token, revision) as call:
+    async with opened(url, token, revision, asks) as call:
         await call()
 
     began = 0.0
@@ -338,6 +347,11 @@ def main() -> None:
         default="http",
         help="http: the protocol's requests through h11 (default); sdk: the MCP SDK's client",
     )
+    parser.add_argument(
+        "--elicitation",
+        action="store_true",
+        help="the clients declare elicitation (up to 2025-11-25: each answer an SSE stream)",
+    )
     options = parser.parse_args()
     from nrllm_core.testing import POSTGRES_ENV, postgres_schema
 
@@ -393,6 +407,7 @@ def main() -> None:
                 token,
                 options.revision,
                 options.client,
+                options.elicitation,
                 options.clients,
                 options.calls,
             )
