@@ -8,9 +8,11 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
+import mcp.types as types
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -52,16 +54,23 @@ def loaded(
         process.stdout.close()
 
 
+async def decline(context: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="decline")
+
+
 async def calls_at_once(url: str, token: str) -> list[tuple[str, str]]:
-    """Every client's calls, all clients at once: each city asked and the answer it got."""
+    """Every client's calls, all clients at once: each city asked and the answer it got.
+    Every other client declares elicitation, so its answers come as SSE streams, the others'
+    as JSON bodies (the tool is a read: nobody is asked)."""
     answers: list[tuple[str, str]] = []
 
     async def client(n: int) -> None:
         http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=60)
+        elicitation = decline if n % 2 else None
         async with (
             http,
             streamable_http_client(url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, elicitation_callback=elicitation) as session,
         ):
             await session.initialize()
             for m in range(CALLS):
