@@ -33,8 +33,10 @@ LATER_HEADERS: Final = frozenset({SESSION_HEADER, b"mcp-protocol-version"})
 def asks_nothing(body: bytes) -> bool:
     """Whether ``body`` is an ``initialize`` request whose client declares no elicitation.
 
-    Read as the SDK reads it (pydantic-core's parser, an absent or ``null`` capability is
-    none), so the two cannot disagree on a hostile body; anything else is ``False``."""
+    Parsed as the SDK parses it (pydantic-core's parser, the last of repeated keys; an absent
+    or ``null`` capability is none); anything else is ``False``, which keeps the stream. Were
+    the two ever to differ, a client the SDK takes as able to answer would be asked over a
+    session without a stream: the request fails, is recorded ``unanswered``, nothing runs."""
     import pydantic_core
 
     try:
