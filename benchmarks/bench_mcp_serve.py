@@ -437,6 +437,7 @@ def main() -> None:
         f"nrllm mcp serve --transport http, {'PostgreSQL' if url else 'SQLite'} store: "
         f"{options.clients} clients x {options.calls} tools/call of {TOOL} (zone {ZONE}), "
         f"revision {options.revision}, {options.client} clients"
+        f"{' declaring elicitation' if options.elicitation else ''}"
     )
     print(f"calls/s: {len(latencies) / wall:.0f} ({len(latencies)} calls in {wall:.2f} s)")
     print(

@@ -8,11 +8,9 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
-import mcp.types as types
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -20,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from nrllm_core.store import Store
 
 from .conftest import free_port, serve_command, wait_for_port
+from .test_serve import answering
 
 CLIENTS = 10
 CALLS = 5
@@ -54,15 +53,12 @@ def loaded(
         process.stdout.close()
 
 
-async def decline(context: Any, params: Any) -> types.ElicitResult:
-    return types.ElicitResult(action="decline")
-
-
 async def calls_at_once(url: str, token: str) -> list[tuple[str, str]]:
     """Every client's calls, all clients at once: each city asked and the answer it got.
     Every other client declares elicitation, so its answers come as SSE streams, the others'
     as JSON bodies (the tool is a read: nobody is asked)."""
     answers: list[tuple[str, str]] = []
+    decline, asked = answering("decline")
 
     async def client(n: int) -> None:
         http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=60)
@@ -83,6 +79,7 @@ async def calls_at_once(url: str, token: str) -> list[tuple[str, str]]:
         async with anyio.create_task_group() as group:
             for n in range(CLIENTS):
                 group.start_soon(client, n)
+    assert asked == []
     return answers
 
 
