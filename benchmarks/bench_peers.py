@@ -6,6 +6,12 @@ and each side's figure is the median of its batches. Costs are CPU time of the w
 (all threads: ``time.process_time``), except where the figure is a latency (8 calls of a 100 ms
 tool: wall time) or an import (the child processes' CPU time).
 
+Each batch pays for collecting its own garbage and no one else's: before it starts, untimed,
+the collector runs and what survives is frozen (``gc.freeze``); the batch's time ends after
+one more collection, which then walks only what the batch left. Without this a full
+collection walks every object of the process, all four frameworks' modules included (about
+0.1 s here), and falls on whichever batch happens to trigger it.
+
 The work is the same for each framework: one model turn that calls one tool, then the answer,
 from a fake model in the same process. nrllm persists every step of its runs (SQLite at the
 ``metadata`` privacy level); the peers keep theirs in memory, with their tracing off (nrllm's
@@ -18,6 +24,7 @@ openai-agents, pydantic-ai and llm.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -64,6 +71,12 @@ Job = Callable[[], Coroutine[Any, Any, object]]
 # -- the measuring -------------------------------------------------------------------------
 
 
+def _settle() -> None:
+    """Collect what earlier batches left, and keep every survivor out of later collections."""
+    gc.collect()
+    gc.freeze()
+
+
 def alternate(
     cases: dict[str, Callable[[], object]], *, turns: int, batch: int, clock: Callable[[], float]
 ) -> dict[str, float]:
@@ -75,9 +88,11 @@ def alternate(
     for turn in range(turns):
         for name in order if turn % 2 == 0 else order[::-1]:
             case = cases[name]
+            _settle()
             started = clock()
             for _ in range(batch):
                 case()
+            gc.collect()
             samples[name].append((clock() - started) / batch)
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -97,9 +112,11 @@ async def aalternate(
     for turn in range(turns):
         for name in order if turn % 2 == 0 else order[::-1]:
             case = cases[name]
+            _settle()
             started = clock()
             for _ in range(batch):
                 await case()
+            gc.collect()
             samples[name].append((clock() - started) / batch)
     return {name: statistics.median(values) for name, values in samples.items()}
 
