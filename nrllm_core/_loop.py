@@ -380,8 +380,8 @@ def _rounds(seg: _Segment) -> Core:
             policy=seg.policy,
         )
         # A call the policy lets through without a person counts as approved: the seam's last
-        # check lets it run.
-        seg.approved |= {i for i, d in seg.decided.items() if d.decision == "allowed"}
+        # check lets it run. Approvals are this turn's alone: a later turn may reuse an id.
+        seg.approved = frozenset(i for i, d in seg.decided.items() if d.decision == "allowed")
         suspended = _approval_scan(seg, answer.tool_calls, refusals)
         if suspended is not None:
             return LoopOutcome(
@@ -562,14 +562,12 @@ def _answer_turn(
     The admitted calls run together (as the driver can); their results go back to the model,
     and their steps to the audit, in the model's call order whatever order they finish in.
     """
-    catalog = seg.pm.catalog()
+    offered = {t.name for t in seg.offered}
     planned: list[Admitted | ToolResult] = []
     for call, refusal in turn:
-        registered = catalog.get(call.name)
-        needs_approval = registered is not None and registered.requires_approval
-        if refusal is None and needs_approval and call.id not in seg.approved:
-            # Unreachable through the approval scan; kept so that no path runs an unapproved
-            # write.
+        if refusal is None and call.name in offered and call.id not in seg.approved:
+            # Unreachable through the approval scan; kept so that no path runs a call that
+            # neither the policy nor a person let through (the seam refuses other tools).
             refusal = f'Error: tool "{call.name}" requires approval that was not given.'
         if refusal is not None:
             planned.append(ToolResult.error(refusal))

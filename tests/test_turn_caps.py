@@ -1,5 +1,6 @@
-"""The caps of one model turn (``[run] max_tool_calls_per_turn``, ``[run] max_argument_bytes``):
-applied before the approval scan, answered through the refusal path, never run."""
+"""The caps of one model turn (``[run] max_tool_calls_per_turn``, ``[run] max_argument_bytes``,
+one id per call): applied before the approval scan, answered through the refusal path, never
+run."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("driven")
 
 TOO_MANY = "Error: too many tool calls in one turn (limit {})"
 TOO_LARGE = "Error: the arguments of this call exceed {} bytes"
+SAME_ID = "Error: another call of this turn has the same id"
 
 
 class Counting(Tool):
@@ -217,6 +219,61 @@ def test_a_capped_call_in_a_suspended_turn_stays_refused_after_approval(make_hos
         ("call_0_1", "write_note done"),
         ("call_0_2", "read_notes done"),
     ]
+
+
+@pytest.mark.parametrize("write_first", [True, False])
+def test_calls_sharing_an_id_are_all_refused_so_a_write_cannot_borrow_a_reads_decision(
+    make_host, sinks, write_first: bool
+):
+    read = Counting("read_notes")
+    write = Counting("write_note", Effect.NON_IDEMPOTENT_WRITE)
+    calls = [call("write_note", "pwned", "x"), call("read_notes", "a", "x")]
+    if not write_first:
+        calls.reverse()
+    host = make_host(
+        [{"tool_calls": [*calls, call("read_notes", "b", "y")]}, {"content": "done"}], read, write
+    )
+
+    outcome = host.run("go")
+
+    # Neither call with the shared id ran, nor was previewed; the other call of the turn ran.
+    assert outcome.status == "completed"
+    assert write.calls == []
+    assert write.previews == []
+    assert read.calls == [{"text": "b"}]
+    assert model_saw(host, outcome.run_id) == [
+        ("x", SAME_ID),
+        ("x", SAME_ID),
+        ("y", "read_notes done"),
+    ]
+    kinds = [s.kind for s in host.store.get_run(outcome.run_id).steps]
+    assert "suspension" not in kinds
+    assert [w.content for w in sinks.wire][:2] == [SAME_ID, SAME_ID]
+
+
+def test_a_write_reusing_an_earlier_turns_call_id_still_waits_for_a_person(make_host):
+    read = Counting("read_notes")
+    write = Counting("write_note", Effect.NON_IDEMPOTENT_WRITE)
+    turns = [
+        {"tool_calls": [call("read_notes", "a", "x")]},
+        {"tool_calls": [call("write_note", "b", "x")]},
+        {"content": "done"},
+    ]
+    host = make_host(turns, read, write)
+
+    waiting = host.run("go")
+
+    assert waiting.status == "awaiting_approval"
+    assert read.calls == [{"text": "a"}]
+    assert write.calls == []
+    assert [(p.call_id, p.requires_approval) for p in waiting.pending] == [("x", True)]
+
+    denied = host.approve(
+        waiting.run_id, approve=False, approver="bob", turn_digest=waiting.turn_digest
+    )
+
+    assert denied.status == "completed"
+    assert write.calls == []
 
 
 def test_the_caps_default_to_32_calls_and_100000_bytes() -> None:
