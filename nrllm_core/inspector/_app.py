@@ -470,11 +470,14 @@ def _refusal_text(exc: ApprovalRefused) -> str:
 async def _body(request: Request) -> dict[str, Any]:
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise _BadRequest("Send the request as application/json.")
-    raw = await request.body()
-    if len(raw) > _MAX_BODY:
-        raise _BadRequest("The request is too large.")
+    raw = bytearray()
+    # Read no further than the bound: a body is never held whole before it is measured.
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > _MAX_BODY:
+            raise _BadRequest("The request is too large.")
     try:
-        body = _json.loads(raw)
+        body = _json.loads(bytes(raw))
     except ValueError:
         raise _BadRequest("The request is not valid JSON.") from None
     if not isinstance(body, dict):

@@ -87,7 +87,8 @@ class Guard:
         from starlette.responses import RedirectResponse
 
         clean = request.url.remove_query_params("token")
-        target = clean.path + (f"?{clean.query}" if clean.query else "")
+        # One leading slash: a browser reads "//host/" and "/\host/" as another site.
+        target = "/" + clean.path.lstrip("/\\") + (f"?{clean.query}" if clean.query else "")
         response = RedirectResponse(target, status_code=303)
         # Under a mount the cookie goes only to this app's own paths.
         path = request.scope.get("root_path", "").rstrip("/") or "/"

@@ -36,6 +36,7 @@ class UnknownQuestion(Exception):
 class _Open:
     run_id: str
     fields: dict[str, Mapping[str, Any]]
+    required: frozenset[str]
     answered: threading.Event = attrs.field(factory=threading.Event)
     answer: PersonAnswer | None = None
 
@@ -88,7 +89,7 @@ class PageQuestions:
             if question is None or question.answer is not None:
                 raise UnknownQuestion(question_id)
             if answer.action is PersonAnswered.ACCEPT:
-                answer = PersonAnswer.accepted(_checked(question.fields, answer.content or {}))
+                answer = PersonAnswer.accepted(_checked(question, answer.content or {}))
             question.answer = answer
             question.answered.set()
 
@@ -99,7 +100,7 @@ class PageQuestions:
             # A form this page cannot show, or nobody to show it to.
             return PersonAnswer.declined()
         question_id = secrets.token_urlsafe(16)
-        waiting = _Open(run_id=question.run_id, fields=fields)
+        waiting = _Open(run_id=question.run_id, fields=fields, required=_required(question.schema))
         with self._changed:
             self._open[question_id] = waiting
         try:
@@ -139,10 +140,17 @@ class PageQuestions:
             return self._pages.get(run_id)
 
 
+def _required(schema: Mapping[str, Any]) -> frozenset[str]:
+    """The fields an accepted answer must fill: the schema's ``required`` names."""
+    required = schema.get("required")
+    if not isinstance(required, list):
+        return frozenset()
+    return frozenset(name for name in required if isinstance(name, str))
+
+
 def _field(name: str, field: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
     """One field as the page builds its input: text the page shows as text."""
     choices = field.get("enum")
-    required = schema.get("required")
     return {
         "name": name,
         "type": field.get("type"),
@@ -155,16 +163,19 @@ def _field(name: str, field: Mapping[str, Any], schema: Mapping[str, Any]) -> di
             if isinstance(choices, list) and all(isinstance(c, str) for c in choices)
             else None
         ),
-        "required": isinstance(required, list) and name in required,
+        "required": name in _required(schema),
     }
 
 
-def _checked(fields: dict[str, Mapping[str, Any]], content: Mapping[str, Any]) -> dict[str, Any]:
-    """``content`` if it fills ``fields`` as their schema says; :class:`ValueError` if not."""
-    if not set(content) <= set(fields):
+def _checked(question: _Open, content: Mapping[str, Any]) -> dict[str, Any]:
+    """``content`` if it fills the question's fields as their schema says; :class:`ValueError`
+    if not."""
+    if not set(content) <= set(question.fields):
         raise ValueError("The answer has a field the question did not ask for.")
+    if not question.required <= set(content):
+        raise ValueError("The answer leaves out a field the question requires.")
     for name, value in content.items():
-        field = fields[name]
+        field = question.fields[name]
         choices = field.get("enum")
         kind = field.get("type")
         if isinstance(choices, list) and value not in choices:

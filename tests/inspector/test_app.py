@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import anyio
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -568,6 +569,65 @@ def test_a_body_that_is_not_json_is_refused(client):
         headers={"Origin": ORIGIN, "Content-Type": "application/json"},
     )
     assert broken.json()["error"] == "The request is not valid JSON."
+
+
+def test_a_body_past_the_bound_is_refused_without_being_read_whole(client):
+    # Through the ASGI interface itself: the test client would buffer the whole body first.
+    pieces = 0
+
+    async def receive():
+        nonlocal pieces
+        pieces += 1
+        # 64 MiB offered in 64 KiB pieces.
+        return {"type": "http.request", "body": b" " * 65536, "more_body": pieces < 1024}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [
+        (b"host", b"127.0.0.1:8765"),
+        (b"origin", ORIGIN.encode()),
+        (b"content-type", b"application/json"),
+        (b"cookie", f"{cookie_name(TOKEN)}={TOKEN}".encode()),
+    ]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/run",
+        "raw_path": b"/api/run",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "server": ("127.0.0.1", 8765),
+        "client": ("127.0.0.1", 50000),
+    }
+    anyio.run(client.app, scope, receive, send)
+    assert sent[0]["status"] == 400
+    assert json.loads(b"".join(m.get("body", b"") for m in sent[1:])) == {
+        "error": "The request is too large."
+    }
+    # It stopped just past its 1 MB bound: 16 pieces.
+    assert pieces == 16
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/%2F%2Fevil.example/", "/%2Fevil.example/", "/%5Cevil.example/", "/%2F%5Cevil.example/"],
+)
+def test_the_token_exchange_never_redirects_to_another_site(anonymous, path):
+    response = anonymous.get(f"{path}?limit=3&token={TOKEN}", follow_redirects=False)
+    assert response.status_code == 303
+    location = response.headers["location"]
+    # A path of this inspector: one slash, then no slash or backslash (a browser reads "//"
+    # and "/\\" as the start of another site's address).
+    assert location.startswith("/")
+    assert location[1] not in "/\\"
+    assert location.endswith("evil.example/?limit=3")
 
 
 # -- approvals -----------------------------------------------------------------------------------

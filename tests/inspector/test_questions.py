@@ -151,8 +151,24 @@ def test_a_page_that_goes_away_declines():
 
 @pytest.mark.parametrize(
     "content",
-    [{"other": "x"}, {"count": "2"}, {"count": True}, {"sure": 1}, {"colour": "green"}],
-    ids=["unasked", "string-for-integer", "bool-for-integer", "int-for-boolean", "not-a-choice"],
+    [
+        {"name": "x", "other": "x"},
+        {"name": "x", "count": "2"},
+        {"name": "x", "count": True},
+        {"name": "x", "sure": 1},
+        {"name": "x", "colour": "green"},
+        {"count": 2},
+        {},
+    ],
+    ids=[
+        "unasked",
+        "string-for-integer",
+        "bool-for-integer",
+        "int-for-boolean",
+        "not-a-choice",
+        "required-left-out",
+        "empty",
+    ],
 )
 def test_an_answer_that_does_not_fit_is_refused_and_the_question_stays(content):
     questions = PageQuestions(timeout=lambda: 10)
@@ -232,8 +248,9 @@ def test_the_runs_page_answers_through_the_guarded_endpoint(served):
         client.post("/api/questions/not-an-id", json=body, headers={"Origin": ORIGIN}).status_code
         == 404
     )
-    bad = {"action": "accept", "content": {"name": 3}}
-    assert client.post(path, json=bad, headers={"Origin": ORIGIN}).status_code == 400
+    for content in ({"name": 3}, {}):
+        bad = {"action": "accept", "content": content}
+        assert client.post(path, json=bad, headers={"Origin": ORIGIN}).status_code == 400
     assert (
         client.post(path, json={"action": "maybe"}, headers={"Origin": ORIGIN}).status_code == 400
     )
