@@ -301,14 +301,17 @@ def test_a_tool_step_keeps_the_tools_description_masked_and_bounded(tmp_path):
     host.store.close()
 
 
-def test_a_trace_context_edited_in_the_database_reads_as_none(backend):
+@pytest.mark.parametrize("edited", ['{"evil": 1}', "not json", '{"traceparent": NaN}'])
+def test_a_trace_context_edited_in_the_database_reads_as_none(backend, edited):
     store = backend.open()
     store.start_run("r1")
     store.suspend_run("r1", sealed=b"x", turn_digest="d", trace_context={"traceparent": PARENT})
     assert store.suspension("r1").trace_context == {"traceparent": PARENT}
     with store._engine.begin() as connection:
-        connection.execute(text("UPDATE suspensions SET trace_context = '{\"evil\": 1}'"))
-    assert store.suspension("r1").trace_context is None
+        connection.execute(text("UPDATE suspensions SET trace_context = :v"), {"v": edited})
+    suspension = store.suspension("r1")
+    # The run is still found waiting, its sealed state whole: only the link to its trace is lost.
+    assert (suspension.trace_context, suspension.sealed) == (None, b"x")
     store.close()
 
 

@@ -542,10 +542,17 @@ def suspension(connection: Connection, run_id: str) -> Suspension | None:
         sealed=row.sealed,
         turn_digest=row.turn_digest,
         suspended_at=row.suspended_at,
-        trace_context=checked_trace_context(
-            None if row.trace_context is None else _json.loads(row.trace_context)
-        ),
+        trace_context=_stored_trace_context(row.trace_context),
     )
+
+
+def _stored_trace_context(raw: str | None) -> dict[str, str] | None:
+    """A suspension's stored trace context, or ``None`` when it cannot be read: it only links
+    traces, so a damaged one must not keep its run from being listed, decided or cancelled."""
+    try:
+        return checked_trace_context(None if raw is None else _json.loads(raw))
+    except ValueError:
+        return None
 
 
 def due_suspensions(connection: Connection, kind: str, now: datetime) -> list[str]:
