@@ -44,6 +44,10 @@ STATE_REFUSED: Final = (
 )
 
 
+# What a call that failed in the gateway (its configuration, its store) is answered.
+CALL_FAILED: Final = "Error: the call failed; nothing more can be said here."
+
+
 # Who ends a waiting call nobody answered in time.
 SWEEPER: Final = "nrllm mcp serve"
 
@@ -68,6 +72,7 @@ def build_server(host: Host, served: Served) -> Server[Any]:
     import anyio.to_thread
     import mcp.types as types
     from mcp.server import Server, ServerRequestContext
+    from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from nrllm_core import decide
@@ -89,8 +94,13 @@ def build_server(host: Host, served: Served) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        # Over HTTP with OAuth, the person the token names; else the configured [actor].
-        tools = await anyio.to_thread.run_sync(offered, request_actor(ctx))
+        try:
+            # Over HTTP with OAuth, the person the token names; else the configured [actor].
+            tools = await anyio.to_thread.run_sync(offered, request_actor(ctx))
+        except Exception as exc:
+            # The SDK would send the exception's text (a path, a database's SQL): never.
+            _failed("tools/list", exc)
+            raise MCPError(types.INTERNAL_ERROR, "Internal error") from None
         return types.ListToolsResult(
             tools=[
                 types.Tool(
@@ -107,6 +117,16 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         )
 
     async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        try:
+            return await answer_call(ctx, params)
+        except Exception as exc:
+            # The SDK would send the exception's text (a path, a database's SQL): never.
+            _failed("tools/call", exc)
+            return _text(CALL_FAILED, is_error=True)
+
+    async def answer_call(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments = params.name, dict(params.arguments or {})
@@ -277,8 +297,15 @@ def _answer(outcome: Any) -> CallToolResult:
     """A settled call's answer; a run that failed before its call was answered says so only."""
     call = outcome.call
     if call is None:
-        return _text("Error: the call failed; nothing more can be said here.", is_error=True)
+        return _text(CALL_FAILED, is_error=True)
     return _text(call.content, is_error=call.is_error)
+
+
+def _failed(method: str, exc: Exception) -> None:
+    from nrllm_core.log import logger
+
+    # The exception's class only: its text may hold what the store was sent.
+    logger().error("nrllm.mcp.request_failed", method=method, error=type(exc).__name__)
 
 
 async def _ask(ctx: Any, pending: Any, digest: str) -> str | None:

@@ -315,6 +315,35 @@ def test_a_four_eyes_provider_cannot_be_approved_through_the_client(served):
     assert_refused_run(served, "write_note")
 
 
+def test_a_request_that_fails_in_the_gateway_sends_no_exception_text(served):
+    from mcp.shared.exceptions import MCPError
+
+    config = Path(served["NRLLM_CONFIG"])
+
+    async def body(session):
+        # The configuration is read again on each request: broken now, every request fails.
+        config.write_text(config.read_text() + '[run]\ntool_timeout_seconds = "SECRET-XYZ"\n')
+        called = await session.call_tool("weather", {"city": "Oslo"})
+        try:
+            await session.list_tools()
+        except MCPError as exc:
+            return called, exc.error
+        raise AssertionError("tools/list answered")
+
+    called, listed = run(over_stdio, served, body)
+    assert called.is_error is True
+    assert [b.text for b in called.content] == [
+        "Error: the call failed; nothing more can be said here."
+    ]
+    assert (listed.code, listed.message) == (types.INTERNAL_ERROR, "Internal error")
+    for sent in (called.model_dump_json(), listed.model_dump_json()):
+        assert "served.toml" not in sent
+        assert "tool_timeout_seconds" not in sent
+    log = (Path(served["NRLLM_HOME"]) / "serve.log").read_text()
+    assert "nrllm.mcp.request_failed" in log
+    assert "SECRET-XYZ" not in log
+
+
 def handshake_call(url: str, token: str, capabilities: dict[str, Any]) -> httpx2.Response:
     """A handshake session opened with ``capabilities``, then one ``weather`` call: its
     answer as sent."""
