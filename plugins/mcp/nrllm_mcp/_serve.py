@@ -150,8 +150,9 @@ def build_server(host: Host, served: Served) -> Server[Any]:
 
         # Without elicitation, or under four-eyes, nobody here can approve: the call is still
         # a run, whose approval step records the denial and whose tool step the refusal.
+        # Four-eyes is read again as the call waits: the configuration may have changed.
         def approve(pending: Any, digest: str) -> str:
-            if not elicits or four_eyes:
+            if not elicits or host.config.four_eyes(served.provider, served.skill):
                 from nrllm_core.log import logger
 
                 reason = "fourEyes" if elicits else "noElicitation"
@@ -230,6 +231,11 @@ def _resumed(
         return _text(STATE_REFUSED, is_error=True)
     answer = (params.input_responses or {}).get(APPROVAL_REQUEST)
     action = answer.action if isinstance(answer, types.ElicitResult) else None
+    if action == "accept" and _four_eyes(host, run_id):
+        # The caller is the call's initiator (checked above), whom four-eyes never lets
+        # approve, whatever the approver's name says: the call keeps waiting for someone else.
+        logger().info("nrllm.mcp.approval_unavailable", tool=name, reason="fourEyes")
+        return _text(cannot_approve(name), is_error=True)
     why = RefusalReason.NOT_AWAITING.value
     try:
         if action in ("accept", "decline"):
@@ -268,6 +274,12 @@ def settle_abandoned(host: Host) -> int:
             ):
                 ended += 1
     return ended
+
+
+def _four_eyes(host: Host, run_id: str) -> bool:
+    """Whether the run's provider or skill is under four-eyes now (a run not found: yes)."""
+    detail = host.store.get_run(run_id)
+    return detail is None or host.config.four_eyes(detail.run.provider, detail.run.skill)
 
 
 def _mismatch(

@@ -334,6 +334,51 @@ def test_a_state_answers_only_for_the_person_whose_call_waits(tmp_path, monkeypa
         host.store.close()
 
 
+def test_a_call_put_under_four_eyes_while_it_waits_is_not_approved_by_its_caller(
+    tmp_path, monkeypatch
+):
+    """In process: alice's call waits under a skill that four-eyes then covers. Her second
+    round's accept is refused and the call keeps waiting; bob approves it elsewhere."""
+    from nrllm_core import Host, TrustZone
+    from nrllm_mcp._serve import Served, _first_round, _resumed
+
+    monkeypatch.setenv("NRLLM_HOME", str(tmp_path))
+    config = tmp_path / "nrllm.toml"
+    skill = '[actor]\nid = "alice"\n[skills.notes]\nallowed_tools = ["write_note"]\n'
+    config.write_text(skill, encoding="utf-8")
+    host = Host.from_config(
+        config, plugins=[served_plugin], load_entry_points=False, data_dir=tmp_path, environ={}
+    )
+    try:
+        milk = {"text": "buy milk"}
+        served = Served(zone=TrustZone.EXTERNAL_GLOBAL, skill="notes")
+        first = _first_round(host, served, "write_note", milk, None)
+        assert isinstance(first, types.InputRequiredResult)
+        config.write_text(skill + "four_eyes = true\n", encoding="utf-8")
+        accepted = {APPROVAL_REQUEST: types.ElicitResult(action="accept", content={})}
+        params = types.CallToolRequestParams(
+            name="write_note",
+            arguments=milk,
+            input_responses=accepted,
+            request_state=first.request_state,
+        )
+        alice = host.config.actor()
+        answer = _resumed(host, params, "write_note", milk, alice, APPROVER)
+        assert (answer.content[0].text, answer.is_error) == (
+            'Error: tool "write_note" needs an approval this client cannot give',
+            True,
+        )
+        assert not (tmp_path / "notes.txt").exists()
+        run_id, digest = waiting_turn(first.request_state)
+        assert host.pending(run_id) is not None
+        done = host.approve(run_id, approver="bob", turn_digest=digest)
+        assert done.call is not None
+        assert done.call.content == "noted"
+        assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "buy milk\n"
+    finally:
+        host.store.close()
+
+
 def serve_http(env, port):
     process = subprocess.Popen(
         serve_command("--transport", "http", "--port", str(port), "--token-env", "MCP_TOKEN"),
