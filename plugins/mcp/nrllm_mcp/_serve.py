@@ -1,13 +1,13 @@
 """``nrllm mcp serve``: the tools the gate offers one zone, for MCP clients.
 
 Every call goes through ``Host.invoke`` with the live gate and is recorded as a run of kind
-``mcp``. Only the call's bounded ``content`` is sent, as one text block: artifacts,
-structured content and previews never leave the host.
-"""
+``mcp``. Only the call's bounded ``content`` is sent, as one text block: artifacts and
+structured content never leave the host, a tool's preview only in the approval question."""
 
 from __future__ import annotations
 
 import hmac
+import threading
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
@@ -48,6 +48,15 @@ STATE_REFUSED: Final = (
 CALL_FAILED: Final = "Error: the call failed; nothing more can be said here."
 
 
+# Questions (up to 2025-11-25) that may wait for their person at once: each holds a worker
+# thread of the 40 the server shares, so questions nobody answers never take them all.
+QUESTIONS_AT_ONCE: Final = 16
+
+
+def too_many_questions(name: str) -> str:
+    return f'Error: tool "{name}" was not run: too many approvals are waiting; ask again later.'
+
+
 # Who ends a waiting call nobody answered in time.
 SWEEPER: Final = "nrllm mcp serve"
 
@@ -77,6 +86,8 @@ def build_server(host: Host, served: Served) -> Server[Any]:
 
     from nrllm_core import decide
     from nrllm_mcp._serve_auth import request_actor
+
+    asking = threading.BoundedSemaphore(QUESTIONS_AT_ONCE)
 
     def offered(actor: Actor | None) -> list[Any]:
         config = host.config
@@ -152,14 +163,22 @@ def build_server(host: Host, served: Served) -> Server[Any]:
         # a run, whose approval step records the denial and whose tool step the refusal.
         # Four-eyes is read again as the call waits: the configuration may have changed.
         def approve(pending: Any, digest: str) -> str:
-            if not elicits or host.config.four_eyes(served.provider, served.skill):
-                from nrllm_core.log import logger
+            from nrllm_core.log import logger
 
+            if not elicits or host.config.four_eyes(served.provider, served.skill):
                 reason = "fourEyes" if elicits else "noElicitation"
                 logger().info("nrllm.mcp.approval_unavailable", tool=pending.name, reason=reason)
                 refused = RefusalReason.FOUR_EYES if elicits else RefusalReason.NO_APPROVER
                 raise NoApprover(cannot_approve(pending.name), refused)
-            action = anyio.from_thread.run(_ask, ctx, pending, digest)
+            if not asking.acquire(blocking=False):
+                logger().warning("nrllm.mcp.approval_unavailable", tool=pending.name, reason="busy")
+                raise NoApprover(too_many_questions(pending.name))
+            try:
+                # A question lives as long as any approval may wait, then it is unanswered.
+                wait = config.approvals.ttl_seconds
+                action = anyio.from_thread.run(_ask, ctx, pending, digest, wait)
+            finally:
+                asking.release()
             return decided(pending.name, action, approver)
 
         def call() -> Any:
@@ -320,15 +339,18 @@ def _failed(method: str, exc: Exception) -> None:
     logger().error("nrllm.mcp.request_failed", method=method, error=type(exc).__name__)
 
 
-async def _ask(ctx: Any, pending: Any, digest: str) -> str | None:
+async def _ask(ctx: Any, pending: Any, digest: str, seconds: float) -> str | None:
     """Ask the person at the client (up to 2025-11-25): the answer's action, or ``None`` when
-    the request failed."""
+    the request failed or got no answer in ``seconds``."""
+    import anyio
+
     try:
-        answer = await ctx.session.elicit_form(
-            question(pending, digest),
-            {"type": "object", "properties": {}},
-            related_request_id=ctx.request_id,
-        )
+        with anyio.fail_after(seconds):
+            answer = await ctx.session.elicit_form(
+                question(pending, digest),
+                {"type": "object", "properties": {}},
+                related_request_id=ctx.request_id,
+            )
     except Exception:
         from nrllm_core.log import logger
 

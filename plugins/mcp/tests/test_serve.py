@@ -3,6 +3,7 @@ approvals through elicitation, and the HTTP transport's token and origin checks.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -375,3 +376,98 @@ def test_a_handshake_client_that_can_be_asked_keeps_its_stream(http_serve):
     answer = handshake_call(url, token, {"elicitation": {}})
     assert answer.headers["content-type"].startswith("text/event-stream")
     assert '"text":"Sunny in Rome."' in answer.text
+
+
+def open_handshake_session(url: str, token: str, capabilities: dict[str, Any]) -> httpx2.Client:
+    """A client of a handshake session opened with ``capabilities``, ready for calls."""
+    client = httpx2.Client(headers={**ACCEPT, "authorization": f"Bearer {token}"}, timeout=30)
+    opening = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": capabilities}}
+    opened = client.post(url, json=opening)
+    assert opened.status_code == 200
+    client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+    client.headers["mcp-protocol-version"] = "2025-06-18"
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert client.post(url, json=ready).status_code == 202
+    return client
+
+
+def sse_message(lines: Any) -> dict[str, Any]:
+    """The next JSON-RPC message of an SSE answer's lines."""
+    data = next(line for line in lines if line.startswith("data: "))
+    message: dict[str, Any] = json.loads(data.removeprefix("data: "))
+    return message
+
+
+def test_questions_nobody_answers_never_hold_every_thread(http_serve, served):
+    from nrllm_mcp._serve import QUESTIONS_AT_ONCE, too_many_questions
+
+    url, token = http_serve
+    keep_content(served)
+    asker = open_handshake_session(url, token, {"elicitation": {}})
+    streams: list[Any] = []
+
+    def write(n: int) -> Any:
+        """A write's call, sent: its answer's lines (a question first, if one is asked)."""
+        call = {"name": "write_note", "arguments": {"text": f"note {n}"}}
+        body = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": call}
+        streams.append(asker.send(asker.build_request("POST", url, json=body), stream=True))
+        return streams[-1].iter_lines()
+
+    def decline(question_id: Any) -> None:
+        answer = {"jsonrpc": "2.0", "id": question_id, "result": {"action": "decline"}}
+        assert asker.post(url, json=answer).status_code == 202
+
+    calls = [write(n) for n in range(QUESTIONS_AT_ONCE)]
+    asked = []
+    try:
+        # Each call's question is asked and not answered: each holds its thread.
+        for lines in calls:
+            question = sse_message(lines)
+            assert question["method"] == "elicitation/create"
+            asked.append(question["id"])
+        # One question more is refused at once, asked of nobody.
+        refused = sse_message(write(QUESTIONS_AT_ONCE))["result"]
+        assert refused["isError"] is True
+        assert refused["content"] == [{"type": "text", "text": too_many_questions("write_note")}]
+        # Everyone else is still served.
+        other = open_handshake_session(url, token, {})
+        try:
+            call = {"name": "weather", "arguments": {"city": "Rome"}}
+            answer = other.post(
+                url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+            )
+        finally:
+            other.close()
+        assert answer.json()["result"]["content"] == [{"type": "text", "text": "Sunny in Rome."}]
+        # A question answered gives its place to the next.
+        decline(asked.pop(0))
+        assert sse_message(calls[0])["result"]["isError"] is True
+        question = sse_message(write(QUESTIONS_AT_ONCE + 1))
+        assert question["method"] == "elicitation/create"
+        asked.append(question["id"])
+    finally:
+        # Answered, the calls end, and the server stops without waiting for them.
+        for question_id in asked:
+            decline(question_id)
+        for stream in streams:
+            stream.close()
+        asker.close()
+    assert notes(served) == []
+
+
+def test_a_question_unanswered_in_its_time_is_unanswered():
+    from types import SimpleNamespace
+
+    from nrllm_mcp._serve import _ask
+
+    asked = []
+
+    class Session:
+        async def elicit_form(self, message: str, *args: Any, **kwargs: Any) -> Any:
+            asked.append(message)
+            await anyio.sleep_forever()
+
+    context = SimpleNamespace(session=Session(), request_id=1)
+    pending = SimpleNamespace(name="write_note", arguments={"text": "x"}, preview=[])
+    assert run(_ask, context, pending, "d" * 64, 0.05) is None
+    assert len(asked) == 1
