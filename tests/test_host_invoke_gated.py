@@ -17,6 +17,7 @@ from nrllm_core import (
     hookimpl,
     tool,
 )
+from nrllm_core.store import RunFilter
 
 # Every test here runs against both drivers: Host as it is, and AsyncHost.
 pytestmark = pytest.mark.usefixtures("driven")
@@ -68,6 +69,61 @@ def test_a_zone_gates_the_call_and_the_run_has_the_kind_given(host):
     detail = host.store.get_run(runs[-1].run_id)
     assert detail is not None
     assert detail.decisions[0].reason == "trustZone"
+
+
+@pytest.mark.parametrize(
+    ("asked", "kept"),
+    [("we\x00ather", "we\ufffdather"), ("w" * 300, "w" * 255)],
+    ids=["nul", "long"],
+)
+def test_a_call_of_any_name_is_stored_whole_on_every_backend(backend, asked, kept):
+    made = Host.from_config(
+        data={"actor": {"id": "alice"}, "store": {"url": backend.url}},
+        plugins=[Tools()],
+        load_entry_points=False,
+        data_dir=backend.data_dir,
+    )
+    try:
+        refused = made.invoke(asked, {}, zone=TrustZone.EXTERNAL_GLOBAL, kind="mcp")
+        assert refused.is_error is True
+        (run,) = made.runs()
+        detail = made.store.get_run(run.run_id)
+        assert detail is not None
+        assert [s.kind for s in detail.steps] == ["start", "gate", "tool", "finish"]
+        assert [(d.tool, d.reason) for d in detail.decisions] == [(kept, "notRegistered")]
+        assert made.store.verify(run.run_id).broken == ()
+    finally:
+        made.store.close()
+
+
+def test_a_nul_in_a_steps_content_is_stored_as_a_replacement_character(backend):
+    made = Host.from_config(
+        data={
+            "actor": {"id": "alice"},
+            "store": {"url": backend.url},
+            "privacy": {"level": "full"},
+        },
+        plugins=[Tools()],
+        load_entry_points=False,
+        data_dir=backend.data_dir,
+    )
+    try:
+        wire = made.invoke(
+            "write_note", {"text": "a\x00b"}, zone=TrustZone.LOCAL, approve=lambda p, d: "bob"
+        )
+        assert wire.content == "wrote a\x00b"
+        (run,) = made.runs()
+        detail = made.store.get_run(run.run_id)
+        assert detail is not None
+        (step,) = [s for s in detail.steps if s.kind == "tool"]
+        assert step.payload["tool_result"] == "wrote a\ufffdb"
+        assert made.store.verify(run.run_id).broken == ()
+        # Listed by the tool it called, through the index that reads the payload as JSON.
+        assert [r.run_id for r in made.store.list_runs(where=RunFilter(tool="write_note"))] == [
+            run.run_id
+        ]
+    finally:
+        made.store.close()
 
 
 def test_an_approval_is_asked_recorded_and_bound_to_the_call(host):

@@ -270,7 +270,7 @@ class NewStep:
             "round": record.round,
             # As the column reads it back, so that the mac checks out later.
             "duration_ms": float(record.duration_ms),
-            "payload": _json.dumps(dict(record.payload)).decode(),
+            "payload": _payload_text(record.payload),
             "recorded_at": now,
         }
         return cls(
@@ -367,7 +367,7 @@ def decision_rows(
     return [
         {
             "run_id": run_id,
-            "tool": d.tool,
+            "tool": _name_column(d.tool),
             "reason": d.reason,
             "zone": d.zone,
             "ceiling": d.ceiling,
@@ -376,6 +376,37 @@ def decision_rows(
         }
         for d in decisions
     ]
+
+
+# PostgreSQL's text holds no NUL, nor its JSON (the index of tool steps reads the payload as
+# JSON): a NUL in a step, which any tool, model or client may send, is stored as U+FFFD on
+# every backend alike, before the step is chained.
+_NUL_STORED: Final = "\N{REPLACEMENT CHARACTER}"
+
+
+def _name_column(name: str) -> str:
+    """A tool's name as its column holds it on every backend: a caller may ask for any name
+    (an MCP client's call of a tool that does not exist), and PostgreSQL refuses a NUL or
+    more than 255 characters, which would lose the steps written with it. The gate step
+    keeps the name as asked (its NULs as the payload's)."""
+    return name.replace("\x00", _NUL_STORED)[:255]
+
+
+def _payload_text(payload: Mapping[str, Any]) -> str:
+    text = _json.dumps(dict(payload)).decode()
+    if "\\u0000" not in text:
+        return text
+    return _json.dumps(_without_nul(dict(payload))).decode()
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", _NUL_STORED)
+    if isinstance(value, Mapping):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nul(v) for v in value]
+    return value
 
 
 def record_decisions(connection: Connection, rows: list[dict[str, Any]]) -> None:
