@@ -24,6 +24,7 @@ from nrllm_core.inspector._runs import (
     Cursors,
     chain_verdict,
     parse_runs_query,
+    recorded_level,
     run_totals,
 )
 from nrllm_core.inspector._stream import Emit, ndjson_response, step_event
@@ -264,7 +265,7 @@ class _Api:
         return _json_response(
             {
                 "run": {**detail.run.to_dict(), "steps": detail.run.steps},
-                "privacy_level": self._host.config.privacy.level.value,
+                "privacy_level": recorded_level(detail.steps),
                 "totals": run_totals(detail.run, steps),
                 "steps": steps,
                 "decisions": [

@@ -15,7 +15,16 @@ import attrs
 
 from nrllm_core import _json
 from nrllm_core._status import RunStatus
-from nrllm_core.store import ChainCheck, KeySource, Problem, RunCursor, RunFilter, RunInfo, RunKind
+from nrllm_core.store import (
+    ChainCheck,
+    KeySource,
+    Problem,
+    RunCursor,
+    RunFilter,
+    RunInfo,
+    RunKind,
+    StoredStep,
+)
 
 __all__ = [
     "MAX_PAGE",
@@ -175,6 +184,18 @@ def _filter_key(where: RunFilter) -> list[Any]:
         return value.isoformat() if isinstance(value, datetime) else str(value)
 
     return [text(getattr(where, field.name)) for field in attrs.fields(RunFilter)]
+
+
+def recorded_level(steps: Sequence[StoredStep]) -> str:
+    """The privacy level the run's steps were stored at, as its segments' ``start`` steps
+    recorded it (the configuration may have changed since): several, in order, when its
+    segments differ; ``unknown`` when no start step says."""
+    levels: list[str] = []
+    for step in steps:
+        level = step.payload.get("privacy_level") if step.kind == "start" else None
+        if isinstance(level, str) and level not in levels:
+            levels.append(level)
+    return ", ".join(levels) or "unknown"
 
 
 def run_totals(info: RunInfo, steps: Sequence[Mapping[str, Any]]) -> dict[str, float | int | None]:

@@ -329,6 +329,18 @@ def test_a_run_streams_context_then_each_step_then_one_terminal(client):
     assert {s["step"]["run_id"] for s in steps} == {run_id}
 
 
+def test_a_runs_view_names_the_level_its_steps_were_stored_at(client, tmp_path):
+    kept = events(post(client, "/api/run", {"prompt": "Where?"}))[-1]["run_id"]
+    # The host's configuration file (conftest.write_config), read again on change.
+    config = tmp_path / "nrllm.toml"
+    config.write_text(config.read_text() + '\n[privacy]\nlevel = "full"\n', encoding="utf-8")
+    full = events(post(client, "/api/run", {"prompt": "Where?"}))[-1]["run_id"]
+    # The configuration says "full" now; the first run's steps were kept at "metadata".
+    assert client.get("/api/config").json()["privacy_level"] == "full"
+    assert client.get(f"/api/runs/{kept}").json()["privacy_level"] == "metadata"
+    assert client.get(f"/api/runs/{full}").json()["privacy_level"] == "full"
+
+
 def test_a_skill_narrows_the_offered_tools_in_the_context(client):
     context = events(post(client, "/api/run", {"prompt": "x", "skill": "tables"}))[0]
     assert context["skill"] == "tables"
