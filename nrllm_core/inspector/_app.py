@@ -39,6 +39,9 @@ __all__ = ["create_app"]
 
 STATIC: Final = Path(__file__).parent / "static"
 _MAX_BODY: Final = 1_000_000
+# The waiting runs the inbox shows, newest first: each opens its sealed turn and checks its
+# run's audit chain, so a store with thousands waiting must not make one answer of them all.
+INBOX_PAGE: Final = 50
 
 
 class _BadRequest(Exception):
@@ -296,14 +299,16 @@ class _Api:
 
         host = self._host
 
-        def read() -> list[dict[str, Any]]:
+        def read() -> dict[str, Any]:
             config = host.config
             # The inspector decides as the configured actor, so it is that person's rights
             # the inbox shows: read once, as a decision reads it once.
             person = config.actor().id
             suspensions = host.flows.parts.suspensions
             inbox = []
-            for info in host.store.list_runs(RunStatus.AWAITING_APPROVAL):
+            # One more than a page: whether more runs wait than the page shows.
+            waiting = host.store.list_runs(RunStatus.AWAITING_APPROVAL, limit=INBOX_PAGE + 1)
+            for info in waiting[:INBOX_PAGE]:
                 entry: dict[str, Any] = {"run": info.to_dict()}
                 try:
                     review = suspensions.review(
@@ -319,9 +324,9 @@ class _Api:
                         continue
                     entry.update(_review(review))
                 inbox.append(entry)
-            return inbox
+            return {"approvals": inbox, "more": len(waiting) > INBOX_PAGE}
 
-        return _json_response({"approvals": await run_in_threadpool(read)})
+        return _json_response(await run_in_threadpool(read))
 
     async def decide(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

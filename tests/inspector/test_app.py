@@ -386,7 +386,7 @@ def test_a_direct_call_is_the_token_holders_and_needs_no_approval(client):
     stream = events(post(client, "/api/invoke", {"tool": "send_mail", "arguments": {"to": "a@b"}}))
     assert [e["event"] for e in stream] == ["context", "step", "step", "step", "done"]
     assert stream[-1]["final_content"] == "sent to a@b"
-    assert client.get("/api/approvals").json() == {"approvals": []}
+    assert client.get("/api/approvals").json() == {"approvals": [], "more": False}
 
 
 def test_a_direct_call_through_a_provider_gets_that_providers_context(client):
@@ -697,7 +697,7 @@ def test_the_inbox_lists_the_suspended_run_and_approve_streams_the_rest(client):
     assert steps[2]["tool_result"] == "sent to ops@example.org"
     assert stream[-1]["event"] == "done"
     assert stream[-1]["final_content"] == "Mail sent."
-    assert client.get("/api/approvals").json() == {"approvals": []}
+    assert client.get("/api/approvals").json() == {"approvals": [], "more": False}
 
 
 @pytest.mark.parametrize("nobody", [" ", "\\u200b"])
@@ -757,6 +757,22 @@ def test_a_stale_digest_and_a_second_decision_end_with_readable_errors(client):
 def test_approving_an_unknown_run_is_an_error_event(client):
     stream = events(post(client, "/api/approvals/nope", {"approve": True, "turn_digest": "d"}))
     assert stream == [{"event": "error", "run_id": "nope", "error": "No run with this id."}]
+
+
+def test_the_inbox_shows_a_page_of_the_newest_waiting_runs_and_says_more_wait(client, monkeypatch):
+    from nrllm_core.inspector import _app
+
+    monkeypatch.setattr(_app, "INBOX_PAGE", 2)
+    waiting = [suspend(client) for _ in range(3)]
+    inbox = client.get("/api/approvals").json()
+    assert inbox["more"] is True
+    newest = [w["run_id"] for w in waiting[:0:-1]]
+    assert [e["run"]["run_id"] for e in inbox["approvals"]] == newest
+    oldest = waiting[0]
+    denial = {"approve": False, "turn_digest": oldest["turn_digest"]}
+    events(post(client, f"/api/approvals/{oldest['run_id']}", denial))
+    inbox = client.get("/api/approvals").json()
+    assert (len(inbox["approvals"]), inbox["more"]) == (2, False)
 
 
 def test_an_unopenable_suspension_shows_in_the_inbox_without_the_cause(

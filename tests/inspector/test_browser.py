@@ -1044,12 +1044,24 @@ def inbox_entry(**fields: Any) -> dict[str, Any]:
     }
 
 
-def open_inbox(p: Any, *entries: dict[str, Any]) -> Any:
-    p.route("**/api/approvals", lambda route: fulfil_json(route, {"approvals": list(entries)}))
+def open_inbox(p: Any, *entries: dict[str, Any], more: bool = False) -> Any:
+    answer = {"approvals": list(entries), "more": more}
+    p.route("**/api/approvals", lambda route: fulfil_json(route, answer))
     p.click("nav a[data-view=approvals]")
     entry = p.locator(".inbox .entry")
     entry.first.wait_for()
     return entry
+
+
+def test_an_inbox_with_more_waiting_than_shown_says_so(page):
+    p = page.page
+    entry = open_inbox(p, inbox_entry(), more=True)
+    note = p.locator("#approvals-list > p.muted")
+    assert entry.count() == 1
+    assert note.inner_text() == (
+        "More runs wait than the 1 newest shown here: decide these, or list them all with "
+        "nrllm runs --status awaiting_approval."
+    )
 
 
 def test_an_updates_preview_shows_as_a_diff_of_text(page):

@@ -111,6 +111,14 @@ async function loadApprovals() {
       return;
     }
     list.append(el("ul", { class: "inbox" }, data.approvals.map(inboxEntry)));
+    if (data.more === true) {
+      list.append(
+        el("p", {
+          class: "muted",
+          text: `More runs wait than the ${data.approvals.length} newest shown here: decide these, or list them all with nrllm runs --status awaiting_approval.`,
+        }),
+      );
+    }
   } catch (error) {
     showError(list, `The inbox could not be read: ${error.message}`);
   }
