@@ -345,22 +345,30 @@ def test_a_request_that_fails_in_the_gateway_sends_no_exception_text(served):
     assert "SECRET-XYZ" not in log
 
 
+def open_handshake_session(url: str, token: str, capabilities: dict[str, Any]) -> httpx2.Client:
+    """A client of a handshake session opened with ``capabilities``, ready for calls."""
+    client = httpx2.Client(headers={**ACCEPT, "authorization": f"Bearer {token}"}, timeout=30)
+    opening = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": capabilities}}
+    opened = client.post(url, json=opening)
+    assert opened.status_code == 200
+    client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+    client.headers["mcp-protocol-version"] = "2025-06-18"
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert client.post(url, json=ready).status_code == 202
+    return client
+
+
 def handshake_call(url: str, token: str, capabilities: dict[str, Any]) -> httpx2.Response:
     """A handshake session opened with ``capabilities``, then one ``weather`` call: its
     answer as sent."""
-    headers = {**ACCEPT, "authorization": f"Bearer {token}"}
-    opening = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": capabilities}}
-    with httpx2.Client(headers=headers, timeout=30) as client:
-        opened = client.post(url, json=opening)
-        assert opened.status_code == 200
-        client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
-        client.headers["mcp-protocol-version"] = "2025-06-18"
-        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert client.post(url, json=ready).status_code == 202
+    client = open_handshake_session(url, token, capabilities)
+    try:
         call = {"name": "weather", "arguments": {"city": "Rome"}}
         return client.post(
             url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
         )
+    finally:
+        client.close()
 
 
 def test_a_handshake_client_that_cannot_be_asked_gets_its_answers_as_json(http_serve):
@@ -376,19 +384,6 @@ def test_a_handshake_client_that_can_be_asked_keeps_its_stream(http_serve):
     answer = handshake_call(url, token, {"elicitation": {}})
     assert answer.headers["content-type"].startswith("text/event-stream")
     assert '"text":"Sunny in Rome."' in answer.text
-
-
-def open_handshake_session(url: str, token: str, capabilities: dict[str, Any]) -> httpx2.Client:
-    """A client of a handshake session opened with ``capabilities``, ready for calls."""
-    client = httpx2.Client(headers={**ACCEPT, "authorization": f"Bearer {token}"}, timeout=30)
-    opening = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": capabilities}}
-    opened = client.post(url, json=opening)
-    assert opened.status_code == 200
-    client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
-    client.headers["mcp-protocol-version"] = "2025-06-18"
-    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert client.post(url, json=ready).status_code == 202
-    return client
 
 
 def sse_message(lines: Any) -> dict[str, Any]:
