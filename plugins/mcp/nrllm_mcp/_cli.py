@@ -470,10 +470,19 @@ def _token(bind: str, token_env: str | None) -> str:
     import secrets
 
     try:
-        loopback = ipaddress.ip_address(bind).is_loopback
+        address = ipaddress.ip_address(bind)
     except ValueError:
         # A name may resolve anywhere; only a loopback address literal counts as local.
         loopback = False
+    else:
+        loopback = address.is_loopback
+        if address.is_unspecified:
+            # A request names the address it reached as its Host, never this one: every
+            # client would be refused (421) by the check against DNS rebinding.
+            raise BadInput(
+                f"--host {bind} listens everywhere but no client names it: give the address "
+                "or name clients use (with --token-env)"
+            )
     if token_env is None:
         if not loopback:
             raise BadInput(f"--host {bind} is reachable from other machines; it needs --token-env")

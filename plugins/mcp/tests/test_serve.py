@@ -271,7 +271,7 @@ def test_the_sdks_streamable_http_client_calls_a_tool(http_serve):
 
 def test_a_non_loopback_host_needs_token_env(served):
     done = subprocess.run(
-        serve_command("--transport", "http", "--host", "0.0.0.0"),
+        serve_command("--transport", "http", "--host", "192.0.2.7"),
         env=served,
         capture_output=True,
         text=True,
@@ -279,6 +279,19 @@ def test_a_non_loopback_host_needs_token_env(served):
     )
     assert done.returncode == 2
     assert "needs --token-env" in done.stderr
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0", "::"])
+def test_an_address_no_client_names_is_refused_at_start(served, bind):
+    done = subprocess.run(
+        serve_command("--transport", "http", "--host", bind, "--token-env", "MCP_TOKEN"),
+        env={**served, "MCP_TOKEN": "t" * 32},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2
+    assert f"--host {bind} listens everywhere but no client names it" in done.stderr
 
 
 def test_zone_and_provider_are_exclusive(served):
