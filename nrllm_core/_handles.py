@@ -94,6 +94,10 @@ class Handles:
                 )
         return label
 
+    def named(self, arguments: object) -> bool:
+        """Whether ``arguments`` name any handle."""
+        return next(_names(arguments, 0), None) is not None
+
     def substituted(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``arguments`` with each handle replaced by its value; raises :class:`UnknownHandle`."""
         return {key: self._replaced(value, 1) for key, value in arguments.items()}

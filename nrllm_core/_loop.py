@@ -125,8 +125,7 @@ class PendingCall:
     preview_failed: bool = False
     # False when the model's arguments were malformed: the call is refused, never run.
     arguments_valid: bool = True
-    # The fixed answer of a call a turn cap refused (also its preview): it is answered so and
-    # never runs.
+    # The fixed answer of a call a turn cap refused (also its preview): it never runs.
     refusal: str | None = None
     # Why the policy sent it to a person (``untrusted``, ``egress``); None: its tool's own
     # declaration did.
@@ -566,8 +565,7 @@ def _answer_turn(
     planned: list[Admitted | ToolResult] = []
     for call, refusal in turn:
         if refusal is None and call.name in offered and call.id not in seg.approved:
-            # Unreachable through the approval scan; kept so that no path runs a call that
-            # neither the policy nor a person let through (the seam refuses other tools).
+            # Unreachable through the approval scan: no call runs that nobody let through.
             refusal = f'Error: tool "{call.name}" requires approval that was not given.'
         if refusal is not None:
             planned.append(ToolResult.error(refusal))
@@ -577,7 +575,11 @@ def _answer_turn(
         except UnknownHandle as unknown:
             planned.append(ToolResult.error(str(unknown)))
             continue
-        planned.append(admit(seg.pm, call.name, arguments, seg.context_for(call.id), seg.permits))
+        plan = admit(seg.pm, call.name, arguments, seg.context_for(call.id), seg.permits)
+        if not isinstance(plan, Admitted) and seg.handles.named(call.arguments):
+            # The seam's answer may quote what the handles filled in: the model never reads it.
+            plan = ToolResult.error(f'Error: tool "{call.name}" refused what its handles hold.')
+        planned.append(plan)
     runnable = tuple(p for p in planned if isinstance(p, Admitted))
     executed: list[Executed] = list((yield Run(calls=runnable))) if runnable else []
     if len(executed) != len(runnable):

@@ -175,6 +175,28 @@ def test_an_unknown_handle_is_refused_before_the_call_runs(tmp_path):
 
 
 @pytest.mark.usefixtures("driven")
+def test_a_handle_whose_value_the_seam_refuses_is_not_quoted_to_the_model(tmp_path):
+    # The value is a string where the schema wants an integer: the seam's own message would
+    # quote it.
+    turns = [
+        _call("read_email", "c1", index=0),
+        _call("read_email", "c2", index={"$handle": "h1"}),
+        {"content": "done"},
+    ]
+    host = handle_host(tmp_path, turns)
+    try:
+        outcome = host.run("read it")
+        steps = _steps(host, outcome.run_id, "tool")
+        (*_, last) = _steps(host, outcome.run_id, "request")
+    finally:
+        host.store.close()
+    refused = 'Error: tool "read_email" refused what its handles hold.'
+    assert steps[1]["tool_result"] == refused
+    assert INJECTED not in str(last["messages_sent"])
+    assert last["label"]["integrity"] == "trusted"
+
+
+@pytest.mark.usefixtures("driven")
 def test_the_policy_keeps_a_tools_results_as_handles(tmp_path):
     turns = [_call("read_page", "c1", url="x"), {"content": "done"}]
     host = handle_host(tmp_path, turns, tools={"read_page": {"handle": True}})
