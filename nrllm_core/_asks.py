@@ -114,7 +114,8 @@ class CallAsks:
             logger().info("nrllm.ask.model_refused", tool=tool, provider=provider)
             raise
         fields.update(
-            model=answer.response_model,
+            # The provider's words: masked and cut below ``full`` as a request's answer's are.
+            response_model=answer.response_model,
             content=answer.content,
             finish_reason=answer.finish_reason,
             usage=answer.usage.to_dict(),
@@ -157,8 +158,10 @@ class CallAsks:
             # No tools: a model asked by a tool is never offered any.
             return complete(provider, list(messages), [])
         except ProviderError as exc:
-            # A provider's error text is safe to show, by its contract.
-            raise AskRefused(f'provider "{name}" failed: {exc}') from None
+            # Its text may quote the provider's answer, free text a metadata-only audit never
+            # keeps, nor the tool (an MCP server) needs: the log has it.
+            logger().warning("nrllm.ask.model_failed", provider=name, error=str(exc))
+            raise AskRefused(f'provider "{name}" failed') from None
         finally:
             closed(provider)
 

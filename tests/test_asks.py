@@ -112,6 +112,46 @@ def test_a_model_in_an_admitting_zone_answers_and_the_ask_is_a_step(tools_plugin
     assert record.payload["content_length"] == len("three rows")
 
 
+HOSTILE_MODEL = "gpt-" + "AKIA" + "IOSFODNN7EXAMPLE" + "x" * 100_000
+
+
+def test_below_full_the_audit_keeps_no_free_text_the_asked_provider_wrote(
+    tools_plugin, nrllm, monkeypatch
+):
+    from nrllm_core import _asks
+    from nrllm_core._messages import ProviderAnswer, ProviderError, Usage
+
+    answer = ProviderAnswer(
+        content="three rows",
+        tool_calls=(),
+        usage=Usage(),
+        finish_reason="stop",
+        response_model=HOSTILE_MODEL,
+    )
+    answers = iter([answer, ProviderError("")])
+
+    def complete(provider: Any, messages: Any, tools: Any) -> ProviderAnswer:
+        given = next(answers)
+        if isinstance(given, ProviderError):
+            raise ProviderError(f"HTTP 400: the prompt was {messages[-1].content}")
+        return given
+
+    monkeypatch.setattr(_asks, "complete", complete)
+    nrllm.load(tools_plugin(Summarise()))
+    helper = nrllm.scripted([], zone=TrustZone.LOCAL)
+    script = [call("summarise", provider=helper), call("summarise", provider=helper)]
+    nrllm.run("go", script=[*script, {"content": "done"}], zone=TrustZone.LOCAL)
+    answered, failed = [r.payload for r in nrllm.sinks.audit if r.kind is StepKind.SAMPLING]
+    # The model's name is masked and cut as an answer's is; nothing is kept as "model".
+    assert "model" not in answered
+    assert "AKIA" not in answered["response_model"]
+    assert len(answered["response_model"]) < 300
+    # A provider's failure is recorded, and told to the tool, as fixed text.
+    assert failed["refused"] == f'provider "{helper}" failed'
+    tool_steps = [r.payload for r in nrllm.sinks.audit if r.kind is StepKind.TOOL]
+    assert "summarise: rows" not in str(tool_steps)
+
+
 def test_a_model_whose_zone_does_not_admit_the_tools_data_is_never_asked(tools_plugin, nrllm):
     nrllm.load(tools_plugin(Summarise()))
     outside = nrllm.scripted([{"content": "never"}], zone=TrustZone.EXTERNAL_GLOBAL)
