@@ -71,7 +71,8 @@ class RegisteredTool:
 
     @property
     def requires_approval(self) -> bool:
-        """A write effect always needs a person's approval."""
+        """Declared so, or a write: what needs a person's approval under the default policy
+        (a write's own need follows ``[policy] approve_writes``; a declared one always holds)."""
         return self.declared_approval or self.effect.is_write
 
 

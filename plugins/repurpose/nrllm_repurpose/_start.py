@@ -150,6 +150,9 @@ class StartRepurposeJob(Tool):
     # from the source ever comes back into the run, which is what this class rests on.
     data_class = DataClass.EDITOR_CONTENT
     effect = Effect.NON_IDEMPOTENT_WRITE
+    # Every call is shown to a person, whatever [policy] approve_writes says of writes: a job
+    # costs provider money and publishes what it makes.
+    requires_approval = True
     # A job costs provider money: an operator switches the tool on.
     enabled_by_default = False
     checks_own_arguments = True

@@ -21,6 +21,8 @@ from nrllm_core import (
     load_config,
     make_plugin_manager,
 )
+from nrllm_core._label import RunLabel
+from nrllm_core._policy import ApproveWrites, PolicyConfig, decide_call
 from nrllm_repurpose._start import (
     BAD_LIST,
     BAD_TYPE,
@@ -65,6 +67,11 @@ def test_the_tool_declares_its_class_effect_and_switch_in_code():
     assert registered.data_class_source == "declared"
     assert registered.effect is Effect.NON_IDEMPOTENT_WRITE
     assert registered.requires_approval is True
+    # Declared, not only a write's: no [policy] approve_writes lets a call past a person.
+    assert registered.declared_approval is True
+    for approve_writes in ApproveWrites:
+        policy = PolicyConfig(approve_writes=approve_writes)
+        assert decide_call(registered, RunLabel(), TrustZone.LOCAL, policy).needs_approval
     assert registered.enabled_by_default is False
     assert registered.checks_own_arguments is True
     assert registered.requires_admin is False
