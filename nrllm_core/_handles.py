@@ -13,6 +13,7 @@ from typing import Any, Final, final
 
 import attrs
 
+from nrllm_core._bounds import bound_artifacts
 from nrllm_core._label import RunLabel
 from nrllm_core._values import DataClass, Integrity, ToolArtifact, ToolResult
 
@@ -149,9 +150,9 @@ class Keeper:
         )
         self.handle = handle
         value = ToolArtifact.text(result.content, label=f"handle {handle.id}")
-        return ToolResult.text(
-            handle.description(), *result.artifacts, value, integrity=Integrity.TRUSTED
-        )
+        # Bounded again with the value among them: the artifacts' budget holds for all.
+        artifacts = bound_artifacts((*result.artifacts, value))
+        return ToolResult.text(handle.description(), *artifacts, integrity=Integrity.TRUSTED)
 
 
 def _name(value: object) -> str | None:

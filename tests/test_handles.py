@@ -219,3 +219,27 @@ def test_a_preview_of_an_unknown_handle_says_so(tmp_path):
         host.store.close()
     (pending,) = waiting.pending
     assert pending.preview == ("Error: this run holds no handle 'h9'",)
+
+
+def test_a_kept_value_and_the_tools_artifacts_stay_within_one_budget():
+    from nrllm_core._bounds import ARTIFACTS_MAX_BYTES
+    from nrllm_core._handles import Handles
+    from nrllm_core._json import dumps
+    from nrllm_core._values import ToolArtifact
+
+    keeper = Handles().keeper(
+        tool="read_email",
+        call_id="c1",
+        data_class=DataClass.EDITOR_CONTENT,
+        integrity=Integrity.UNTRUSTED,
+        always=False,
+    )
+    own = ToolArtifact.text("y" * 49_900)
+    kept = keeper(ToolResult.text("x" * 50_000, own, handle=True))
+    encoded = dumps(
+        [{"type": a.type.value, "label": a.label, "data": a.data} for a in kept.artifacts]
+    )
+    assert len(encoded) <= ARTIFACTS_MAX_BYTES
+    # The run still holds the value whole: only the trace's copy was refused.
+    assert keeper.handle is not None
+    assert keeper.handle.text == "x" * 50_000
