@@ -365,9 +365,18 @@ class ToolSpec:
         }
 
 
+# More tokens than any call or run is billed for: a count above it (a provider's answer may
+# say anything) is held at it, so sums stay within what JSON encoders and databases hold.
+TOKENS_MAX: Final = 2**40
+
+
 def _count(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if type(value) is not int or value < 0:
         raise ValueError(f"{attribute.name} must be a non-negative int")
+
+
+def _held(value: object) -> object:
+    return min(value, TOKENS_MAX) if type(value) is int else value
 
 
 @final
@@ -380,10 +389,10 @@ class Usage:
     ``reasoning_tokens`` the part of ``completion_tokens`` spent on hidden reasoning.
     """
 
-    prompt_tokens: int = attrs.field(default=0, validator=_count)
-    completion_tokens: int = attrs.field(default=0, validator=_count)
-    cached_tokens: int = attrs.field(default=0, validator=_count)
-    reasoning_tokens: int = attrs.field(default=0, validator=_count)
+    prompt_tokens: int = attrs.field(default=0, converter=_held, validator=_count)
+    completion_tokens: int = attrs.field(default=0, converter=_held, validator=_count)
+    cached_tokens: int = attrs.field(default=0, converter=_held, validator=_count)
+    reasoning_tokens: int = attrs.field(default=0, converter=_held, validator=_count)
 
     @property
     def total_tokens(self) -> int:

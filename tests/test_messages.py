@@ -224,3 +224,15 @@ def test_provider_answer_holds_its_calls_as_a_tuple():
 def test_provider_error_keeps_its_status():
     error = ProviderError("HTTP 503: busy", status_code=503)
     assert (str(error), error.status_code) == ("HTTP 503: busy", 503)
+
+
+def test_a_token_count_past_any_bill_is_held_and_so_are_sums():
+    from nrllm_core._messages import TOKENS_MAX
+
+    held = Usage(prompt_tokens=2**70, completion_tokens=TOKENS_MAX + 1)
+    assert (held.prompt_tokens, held.completion_tokens) == (TOKENS_MAX, TOKENS_MAX)
+    assert (held + held).prompt_tokens == TOKENS_MAX
+    with pytest.raises(ValueError, match="non-negative"):
+        Usage(prompt_tokens=-1)
+    with pytest.raises(ValueError, match="non-negative"):
+        Usage(prompt_tokens=True)

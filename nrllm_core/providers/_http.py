@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 from nrllm_core import _json
-from nrllm_core._messages import Delta, ProviderError, StreamRestarted
+from nrllm_core._messages import TOKENS_MAX, Delta, ProviderError, StreamRestarted
 from nrllm_core.log import logger
 from nrllm_core.providers._retry import RETRY_AFTER_CAP_SECONDS, retried, retry_after
 from nrllm_core.providers._settings import Settings
@@ -713,9 +713,10 @@ def excerpt(body: bytes, secrets: tuple[str, ...]) -> str:
 
 
 def token_count(usage: object, key: str) -> int:
-    """A token count from a provider's usage object; anything but a count is 0."""
+    """A token count from a provider's usage object; anything but a count is 0, and a count
+    past ``TOKENS_MAX`` is held at it."""
     value = usage.get(key) if isinstance(usage, dict) else None
-    return value if type(value) is int and value >= 0 else 0
+    return min(value, TOKENS_MAX) if type(value) is int and value >= 0 else 0
 
 
 def response_id(data: object) -> str | None:

@@ -704,6 +704,34 @@ def test_usage_counts_what_the_provider_billed(answer, expected, make_host, serv
     assert llm.get("cache_creation_tokens") == (None if kind == "openai" else 50)
 
 
+def test_token_counts_past_any_bill_are_held_and_the_answer_is_recorded(make_host, server):
+    from nrllm_core._messages import TOKENS_MAX
+
+    huge = 2**64 - 1
+    server.answer(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [{"type": "text", "text": "ok"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": huge, "cache_read_input_tokens": huge, "output_tokens": 1},
+        }
+    )
+    host = make_host("anthropic", privacy="metadata")
+
+    outcome = host_run(host)
+
+    assert outcome.status == "completed"
+    assert outcome.to_dict()["usage"]["prompt_tokens"] == TOKENS_MAX
+    detail = host.store.get_run(outcome.run_id)
+    assert detail is not None
+    # The answer's step is stored, not dropped for a count no encoder or column holds.
+    assert [s.kind for s in detail.steps] == ["start", "gate", "request", "llm", "finish"]
+    assert host.store.verify(outcome.run_id).broken == ()
+
+
 def test_openai_reasoning_content_is_recorded_as_thinking_and_never_sent_back(
     make_host, server, checked
 ):

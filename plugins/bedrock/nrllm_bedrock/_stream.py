@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final, final
 
@@ -212,7 +211,11 @@ def _blob(text: str) -> bytes:
 
 
 def _json_loads(raw: bytes | str) -> Any:
-    return json.loads(raw)
+    # orjson, as nrllm-core reads JSON: it refuses lone surrogates, which the standard
+    # library's reader hands on, to fail later where the audit encodes the answer.
+    import orjson
+
+    return orjson.loads(raw)
 
 
 def _object(payload: bytes) -> dict[str, Any]:

@@ -557,8 +557,16 @@ def test_a_validation_error_is_not_retried(make_provider, server, sleeps):
         [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}})],
         [("metadata", {"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}})],
         [("contentBlockDelta", {"delta": {"text": "a"}})],
+        # No JSON text holds one; a reader that let it through failed the answer's audit step.
+        [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "a\ud800"}})],
     ],
-    ids=["two kinds in one block", "tool input without its start", "metadata first", "no index"],
+    ids=[
+        "two kinds in one block",
+        "tool input without its start",
+        "metadata first",
+        "no index",
+        "a lone surrogate",
+    ],
 )
 def test_events_that_make_no_sense_break_the_stream(broken, make_provider, server, sleeps, wire):
     good = wire.stream_of(ANSWERS["text"])
