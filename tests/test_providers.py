@@ -616,6 +616,39 @@ def test_openai_error_bodies_are_redacted_and_the_key_is_never_shown(server, cap
     assert KEY not in caplog.text
 
 
+SLASHED_KEY = KEY[:5] + "/" + KEY[5:]
+
+
+@pytest.mark.parametrize(
+    ("key", "spelled"),
+    [
+        (KEY, "\\u0073" + KEY[1:]),
+        (KEY, KEY[:3] + "\\u0074" + KEY[4:]),
+        (KEY, "".join(f"\\u{ord(c):04x}" for c in KEY)),
+        (SLASHED_KEY, SLASHED_KEY.replace("/", "\\/")),
+    ],
+    ids=["first-escaped", "one-escaped", "all-escaped", "escaped-slash"],
+)
+def test_a_key_echoed_json_escaped_is_masked_too(server, key, spelled):
+    body = ('{"error": {"message": "Incorrect API key provided: ' + spelled + '"}}').encode()
+    server.answer(Reply(status=401, body=body))
+    provider = OpenAIProvider.from_settings(
+        "gpt",
+        {
+            "kind": "openai",
+            "model": "gpt-test",
+            "base_url": f"{server.url}/v1",
+            "api_key_env": "TEST_LLM_KEY",
+        },
+        environ={"TEST_LLM_KEY": key},
+        sleep=Sleeps(),
+    )
+    with pytest.raises(ProviderError) as refused:
+        provider.complete(HELLO, [])
+    assert "Incorrect API key provided: ***" in str(refused.value)
+    assert key not in str(refused.value)
+
+
 def test_an_error_excerpt_is_short_and_one_line(server):
     server.answer(Reply(status=404, body=b"not\n\nfound " + b"x " * 3000 + OTHER_KEY.encode()))
     with pytest.raises(ProviderError) as info:
