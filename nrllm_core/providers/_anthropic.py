@@ -230,13 +230,16 @@ class _Events:
     The viewer sees each block's text as it comes, and ``BLOCK_SEPARATOR`` before the text of
     a block that follows another one of its kind, so that the deltas join as the answer does."""
 
-    __slots__ = ("_blocks", "_inputs", "_message", "_on_delta", "_shown")
+    __slots__ = ("_blocks", "_inputs", "_message", "_on_delta", "_shown", "_texts")
 
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._message: dict[str, Any] | None = None
         self._blocks: list[dict[str, Any]] = []
         self._inputs: dict[int, list[str]] = {}
+        # Each block's text fields in pieces, joined once in ``answer``: appending to a string
+        # copies it, which made a long stream cost its length squared.
+        self._texts: dict[tuple[int, str], list[str]] = {}
         # The block whose text each kind of delta showed last.
         self._shown: dict[type[TextDelta] | type[ThinkingDelta], int] = {}
 
@@ -304,12 +307,17 @@ class _Events:
         if kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
             self._inputs.setdefault(index, []).append(delta["partial_json"])
         elif kind == "citations_delta" and delta.get("citation") is not None:
-            block["citations"] = [*(block.get("citations") or ()), delta["citation"]]
+            citations = block.setdefault("citations", [])
+            if citations is None:
+                citations = block["citations"] = []
+            if not isinstance(citations, list):
+                raise StreamBroken("citations that are no list")
+            citations.append(delta["citation"])
         elif isinstance(kind, str) and kind in _TEXT_DELTAS:
             field, shown = _TEXT_DELTAS[kind]
             text = delta.get(field)
             if isinstance(text, str):
-                block[field] = _str(block.get(field)) + text
+                self._texts.setdefault((index, field), [_str(block.get(field))]).append(text)
                 if shown is not None and text:
                     self._show(shown, index, text)
 
@@ -334,6 +342,9 @@ class _Events:
         return False
 
     def answer(self) -> Any:
+        for (index, field), parts in self._texts.items():
+            self._blocks[index][field] = "".join(parts)
+        self._texts.clear()
         return {**self._started(), "content": self._blocks}
 
 

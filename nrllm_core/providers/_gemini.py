@@ -479,11 +479,14 @@ class _Chunks:
     The stream has no final event: it is whole once a finish reason (or a blocked prompt) came.
     """
 
-    __slots__ = ("_candidate", "_on_delta", "_parts", "_top")
+    __slots__ = ("_candidate", "_on_delta", "_parts", "_texts", "_top")
 
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._parts: list[dict[str, Any]] = []
+        # A joined part's text in pieces, by the part's place, joined once in ``answer``:
+        # appending to a string copies it, which made a long stream cost its length squared.
+        self._texts: dict[int, list[str]] = {}
         self._candidate: dict[str, Any] | None = None
         self._top: dict[str, Any] = {}
 
@@ -533,7 +536,7 @@ class _Chunks:
             and (last.get("thought") is True) == thought
             and "thoughtSignature" not in last
         ):
-            last["text"] += text
+            self._texts.setdefault(len(self._parts) - 1, [last["text"]]).append(text)
             if "thoughtSignature" in part:
                 last["thoughtSignature"] = part["thoughtSignature"]
             return
@@ -545,6 +548,9 @@ class _Chunks:
         return blocked or (self._candidate or {}).get("finishReason") is not None
 
     def answer(self) -> Any:
+        for place, pieces in self._texts.items():
+            self._parts[place]["text"] = "".join(pieces)
+        self._texts.clear()
         whole = dict(self._top)
         if self._candidate is not None:
             content = {"role": "model", "parts": self._parts}

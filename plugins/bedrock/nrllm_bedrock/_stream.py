@@ -56,13 +56,26 @@ class Events:
     The viewer sees each block's text as it comes, and ``BLOCK_SEPARATOR`` before the text of
     a block that follows another one of its kind, so that the deltas join as the answer does."""
 
-    __slots__ = ("_blocks", "_inputs", "_message", "_on_delta", "_role", "_shown", "_stopped")
+    __slots__ = (
+        "_blocks",
+        "_inputs",
+        "_message",
+        "_on_delta",
+        "_pieces",
+        "_role",
+        "_shown",
+        "_stopped",
+    )
 
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._role: str | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
         self._inputs: dict[int, list[str]] = {}
+        # Each block's text, reasoning, signature and redacted reasoning in pieces, joined
+        # once in ``answer``: appending to a string copies it, which made a long stream cost
+        # its length squared.
+        self._pieces: dict[tuple[int, str], list[Any]] = {}
         self._message: dict[str, Any] = {}
         self._stopped = False
         # The block whose text each kind of delta showed last.
@@ -151,7 +164,8 @@ class Events:
         if block is None or next(iter(block), field) != field:
             raise StreamBroken("a delta of another kind than its block")
         if field == "text" and isinstance(value, str):
-            block["text"] = _of(block, "text", str, "") + value
+            block.setdefault("text", "")
+            self._pieces.setdefault((index, "text"), []).append(value)
             self._show(TextDelta, index, value)
         elif field == "toolUse" and isinstance(value, dict) and index in self._inputs:
             piece = value.get("input")
@@ -164,16 +178,16 @@ class Events:
 
     def _reasoning(self, index: int, reasoning: dict[str, Any], value: dict[str, Any]) -> None:
         if isinstance(value.get("redactedContent"), str):
-            before = _blob(reasoning.get("redactedContent", ""))
-            added = _blob(value["redactedContent"])
-            reasoning["redactedContent"] = base64.b64encode(before + added).decode("ascii")
+            reasoning.setdefault("redactedContent", "")
+            self._pieces.setdefault((index, "redacted"), []).append(_blob(value["redactedContent"]))
             return
         text = reasoning.setdefault("reasoningText", {})
+        for field in ("text", "signature"):
+            if isinstance(value.get(field), str):
+                text.setdefault(field, "")
+                self._pieces.setdefault((index, field), []).append(value[field])
         if isinstance(value.get("text"), str):
-            text["text"] = _of(text, "text", str, "") + value["text"]
             self._show(ThinkingDelta, index, value["text"])
-        if isinstance(value.get("signature"), str):
-            text["signature"] = _of(text, "signature", str, "") + value["signature"]
 
     def _show(self, shown: type[TextDelta] | type[ThinkingDelta], index: int, text: str) -> None:
         if not text:
@@ -188,6 +202,16 @@ class Events:
         return self._stopped
 
     def answer(self) -> dict[str, Any]:
+        for (index, field), pieces in self._pieces.items():
+            block = self._blocks[index]
+            if field == "redacted":
+                joined = base64.b64encode(b"".join(pieces)).decode("ascii")
+                block["reasoningContent"]["redactedContent"] = joined
+            elif "reasoningContent" in block:
+                block["reasoningContent"]["reasoningText"][field] = "".join(pieces)
+            else:
+                block[field] = "".join(pieces)
+        self._pieces.clear()
         content = [self._blocks[index] for index in sorted(self._blocks)]
         return {
             "output": {"message": {"role": self._started(), "content": content}},
@@ -196,11 +220,6 @@ class Events:
 
 
 _BLOCK_EVENTS: Final = frozenset({"contentBlockStart", "contentBlockDelta", "contentBlockStop"})
-
-
-def _of(holder: Mapping[str, Any], key: str, kind: type[Any], default: Any) -> Any:
-    value = holder.get(key, default)
-    return value if isinstance(value, kind) else default
 
 
 def _blob(text: str) -> bytes:

@@ -578,3 +578,38 @@ def test_events_that_make_no_sense_break_the_stream(broken, make_provider, serve
     assert got.content == "Hallo, Welt."
     assert len(server.bodies) == 2
     assert StreamRestarted() in deltas
+
+
+def test_a_long_stream_is_assembled_in_time_linear_in_its_length():
+    import time
+
+    from nrllm_bedrock._stream import Events
+
+    def frame(kind: str, data: dict[str, Any]) -> Any:
+        headers = {":message-type": "event", ":event-type": kind}
+        return headers, json.dumps(data).encode()
+
+    # 8 MB of text and as much reasoning, in 100-character pieces: joined once, not copied
+    # on every piece (appending to a string cost the stream its length squared).
+    piece = "x" * 100
+    events = Events(lambda delta: None)
+    started = time.perf_counter()
+    events.feed(frame("messageStart", {"role": "assistant"}))
+    text = frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}})
+    reasoning = frame(
+        "contentBlockDelta",
+        {"contentBlockIndex": 1, "delta": {"reasoningContent": {"text": piece, "signature": "s"}}},
+    )
+    for _ in range(80_000):
+        events.feed(text)
+    for _ in range(80_000):
+        events.feed(reasoning)
+    events.feed(frame("messageStop", {"stopReason": "end_turn"}))
+    answer = events.answer()
+    seconds = time.perf_counter() - started
+    first, second = answer["output"]["message"]["content"]
+    assert first == {"text": piece * 80_000}
+    assert second == {
+        "reasoningContent": {"reasoningText": {"text": piece * 80_000, "signature": "s" * 80_000}}
+    }
+    assert seconds < 3.0
