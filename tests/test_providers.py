@@ -649,6 +649,16 @@ def test_a_key_echoed_json_escaped_is_masked_too(server, key, spelled):
     assert key not in str(refused.value)
 
 
+def test_a_body_that_does_not_decode_fails_as_a_broken_answer(server):
+    garbled = Reply(body=b"not gzip at all", headers={"content-encoding": "gzip"})
+    server.answer(*[garbled] * 3)
+    sleeps = Sleeps()
+    with pytest.raises(ProviderError, match="does not decode"):
+        _openai(server, sleeps).complete(HELLO, [])
+    # Asked again as a broken answer is, within the retries.
+    assert len(server.seen) == 3
+
+
 def test_an_error_excerpt_is_short_and_one_line(server):
     server.answer(Reply(status=404, body=b"not\n\nfound " + b"x " * 3000 + OTHER_KEY.encode()))
     with pytest.raises(ProviderError) as info:

@@ -402,7 +402,8 @@ def _request_block(block: Mapping[str, Any]) -> dict[str, Any]:
     other blocks without the keys an answer may send as null (``caller``, ``citations``), as
     a request takes no null for some of them and absent means the same for all. Only the
     block's own keys: a tool's ``input`` goes back as the model wrote it, nulls included."""
-    if block.get("type") in _SIGNED_BLOCKS:
+    kind = block.get("type")
+    if isinstance(kind, str) and kind in _SIGNED_BLOCKS:
         return dict(block)
     return {key: value for key, value in block.items() if value is not None}
 

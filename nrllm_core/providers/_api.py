@@ -9,7 +9,14 @@ from functools import partial as partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nrllm_core._messages import ChatMessage, Delta, ProviderAnswer, ToolChoice, ToolSpec
+from nrllm_core._messages import (
+    ChatMessage,
+    Delta,
+    ProviderAnswer,
+    ProviderError,
+    ToolChoice,
+    ToolSpec,
+)
 from nrllm_core.providers._http import (
     Clients,
     Framing,
@@ -104,6 +111,19 @@ class HttpProvider(abc.ABC):
     @abc.abstractmethod
     def _assembler(self, on_delta: Callable[[Delta], None]) -> StreamAssembler: ...
 
+    def _parsed(self, data: Any) -> ProviderAnswer:
+        """``_parse``, failing only as the provider does: an answer is hostile, and whatever
+        an adapter's reading of it trips over (a list where a name was, nesting no encoder
+        takes) fails the call with a ``ProviderError``, never the run with another error."""
+        try:
+            return self._parse(data)
+        except ProviderError:
+            raise
+        except (TypeError, ValueError, LookupError, AttributeError, RecursionError) as exc:
+            raise ProviderError(
+                f'provider "{self.name}" sent an answer it cannot read ({type(exc).__name__})'
+            ) from None
+
     def complete(
         self,
         messages: Sequence[ChatMessage],
@@ -112,7 +132,7 @@ class HttpProvider(abc.ABC):
         tool_choice: ToolChoice = "auto",
     ) -> ProviderAnswer:
         body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(post_json(self._clients, self._http, body))
+        return self._parsed(post_json(self._clients, self._http, body))
 
     async def acomplete(
         self,
@@ -122,7 +142,7 @@ class HttpProvider(abc.ABC):
         tool_choice: ToolChoice = "auto",
     ) -> ProviderAnswer:
         body = self.request_body(messages, tools, tool_choice=tool_choice)
-        return self._parse(await apost_json(self._clients, self._http, body))
+        return self._parsed(await apost_json(self._clients, self._http, body))
 
     def stream(
         self,
@@ -142,7 +162,7 @@ class HttpProvider(abc.ABC):
             on_delta=on_delta,
             framing=self.FRAMING,
         )
-        return self._parse(answer)
+        return self._parsed(answer)
 
     async def astream(
         self,
@@ -154,7 +174,7 @@ class HttpProvider(abc.ABC):
     ) -> ProviderAnswer:
         body = {**self.request_body(messages, tools, tool_choice=tool_choice), **self.STREAM_FIELDS}
         assembler = partial(self._assembler, on_delta)
-        return self._parse(
+        return self._parsed(
             await apost_stream(
                 self._clients,
                 self._stream_http,

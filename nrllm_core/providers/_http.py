@@ -617,6 +617,8 @@ def _post(
                     for chunk in response.iter_bytes():
                         if read.feed(chunk):
                             break
+                except httpx.DecodingError:
+                    raise StreamBroken("a body that does not decode") from None
                 except httpx.TransportError:
                     # Only the body's rest was lost, not the answer: it is not asked again.
                     if not read.whole:
@@ -647,6 +649,8 @@ async def _apost(
                     async for chunk in response.aiter_bytes():
                         if read.feed(chunk):
                             break
+                except httpx.DecodingError:
+                    raise StreamBroken("a body that does not decode") from None
                 except httpx.TransportError:
                     # Only the body's rest was lost, not the answer: it is not asked again.
                     if not read.whole:

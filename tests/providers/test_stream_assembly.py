@@ -12,11 +12,12 @@ import json
 import time
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nrllm_core import ProviderError
-from nrllm_core.providers import AnthropicProvider, OpenAIProvider
+from nrllm_core import ChatMessage, ProviderError
+from nrllm_core.providers import AnthropicProvider, OpenAIProvider, ResponsesProvider
 from nrllm_core.providers._anthropic import _Events
 from nrllm_core.providers._http import StreamBroken, StreamFailed
 from nrllm_core.providers._openai import _Chunks
@@ -180,3 +181,35 @@ def test_a_long_gemini_stream_is_assembled_in_time_linear_in_its_length():
     answer, seconds = _timed_answer(GeminiChunks(lambda delta: None), [], chunk)
     assert answer["candidates"][0]["content"]["parts"] == [{"text": PIECE * PIECES}]
     assert seconds < LINEAR_SECONDS
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+RESPONSES = ResponsesProvider.from_settings("p", {"model": "m"}, environ={"OPENAI_API_KEY": "k"})
+
+
+@pytest.mark.parametrize(
+    ("provider", "answer"),
+    [
+        (RESPONSES, {"status": [], "output": []}),
+        (RESPONSES, {"status": "completed", "output": [{"type": []}]}),
+        # Deeper than an encoder writes (254), shallower than a reader reads (1024).
+        (ANTHROPIC, {"content": [{"type": "other", "deep": _nested(300)}]}),
+    ],
+    ids=["responses-status-list", "responses-item-type-list", "anthropic-block-too-deep"],
+)
+def test_an_answer_no_adapter_can_read_fails_as_a_provider_does(provider, answer):
+    with pytest.raises(ProviderError, match="sent an answer it cannot read"):
+        provider._parsed(answer)
+
+
+def test_a_replayed_block_of_no_string_type_is_sent_back_as_it_came():
+    answer = ANTHROPIC._parse({"content": [{"type": ["x"]}, {"type": "text", "text": "hi"}]})
+    messages = [ChatMessage.user("q"), ChatMessage.assistant("hi", (), replay=answer.replay)]
+    body = ANTHROPIC.request_body([*messages, ChatMessage.user("again")], [])
+    assert body["messages"][1]["content"][0] == {"type": ["x"]}
