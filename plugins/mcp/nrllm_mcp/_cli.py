@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from nrllm_mcp._connection import Connection
     from nrllm_mcp._pins import PinStore
-    from nrllm_mcp._serve_auth import Verified
+    from nrllm_mcp._serve_auth import TokenCheck
 
 __all__ = ["mcp"]
 
@@ -397,13 +397,13 @@ def serve(
     token = None
     if transport == "http" and not oauth:
         token = _token(bind, token_env)
-    verify = None
+    check = None
     if oauth:
         from nrllm_mcp._serve_auth import verifier
 
         try:
             # Before anything starts: missing credentials must not surface as refused requests.
-            verify = verifier(settings.serve, os.environ)
+            check = verifier(settings.serve, os.environ)
         except SettingsError as exc:
             raise BadInput(f"invalid configuration: {exc}") from None
     served = Served(
@@ -428,7 +428,7 @@ def serve(
             bind=bind,
             port=port,
             token=token,
-            verify=verify,
+            check=check,
             shown=token_env is None,
             settings=settings.serve,
         )
@@ -515,12 +515,12 @@ def _serve_http(
     bind: str,
     port: int,
     token: str | None,
-    verify: Callable[[str], Verified] | None,
+    check: TokenCheck | None,
     shown: bool,
     settings: ServeSettings,
 ) -> None:
     """Streamable HTTP at ``/mcp``: behind the static token (``token``), or, without one, as
-    the OAuth resource server ``settings`` describe, each token checked by ``verify``."""
+    the OAuth resource server ``settings`` describe, each token checked by ``check``."""
     import ipaddress
     import signal
     import socket
@@ -570,9 +570,9 @@ def _serve_http(
     if token is None:
         from nrllm_mcp._serve_auth import oauth_guard
 
-        if verify is None:
+        if check is None:
             raise ValueError("an OAuth endpoint needs its token check")
-        guarded = oauth_guard(app, settings=settings, verify=verify)
+        guarded = oauth_guard(app, settings=settings, check=check)
         echo(f"OAuth resource: {settings.resource} (authorization server {settings.issuer})")
     else:
         guarded = bearer_guard(app, token=token)

@@ -17,8 +17,8 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 from urllib.parse import quote_plus, urlsplit
 
 import attrs
@@ -37,6 +37,7 @@ __all__ = [
     "IntrospectionVerifier",
     "JwtVerifier",
     "Refusal",
+    "TokenCheck",
     "Verified",
     "metadata_document",
     "metadata_url",
@@ -77,6 +78,18 @@ INTROSPECTION_SECONDS: Final = 10.0
 # burst of requests costs one introspection; a revoked token stops working within it.
 CACHE_SECONDS: Final = 60.0
 CACHE_ENTRIES: Final = 4_096
+# Token checks that may wait at once (on the authorization server): their own threads, so a
+# flood of unknown tokens never takes the threads the calls need.
+CHECKS_AT_ONCE: Final = 8
+
+
+class TokenCheck(Protocol):
+    """How the guard checks a token: ``known`` answers at once from what was checked
+    before (``None``: not known), ``verify`` checks it and may block."""
+
+    def known(self, token: str) -> Verified | None: ...
+
+    def verify(self, token: str) -> Verified: ...
 
 
 class Refusal(Exception):
@@ -147,6 +160,10 @@ class JwtVerifier:
         self._issuer = settings.issuer
         self._audience = settings.resource
         self._required = settings.required_scopes
+
+    def known(self, token: str) -> Verified | None:
+        """Nothing: a JWT is checked whole each time (its signature, against a cached key)."""
+        return None
 
     def verify(self, token: str) -> Verified:
         """The token's claims, or :class:`Refusal`. Blocking: it may fetch the JWKS."""
@@ -222,16 +239,24 @@ class IntrospectionVerifier:
         self._cache: dict[bytes, tuple[float, Verified]] = {}
         self._lock = threading.Lock()
 
+    def known(self, token: str) -> Verified | None:
+        """The endpoint's answer for ``token`` while it is reused (see ``CACHE_SECONDS``);
+        never blocks."""
+        if len(token) > MAX_TOKEN_CHARS:
+            return None
+        with self._lock:
+            cached = self._cache.get(hashlib.sha256(token.encode()).digest())
+        return cached[1] if cached is not None and cached[0] > time.monotonic() else None
+
     def verify(self, token: str) -> Verified:
         """The token's claims as the endpoint vouches for them, or :class:`Refusal`.
         Blocking: it may ask the endpoint."""
         if len(token) > MAX_TOKEN_CHARS:
             raise Refusal(401, "invalid_token", "The access token is not valid.")
+        known = self.known(token)
+        if known is not None:
+            return known
         key = hashlib.sha256(token.encode()).digest()
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
         claims = self._introspect(token)
         # RFC 7662 §2.2: only a JSON true means active, not "true" or 1.
         if claims.get("active") is not True:
@@ -318,12 +343,12 @@ class IntrospectionVerifier:
             self._cache[key] = (until, verified)
 
 
-def verifier(settings: ServeSettings, environ: Mapping[str, str]) -> Callable[[str], Verified]:
+def verifier(settings: ServeSettings, environ: Mapping[str, str]) -> TokenCheck:
     """The token check ``settings`` configure; raises :class:`SettingsError` now for what
     would otherwise refuse every request later."""
     if settings.introspection_url is not None:
-        return IntrospectionVerifier(settings, environ).verify
-    return JwtVerifier(settings).verify
+        return IntrospectionVerifier(settings, environ)
+    return JwtVerifier(settings)
 
 
 def _verified(
@@ -366,15 +391,25 @@ class oauth_guard:
     """Serves the metadata to anyone; every other HTTP request needs a valid access token of
     a mapped subject, whose actor it carries on in the scope."""
 
-    __slots__ = ("_actors", "_app", "_challenge", "_metadata", "_paths", "_scopes", "_verify")
+    __slots__ = (
+        "_actors",
+        "_app",
+        "_challenge",
+        "_check",
+        "_checks",
+        "_metadata",
+        "_paths",
+        "_scopes",
+    )
 
-    def __init__(
-        self, app: ASGIApp, *, settings: ServeSettings, verify: Callable[[str], Verified]
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, settings: ServeSettings, check: TokenCheck) -> None:
+        import anyio
+
         if settings.resource is None:
             raise ValueError('the guard needs [mcp.serve] auth = "oauth" settings')
         self._app = app
-        self._verify = verify
+        self._check = check
+        self._checks = anyio.CapacityLimiter(CHECKS_AT_ONCE)
         self._actors = {
             subject: Actor(id=a.name, admin=a.admin, permissions=frozenset(a.permissions))
             for subject, a in settings.actors.items()
@@ -400,7 +435,12 @@ class oauth_guard:
         import anyio.to_thread
 
         try:
-            verified = await anyio.to_thread.run_sync(self._verify, token)
+            # A token checked a moment ago is served at once, whatever waits on the endpoint.
+            verified = self._check.known(token)
+            if verified is None:
+                verified = await anyio.to_thread.run_sync(
+                    self._check.verify, token, limiter=self._checks
+                )
         except Refusal as refusal:
             _log().info("nrllm.mcp.serve_token_refused", reason=refusal.error)
             await self._refuse(send, refusal)

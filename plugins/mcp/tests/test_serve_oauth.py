@@ -572,7 +572,8 @@ def test_an_introspection_answer_is_reused_until_a_minute_or_the_expiry(introspe
         introspection_settings(introspection, resource), with_credentials({})
     )
     lasting = introspection.token(resource)
-    assert verifier.verify(lasting) == verifier.verify(lasting)
+    assert verifier.known(lasting) is None
+    assert verifier.verify(lasting) == verifier.verify(lasting) == verifier.known(lasting)
     assert introspection.asked == [lasting]
     # Expiring in a second: asked again once it has, and still served within the leeway.
     brief = introspection.token(resource, exp=int(time.time()) + 1)
@@ -590,3 +591,85 @@ def test_an_introspection_answer_is_reused_until_a_minute_or_the_expiry(introspe
         with pytest.raises(Refusal):
             verifier.verify(inactive)
     assert introspection.asked.count(inactive) == 2
+    assert verifier.known(inactive) is None
+
+
+def test_a_known_token_is_served_while_unknown_ones_wait_on_the_endpoint():
+    """In process, at the guard: tokens the endpoint is slow about wait on their own
+    threads, and a token checked a moment ago is served at once."""
+    import anyio
+
+    from nrllm_mcp._serve_auth import CHECKS_AT_ONCE, Verified, oauth_guard
+
+    settings = load_settings(
+        {"serve": {**INTROSPECTING, "introspection_url": "http://127.0.0.1:9/i"}}
+    )
+    released = threading.Event()
+    ana = Verified(
+        subject="sub-1", issuer=OAUTH["issuer"], client_id="c", scopes=(), expires_at=None
+    )
+
+    class SlowEndpoint:
+        """Knows ``good``; any other token waits until released, then is refused."""
+
+        def __init__(self) -> None:
+            self.waiting = 0
+
+        def known(self, token: str) -> Verified | None:
+            return ana if token == "good" else None
+
+        def verify(self, token: str) -> Verified:
+            self.waiting += 1
+            released.wait(10)
+            raise Refusal(401, "invalid_token", "The access token is not valid.")
+
+    served: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        served.append(scope["nrllm.actor"].id)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    check = SlowEndpoint()
+    guard = oauth_guard(app, settings=settings.serve, check=check)
+
+    async def request(token: str) -> int:
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/mcp",
+            "headers": [(b"authorization", f"Bearer {token}".encode())],
+        }
+        await guard(scope, receive, send)
+        return int(sent[0]["status"])
+
+    async def main() -> tuple[int, float, int]:
+        async with anyio.create_task_group() as group:
+            for n in range(3 * CHECKS_AT_ONCE):
+                group.start_soon(request, f"junk-{n}")
+            await anyio.sleep(0.2)
+            started = time.perf_counter()
+            with anyio.fail_after(5):
+                status = await request("good")
+            seconds = time.perf_counter() - started
+            waiting = check.waiting
+            released.set()
+        return status, seconds, waiting
+
+    try:
+        status, seconds, waiting = anyio.run(main)
+    finally:
+        released.set()
+    assert status == 200
+    assert served == ["ana"]
+    assert seconds < 1.0
+    # The unknown tokens took no more threads than their own limit.
+    assert waiting == CHECKS_AT_ONCE
