@@ -330,12 +330,14 @@ class _Events:
     summary and text deltas as ``ThinkingDelta``, with ``THOUGHT_SEPARATOR`` before the text of
     a part that follows another one, so that the deltas join as the answer's thinking does."""
 
-    __slots__ = ("_items", "_on_delta", "_response", "_shown")
+    __slots__ = ("_items", "_on_delta", "_response", "_shown", "_streamed")
 
     def __init__(self, on_delta: Callable[[Delta], None]) -> None:
         self._on_delta = on_delta
         self._response: dict[str, Any] | None = None
         self._items: dict[int, dict[str, Any]] = {}
+        # The text the viewer was shown, held to the final response's (see ``answer``).
+        self._streamed: list[str] = []
         # The reasoning part whose text a ThinkingDelta showed last.
         self._shown: tuple[object, ...] | None = None
 
@@ -376,6 +378,7 @@ class _Events:
     def _text(self, data: dict[str, Any]) -> None:
         delta = data.get("delta")
         if isinstance(delta, str) and delta:
+            self._streamed.append(delta)
             self._on_delta(TextDelta(text=delta))
 
     def _thinking(self, kind: str, data: dict[str, Any]) -> None:
@@ -397,6 +400,10 @@ class _Events:
         response = dict(self._response)
         if response.get("output") is None:
             response["output"] = [item for _, item in sorted(self._items.items())]
+        # The answer is the final response's, the viewer saw the deltas: a server whose two
+        # differ would show a person one text and record another.
+        if self._streamed and "".join(self._streamed) != _output_text(response["output"]):
+            raise StreamBroken("a streamed text that is not the answer's")
         return response
 
 
@@ -439,6 +446,17 @@ def _without_nulls(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_without_nulls(v) for v in value]
     return value
+
+
+def _output_text(output: object) -> str:
+    """The text of the message items' ``output_text`` parts, joined as they streamed."""
+    return "".join(
+        str_or_empty(part.get("text"))
+        for item in _dicts(output)
+        if item.get("type") == "message"
+        for part in _dicts(item.get("content"))
+        if part.get("type") == "output_text"
+    )
 
 
 def _dicts(value: object) -> Iterator[dict[str, Any]]:

@@ -655,6 +655,24 @@ def test_a_malformed_event_breaks_the_stream_and_is_retried(server, sleeps):
     assert answer.content == "Hallo Welt 👋"
 
 
+def test_a_stream_whose_text_is_not_its_final_answers_is_broken_and_asked_again(server, sleeps):
+    whole = SCENARIOS["text"]
+    chunks = events_of(whole)
+    # The final event says another text than the deltas the viewer was shown.
+    other = json.loads(json.dumps(whole))
+    other["output"][-1]["content"][0]["text"] = "Something else"
+    lying = [*chunks[:-1], raw_frame({"type": "response.completed", "response": other})]
+    server.stream(*lying)
+    server.stream(*chunks)
+    deltas: list[Any] = []
+
+    answer = provider(server, sleeps).stream(HELLO, [], on_delta=deltas.append)
+
+    assert answer.content == "Hallo Welt 👋"
+    assert sum(isinstance(d, StreamRestarted) for d in deltas) == 1
+    assert len(server.bodies) == 2
+
+
 def test_a_final_event_without_output_takes_the_items_done_as_the_sdk_does(server, sleeps):
     whole = SCENARIOS["reasoning and parallel calls"]
     chunks = events_of(whole)
