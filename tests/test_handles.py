@@ -72,16 +72,21 @@ def handle_host(
     )
 
 
+def handled_run(tmp_path: Any, turns: list[dict[str, Any]], prompt: str) -> Any:
+    """A run of ``turns`` on a handle host: its outcome, its tool steps and its requests."""
+    host = handle_host(tmp_path, turns)
+    try:
+        outcome = host.run(prompt)
+        tools, requests = (_steps(host, outcome.run_id, kind) for kind in ("tool", "request"))
+    finally:
+        host.store.close()
+    return outcome, tools, requests
+
+
 @pytest.mark.usefixtures("driven")
 def test_the_model_reads_a_description_and_the_run_stays_trusted(tmp_path):
     turns = [_call("read_email", "c1", index=0), {"content": "done"}]
-    host = handle_host(tmp_path, turns)
-    try:
-        outcome = host.run("what did I get?")
-        (step,) = _steps(host, outcome.run_id, "tool")
-        requests = _steps(host, outcome.run_id, "request")
-    finally:
-        host.store.close()
+    outcome, (step,), requests = handled_run(tmp_path, turns, "what did I get?")
     assert outcome.untrusted == ()
     assert step["tool_result"] == "handle h1: text, 66 B, from read_email"
     assert step["handle"] == "h1"
@@ -101,12 +106,7 @@ def test_a_handle_passed_on_is_replaced_by_its_value_for_a_read(tmp_path):
         _call("count_words", "c2", text={"$handle": "h1"}),
         {"content": "done"},
     ]
-    host = handle_host(tmp_path, turns)
-    try:
-        outcome = host.run("how long is it?")
-        steps = _steps(host, outcome.run_id, "tool")
-    finally:
-        host.store.close()
+    _, steps, _ = handled_run(tmp_path, turns, "how long is it?")
     assert received == [f"From: eve\n\n{INJECTED}"]
     # The step shows what the model sent: the handle, not the value.
     assert steps[1]["tool_arguments"] == {"text": {"$handle": "h1"}}
@@ -183,13 +183,7 @@ def test_a_handle_whose_value_the_seam_refuses_is_not_quoted_to_the_model(tmp_pa
         _call("read_email", "c2", index={"$handle": "h1"}),
         {"content": "done"},
     ]
-    host = handle_host(tmp_path, turns)
-    try:
-        outcome = host.run("read it")
-        steps = _steps(host, outcome.run_id, "tool")
-        (*_, last) = _steps(host, outcome.run_id, "request")
-    finally:
-        host.store.close()
+    _, steps, (*_, last) = handled_run(tmp_path, turns, "read it")
     refused = 'Error: tool "read_email" refused what its handles hold.'
     assert steps[1]["tool_result"] == refused
     assert INJECTED not in str(last["messages_sent"])
