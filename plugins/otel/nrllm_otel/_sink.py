@@ -267,8 +267,13 @@ class OtelSink:
         )
 
     def _tool(self, segment: _Segment, payload: Mapping[str, Any], start: int, end: int) -> None:
-        name = _text(payload.get("tool_name")) or "unknown"
         data_class = _text(payload.get("tool_data_class"))
+        # A tool no plugin registered has no class, and its name is whatever the model wrote:
+        # free text, shown from ``redacted`` on only, and never a metric's label (a model
+        # could make any number of them).
+        asked = _text(payload.get("tool_name")) or "unknown"
+        known = asked if data_class is not None else "unknown"
+        name = known if segment.level is Level.METADATA else asked
         outcome = _text(payload.get("tool_outcome")) or (
             "error" if payload.get("tool_is_error") is True else "ok"
         )
@@ -298,7 +303,7 @@ class OtelSink:
             )
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=end)
-        self._instruments_for().tool_call(name, outcome, data_class)
+        self._instruments_for().tool_call(known, outcome, data_class)
 
     def _child(
         self,

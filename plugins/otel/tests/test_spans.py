@@ -138,12 +138,29 @@ def test_a_tool_error_and_a_refused_call_set_the_tool_span_status_and_count(make
         ): p.value
         for p in otel.points("nrllm.tool.calls")
     }
-    # A name no tool has has no data class to count it under.
+    # A name no tool has has no data class to count it under, nor a label of its own.
     assert counted == {
         ("echo", "ok", "systemDiagnostics"): 1,
         ("broken", "error", "systemDiagnostics"): 1,
-        ("nope", "refused", None): 1,
+        ("unknown", "refused", None): 1,
     }
+
+
+@pytest.mark.parametrize(("level", "shown"), [("metadata", False), ("full", True)])
+def test_a_name_the_model_made_up_is_in_no_metric_and_no_span_below_redacted(
+    make_host, otel, echo, level, shown
+):
+    made_up = "the password is hunter2"
+    host = make_host([tool_turn(call(made_up, "c0")), final()], echo(), level=level)
+    host.run("Go")
+    (span,) = otel.named("execute_tool")
+    assert (made_up in span.name, span.attributes["gen_ai.tool.name"] == made_up) == (
+        shown,
+        shown,
+    )
+    assert [p.attributes["gen_ai.tool.name"] for p in otel.points("nrllm.tool.calls")] == [
+        "unknown"
+    ]
 
 
 SENT = '[{"role":"user","parts":[{"type":"text","content":"Hello"}]}]'
