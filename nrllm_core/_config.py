@@ -412,6 +412,13 @@ def _locate(path: str | os.PathLike[str] | None) -> Path | None:
     return default if default.is_file() else None
 
 
+# No bound is infinite: past these a date, a timer or a thread pool overflows, and no real
+# configuration comes near them.
+_MOST_DAYS: Final = 36_500
+_MOST_SECONDS: Final = 315_360_000
+_MOST_COUNT: Final = 1_000_000_000
+
+
 def _read(source: Path) -> dict[str, Any]:
     import tomllib
 
@@ -425,6 +432,9 @@ def _read(source: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib has no depth limit of its own.
+        raise ConfigError(f"{source}: not valid TOML: nested too deeply") from None
 
 
 def _build(
@@ -557,29 +567,38 @@ def _cross_checks(
                     f"providers.{name}.fallback[{index}]: no provider named {target!r} "
                     f"(configured: {listing(document.providers)})"
                 )
-        if provider.timeout_seconds <= 0:
+        # Written so that NaN fails too.
+        if not provider.timeout_seconds > 0:
             errors.append(f"providers.{name}.timeout_seconds: must be greater than 0")
+        elif not provider.timeout_seconds <= 3600:
+            errors.append(f"providers.{name}.timeout_seconds: must be at most 3,600")
         if provider.max_retries < 0:
             errors.append(f"providers.{name}.max_retries: must be 0 or more")
+        elif provider.max_retries > 100:
+            errors.append(f"providers.{name}.max_retries: must be at most 100")
+        if provider.temperature is not None and not math.isfinite(provider.temperature):
+            errors.append(f"providers.{name}.temperature: must be a finite number")
     wanted = document.defaults.provider
     if wanted is not None and wanted not in document.providers:
         errors.append(
             f"defaults.provider: no provider named {wanted!r} "
             f"(configured: {listing(document.providers)})"
         )
-    for key, number in (
-        ("privacy.retention_days", document.privacy.retention_days),
-        ("store.lease_seconds", document.store.lease_seconds),
-        ("store.unfinished_retention_days", document.store.unfinished_retention_days),
-        ("run.max_tool_calls_per_turn", document.run.max_tool_calls_per_turn),
-        ("run.max_argument_bytes", document.run.max_argument_bytes),
-        ("run.max_parallel_tools", document.run.max_parallel_tools),
-        ("run.tool_timeout_seconds", document.run.tool_timeout_seconds),
-        ("run.tool_threads", document.run.tool_threads),
+    for key, number, most in (
+        ("privacy.retention_days", document.privacy.retention_days, _MOST_DAYS),
+        ("store.lease_seconds", document.store.lease_seconds, _MOST_SECONDS),
+        ("store.unfinished_retention_days", document.store.unfinished_retention_days, _MOST_DAYS),
+        ("run.max_tool_calls_per_turn", document.run.max_tool_calls_per_turn, _MOST_COUNT),
+        ("run.max_argument_bytes", document.run.max_argument_bytes, _MOST_COUNT),
+        ("run.max_parallel_tools", document.run.max_parallel_tools, _MOST_COUNT),
+        ("run.tool_timeout_seconds", document.run.tool_timeout_seconds, _MOST_SECONDS),
+        ("run.tool_threads", document.run.tool_threads, _MOST_COUNT),
     ):
-        # Written so that NaN fails too; no bound is infinite.
-        if not 0 < number < math.inf:
+        # Written so that NaN fails too.
+        if not number > 0:
             errors.append(f"{key}: must be greater than 0")
+        elif not number <= most:
+            errors.append(f"{key}: must be at most {most:,}")
     rounds, cap = document.run.max_rounds, document.run.max_rounds_cap
     if not 1 <= cap <= MAX_ROUNDS_LIMIT:
         errors.append(f"run.max_rounds_cap: must be from 1 to {MAX_ROUNDS_LIMIT}")
@@ -587,6 +606,8 @@ def _cross_checks(
         errors.append(f"run.max_rounds: must be from 1 to run.max_rounds_cap ({cap})")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
+    elif document.approvals.ttl_seconds > _MOST_SECONDS:
+        errors.append(f"approvals.ttl_seconds: must be at most {_MOST_SECONDS:,}")
     refusal = None if document.actor is None else identity_refusal(document.actor.id)
     if refusal is not None:
         errors.append(f"actor.id: refused: {refusal}; identities are compared as they read")

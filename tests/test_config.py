@@ -215,6 +215,34 @@ def test_configuration_cannot_relabel_a_tool(tools: dict[str, Any], key: str) ->
         ({"privacy": {"retention_days": 0}}, "privacy.retention_days: must be greater than 0"),
         ({"store": {"lease_seconds": 1.5}}, "store.lease_seconds: expected an integer"),
         ({"store": {"unfinished_retention_days": -1}}, "store.unfinished_retention_days: must be"),
+        # Past these a date, a timer or a thread pool overflows later, far from the file.
+        (
+            {"store": {"lease_seconds": 9223372036854775807}},
+            "store.lease_seconds: must be at most 315,360,000",
+        ),
+        ({"privacy": {"retention_days": 3_000_000}}, "privacy.retention_days: must be at most"),
+        (
+            {"store": {"unfinished_retention_days": 3_000_000}},
+            "store.unfinished_retention_days: must be at most 36,500",
+        ),
+        ({"approvals": {"ttl_seconds": 300_000_000_000}}, "approvals.ttl_seconds: must be at most"),
+        ({"run": {"tool_timeout_seconds": float("nan")}}, "run.tool_timeout_seconds: must be"),
+        (
+            {"providers": {"p": {"kind": "x", "timeout_seconds": float("nan")}}},
+            "providers.p.timeout_seconds: must be greater than 0",
+        ),
+        (
+            {"providers": {"p": {"kind": "x", "timeout_seconds": float("inf")}}},
+            "providers.p.timeout_seconds: must be at most 3,600",
+        ),
+        (
+            {"providers": {"p": {"kind": "x", "max_retries": 2**62}}},
+            "providers.p.max_retries: must be at most 100",
+        ),
+        (
+            {"providers": {"p": {"kind": "x", "temperature": float("nan")}}},
+            "providers.p.temperature: must be a finite number",
+        ),
         ({"verbose": True}, "verbose: unknown key; accepted: actor, approvals, defaults"),
         ({"acme": {"x": 1}}, "acme: unknown section; a plugin's section must be named after"),
     ],
@@ -470,3 +498,10 @@ def test_the_config_loader_builds_a_dict_configuration_once():
 
     load = config_loader(data={"actor": {"id": "ann"}})
     assert load() is load()
+
+
+def test_a_configuration_nested_past_any_reader_is_a_config_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(deep)

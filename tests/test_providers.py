@@ -424,6 +424,7 @@ def test_scripted_reads_its_file_again_only_when_it_changed(tmp_path):
     ("text", "message"),
     [
         pytest.param("turns = [", "not valid JSON or TOML", id="syntax"),
+        pytest.param("x = " + "[" * 5000 + "]" * 5000, "not valid JSON or TOML", id="too-deep"),
         pytest.param('turns = "x"', 'needs a list "turns"', id="turns-not-list"),
         pytest.param("[[turns]]\n", 'turn 1: needs "content"', id="empty-turn"),
         pytest.param("[[turns]]\ncontent = 3\n", '"content" must be a string', id="content"),

@@ -150,7 +150,8 @@ def _read_turns(name: str, script: Path, stamp: tuple[int, int, int]) -> tuple[_
         raise _unreadable(name, script, exc) from None
     try:
         data = _json.loads(raw) if script.suffix == ".json" else tomllib.loads(raw.decode())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # tomllib has no depth limit of its own: a deep one is no script either.
         raise _error(name, script, "is not valid JSON or TOML") from None
     turns = data.get("turns") if isinstance(data, dict) else None
     if not isinstance(turns, list):
