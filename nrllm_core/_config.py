@@ -604,6 +604,9 @@ def _cross_checks(
         errors.append(f"run.max_rounds_cap: must be from 1 to {MAX_ROUNDS_LIMIT}")
     elif not 1 <= rounds <= cap:
         errors.append(f"run.max_rounds: must be from 1 to run.max_rounds_cap ({cap})")
+    if document.store.url is not None and not _readable_url(document.store.url):
+        # Never quoted: a database URL may hold its password.
+        errors.append("store.url: not a database URL (scheme://[user[:password]@]host[:port]/db)")
     if document.approvals.ttl_seconds < APPROVAL_TTL_MIN_SECONDS:
         errors.append(f"approvals.ttl_seconds: must be at least {APPROVAL_TTL_MIN_SECONDS}")
     elif document.approvals.ttl_seconds > _MOST_SECONDS:
@@ -612,6 +615,19 @@ def _cross_checks(
     if refusal is not None:
         errors.append(f"actor.id: refused: {refusal}; identities are compared as they read")
     return errors
+
+
+def _readable_url(url: str) -> bool:
+    """Whether ``url`` parses as a URL with a scheme and, if it names one, a port: what the
+    database driver would otherwise refuse with a traceback on every command."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is no number
+    except ValueError:
+        return False
+    return bool(parts.scheme)
 
 
 def _kind_settings(

@@ -303,6 +303,50 @@ def test_config_check_hides_a_store_password(tmp_path: Path) -> None:
     assert "store: url postgresql://app:***@db:5432/nrllm" in result.stdout
 
 
+def test_config_check_hides_a_password_or_key_in_a_urls_query(tmp_path: Path) -> None:
+    path = tmp_path / "store.toml"
+    url = "postgresql://db/nrllm?user=app&password=hunter2&sslmode=require"
+    path.write_text(f'[store]\nurl = "{url}"\n', encoding="utf-8")
+    result = nrllm("--config", str(path), "config", "check")
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output
+    assert "store: url postgresql://db/nrllm?user=app&password=***&sslmode=require" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://app:hunter2@db:notaport/nrllm", "postgresql://app:hunter2@[::1/nrllm", "nrllm"],
+)
+def test_a_store_url_that_does_not_parse_is_a_config_error_that_never_quotes_it(
+    tmp_path: Path, url: str
+) -> None:
+    path = tmp_path / "store.toml"
+    path.write_text(f'[store]\nurl = "{url}"\n', encoding="utf-8")
+    for command in (("config", "check"), ("runs",)):
+        result = nrllm("--config", str(path), *command)
+        assert result.exit_code == 2, result.output
+        assert "store.url: not a database URL" in result.output
+        assert "hunter2" not in result.output
+        assert "Traceback" not in result.output
+
+
+def test_a_store_that_cannot_be_reached_is_an_error_without_a_traceback(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens there: the port was free a moment ago.
+    path = tmp_path / "store.toml"
+    url = f"postgresql+psycopg://app:hunter2@127.0.0.1:{port}/nrllm?connect_timeout=2"
+    path.write_text(f'[store]\nurl = "{url}"\n', encoding="utf-8")
+    result = nrllm("--config", str(path), "runs")
+    assert result.exit_code == 1
+    assert "the store cannot be opened (OperationalError)" in result.output
+    assert "hunter2" not in result.output
+    assert isinstance(result.exception, SystemExit)
+
+
 def test_config_check_without_a_file_reports_the_defaults() -> None:
     result = nrllm("config", "check")
     assert result.exit_code == 0, result.output

@@ -24,12 +24,17 @@ def _config(ctx: click.Context) -> HostConfig:
 
 
 def _open_store(config: HostConfig) -> Store:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from nrllm_core.store import SchemaOutdatedError, Store
 
     try:
         return Store.open(config.store.url, lease_seconds=config.store.lease_seconds)
     except SchemaOutdatedError as exc:
         raise click.ClickException(str(exc)) from None
+    except SQLAlchemyError as exc:
+        # The class only: the driver's text may quote the URL, and with it the password.
+        raise click.ClickException(f"the store cannot be opened ({type(exc).__name__})") from None
 
 
 @cli.group(invoke_without_command=True)

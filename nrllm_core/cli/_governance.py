@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import click
@@ -187,18 +187,45 @@ def check(ctx: click.Context) -> None:
     echo(f"plugin sections: {_names(sorted(settings.plugin_settings))}")
 
 
+# Query parameters that hold a secret in the URLs people write: a database's password, an
+# API's key or token, a signature.
+_SECRET_PARAMETERS: Final = frozenset(
+    {
+        "password",
+        "sslpassword",
+        "key",
+        "api_key",
+        "api-key",
+        "apikey",
+        "token",
+        "access_token",
+        "secret",
+        "sig",
+        "signature",
+    }
+)
+
+
 def _shown_url(url: str | None) -> str:
     """The store's or a provider's URL without its password, which has no business on a
     terminal."""
     if url is None:
         return "(embedded SQLite)"
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qsl, urlencode, urlsplit
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a URL that does not parse)"
+    # A query may carry a password too (libpq's ``password=``), or a key: those values masked.
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        shown = [(k, "***" if k.lower() in _SECRET_PARAMETERS else v) for k, v in pairs]
+        parts = parts._replace(query=urlencode(shown, safe="*"))
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username}:***@{host}")
+    return parts.geturl()
 
 
 def _names(names: Any) -> str:

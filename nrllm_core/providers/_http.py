@@ -9,7 +9,6 @@ move the bytes and wait, through the clients a provider keeps (``Clients``).
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import weakref
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 from nrllm_core import _json
 from nrllm_core._messages import TOKENS_MAX, Delta, ProviderError, StreamRestarted
 from nrllm_core.log import logger
+from nrllm_core.providers._excerpt import SCAN_MAX_CHARS, excerpt
 from nrllm_core.providers._retry import RETRY_AFTER_CAP_SECONDS, retried, retry_after
 from nrllm_core.providers._settings import Settings
 from nrllm_core.providers._sse import SseParser
@@ -46,17 +46,12 @@ __all__ = [
 
 BACKOFF_BASE_SECONDS: Final = 0.5
 BACKOFF_CAP_SECONDS: Final = 8.0
-EXCERPT_MAX_CHARS: Final = 300
 # An answer, whole or streamed, is read up to this size and refused beyond it.
 ANSWER_MAX_BYTES: Final = 16 * 1024 * 1024
-# Only this much of an error body is ever read: redaction then sees whole keys, not the tail
-# of one cut at the excerpt's edge.
-_SCAN_MAX_CHARS: Final = 4096
-_ERROR_READ_BYTES: Final = _SCAN_MAX_CHARS * 4
+# Only this much of an error body is ever read (see ``_excerpt``).
+_ERROR_READ_BYTES: Final = SCAN_MAX_CHARS * 4
 # What a stream may send after its final event and still have its connection kept.
 _TRAILER_MAX_BYTES: Final = 4096
-_SPACE: Final = re.compile(r"\s+")
-_TRAILING_WORD: Final = re.compile(r"\S*$")
 
 
 @final
@@ -697,40 +692,6 @@ def _error_code(error: dict[str, Any]) -> str | None:
         if isinstance(value, str | int) and not isinstance(value, bool):
             return str(value)
     return None
-
-
-_JSON_ESCAPE: Final = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")
-
-
-def _unescaped(match: re.Match[str]) -> str:
-    if match[1] is None:
-        return "/"
-    code = int(match[1], 16)
-    # A control character or half a surrogate pair stays escaped: no key holds one, and it
-    # would reach a terminal or the audit as it is.
-    if code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF:
-        return match[0]
-    return chr(code)
-
-
-def excerpt(body: bytes, secrets: tuple[str, ...]) -> str:
-    """A short, redacted, one-line excerpt of an error body."""
-    from nrllm_core.redact import redact
-
-    text = body[: _SCAN_MAX_CHARS * 4].decode("utf-8", "replace")
-    # A JSON body may echo a key escaped (``\\u0073k-…``, ``\\/``): read as written, so that
-    # the key is masked below in any spelling JSON gives it.
-    text = _JSON_ESCAPE.sub(_unescaped, text)
-    if len(text) > _SCAN_MAX_CHARS:
-        # Whatever straddles the edge of the window is dropped whole, so no key is half-read.
-        text = _TRAILING_WORD.sub("", text[:_SCAN_MAX_CHARS])
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    text = redact(_SPACE.sub(" ", text).strip())
-    if len(text) > EXCERPT_MAX_CHARS:
-        text = text[:EXCERPT_MAX_CHARS] + "…"
-    return text or "(empty body)"
 
 
 def token_count(usage: object, key: str) -> int:
