@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from pathlib import Path
@@ -16,14 +15,31 @@ _FILE_MODE: Final = 0o600
 
 def private_dir(path: Path) -> Path:
     """Create the folder ``path`` with mode 0700 unless it exists; an existing folder is the
-    host's choice and keeps its mode. Missing parents get the usual mode."""
+    host's choice and keeps its mode, but must be the user's and writable by nobody else
+    (:class:`ConfigError` if not). Missing parents get the usual mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
+    try:
         # The umask can only take bits away from 0700, so the folder is never wider than 0700;
         # chmod then gives exactly 0700 even under a umask that removes the owner's bits.
         path.mkdir(mode=_DIR_MODE)
+    except FileExistsError:
+        _check_owned(path)
+    else:
         os.chmod(path, _DIR_MODE)
     return path
+
+
+def _check_owned(path: Path) -> None:
+    # Whoever else may write the folder may put a link where a key or the database is
+    # expected: nrllm would then read their key, or change their file's mode.
+    info = os.stat(path)
+    foreign = hasattr(os, "getuid") and info.st_uid != os.getuid()
+    if foreign or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        from nrllm_core._config import ConfigError
+
+        raise ConfigError(
+            f"{path}: the data folder must be the user's own and writable by no one else"
+        )
 
 
 def private_file(path: Path, *, create: bool = True) -> None:

@@ -111,6 +111,22 @@ def test_an_existing_data_folder_keeps_the_mode_its_owner_gave_it(tmp_path: Path
     assert mode(home / "nrllm.db") == 0o600
 
 
+@pytest.mark.parametrize("shared", [0o777, 0o770, 0o1777])
+def test_a_data_folder_others_may_write_is_refused(tmp_path: Path, shared: int) -> None:
+    from nrllm_core import ConfigError
+
+    home = tmp_path / "shared"
+    home.mkdir()
+    os.chmod(home, shared)
+    # Anyone who may write it could link the key or the database to a file of theirs.
+    (home / "state.key").symlink_to(tmp_path / "theirs.key")
+    with pytest.raises(ConfigError, match="must be the user's own and writable by no one else"):
+        Store.open(None, data_dir=home)
+    with pytest.raises(ConfigError, match="writable by no one else"):
+        load_state_key(home, environ={})
+    assert not (home / "nrllm.db").exists()
+
+
 def _switch_out_of_wal(database: Path) -> str:
     """Another process asks to take the database out of WAL mode, which needs every other
     connection's lock gone: ``locked`` while a connection holds its lock."""

@@ -8,7 +8,7 @@ import click
 
 from nrllm_core._serde import to_json
 from nrllm_core._status import RunStatus
-from nrllm_core.cli._common import host_config
+from nrllm_core.cli._common import BadInput, host_config
 from nrllm_core.cli._main import cli
 from nrllm_core.cli._terminal import echo, echo_json
 
@@ -26,12 +26,15 @@ def _config(ctx: click.Context) -> HostConfig:
 def _open_store(config: HostConfig) -> Store:
     from sqlalchemy.exc import SQLAlchemyError
 
+    from nrllm_core._config import ConfigError
     from nrllm_core.store import SchemaOutdatedError, Store
 
     try:
         return Store.open(config.store.url, lease_seconds=config.store.lease_seconds)
     except SchemaOutdatedError as exc:
         raise click.ClickException(str(exc)) from None
+    except ConfigError as exc:
+        raise BadInput(f"invalid configuration: {exc}") from None
     except SQLAlchemyError as exc:
         # The class only: the driver's text may quote the URL, and with it the password.
         raise click.ClickException(f"the store cannot be opened ({type(exc).__name__})") from None
