@@ -540,6 +540,20 @@ def test_approve_as_bytes_that_are_not_utf8_is_a_clear_error(env):
     assert env.calls == ([], [])
 
 
+def test_cancel_as_bytes_that_are_not_utf8_is_a_clear_error_and_cancels_nothing(env):
+    pending = suspend(env, "--provider", "guarded")
+    undecodable = b"al\xffce".decode("utf-8", "surrogateescape")
+
+    refused = nrllm(env, "runs", "cancel", pending["run_id"], "--as", undecodable)
+
+    assert refused.exit_code == 2
+    assert "--as: not valid UTF-8" in refused.stderr
+    assert "Traceback" not in refused.output
+    # Still waiting: it can be decided.
+    listed = nrllm(env, "runs", "--status", "awaiting_approval", "--json")
+    assert pending["run_id"] in listed.stdout
+
+
 @pytest.mark.parametrize("nobody", ["", " ", "\u200b", "\u2060\ufeff", "\u2800", "\x01"])
 @pytest.mark.parametrize("guard", [[], ["--provider", "guarded"]])
 def test_approve_as_nobody_is_refused(env, nobody, guard):

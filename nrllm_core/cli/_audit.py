@@ -240,8 +240,9 @@ def cancel(ctx: click.Context, run_id: str, by: str | None) -> None:
     """End a run that waits for an approval: its sealed state is destroyed, the audit records
     who cancelled it, and a later approval is refused. Exits 1 when it waits for none."""
     from nrllm_core._suspension import ApprovalRefused
-    from nrllm_core.cli._common import open_host
+    from nrllm_core.cli._common import check_text, open_host
 
+    check_text("--as", by)
     host = open_host(ctx)
     try:
         cancelled = host.cancel(run_id, by=by)

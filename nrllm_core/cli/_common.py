@@ -43,6 +43,17 @@ def host_config(ctx: click.Context) -> HostConfig:
         raise BadInput(f"invalid configuration: {exc}") from None
 
 
+def check_text(option: str, value: str | None) -> None:
+    """Refuse an option whose argument bytes were not UTF-8: Python hands them on as
+    surrogate code points, which no store can hold."""
+    if value is None:
+        return
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise BadInput(f"{option}: not valid UTF-8; pass the name as text") from None
+
+
 def plugin_manager(*, report_load_errors: bool = True) -> PluginManager:
     """The command's plugin manager, made when the command first needs it (never for
     ``--help``); each plugin that failed to load is reported then, in one line, unless the

@@ -11,7 +11,7 @@ import click
 from nrllm_core._serde import to_json
 from nrllm_core._status import RunStatus
 from nrllm_core.cli import _main
-from nrllm_core.cli._common import BadInput, open_host
+from nrllm_core.cli._common import BadInput, check_text, open_host
 from nrllm_core.cli._otel import otel_console_option, start_otel_console
 from nrllm_core.cli._terminal import echo, echo_json
 
@@ -90,13 +90,8 @@ def approve(
     as_json: bool,
 ) -> None:
     """Approve (or --deny) a suspended run's pending turn and resume it here."""
-    if approver is not None:
-        try:
-            approver.encode()
-        except UnicodeEncodeError:
-            # Python hands on argument bytes that are not UTF-8 as surrogate code points, which
-            # no store can hold: refused before anything is decided.
-            raise BadInput("--as: not valid UTF-8; pass the approver's name as text") from None
+    # Refused before anything is decided.
+    check_text("--as", approver)
     host = open_host(ctx, on_elicitation=_asker())
     # Loaded with the host: a command that opens none (``--help``, ``runs``) never loads them.
     from nrllm_core._suspension import ApprovalRefused
