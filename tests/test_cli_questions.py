@@ -64,3 +64,13 @@ def test_a_schema_a_terminal_cannot_answer_is_declined_unasked():
     answer, shown = asked(question(schema=nested), "y\n")
     assert answer.action is PersonAnswered.DECLINE
     assert "Answer it?" not in shown
+
+
+def test_a_choice_shown_escaped_is_answered_as_the_choice_itself():
+    schema = {
+        "type": "object",
+        "properties": {"mode": {"type": "string", "enum": ["a\x1bb", "plain"]}},
+    }
+    answer, shown = asked(question(schema=schema), "y\na\\x1bb\n")
+    assert "\x1b" not in shown
+    assert answer.content == {"mode": "a\x1bb"}

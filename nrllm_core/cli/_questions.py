@@ -35,9 +35,10 @@ def ask_on_terminal(question: Question) -> PersonAnswer:
         kind = field.get("type")
         choices = field.get("enum")
         if isinstance(choices, list) and all(isinstance(c, str) for c in choices):
-            content[name] = click.prompt(
-                label, type=click.Choice([printable(c) for c in choices]), err=True
-            )
+            # Shown as the terminal can print them; answered with the choice itself.
+            shown = {printable(c): c for c in choices}
+            picked = click.prompt(label, type=click.Choice(list(shown)), err=True)
+            content[name] = shown[picked]
         elif kind == "boolean":
             content[name] = click.confirm(label, default=False, err=True)
         elif kind == "integer":
