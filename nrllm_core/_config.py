@@ -340,6 +340,9 @@ def load_config(
         raw = data
     if not isinstance(raw, Mapping):
         raise ConfigError(f"the configuration must be a table, not {type(raw).__name__}")
+    named = _unnamed_key(raw, "")
+    if named is not None:
+        raise ConfigError(f"{named}: a key that is not text")
     kinds = None if provider_kinds is None else known_kinds(provider_kinds)
     return _build(raw, source, frozenset(plugin_sections), settings_classes or {}, kinds)
 
@@ -615,6 +618,26 @@ def _cross_checks(
     if refusal is not None:
         errors.append(f"actor.id: refused: {refusal}; identities are compared as they read")
     return errors
+
+
+def _unnamed_key(value: object, path: str, depth: int = 0) -> str | None:
+    """Where ``value`` has a key that is not a string (a dict handed in as ``data`` may; a
+    TOML file cannot), or ``None``."""
+    if depth > 64:
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return path or "(top level)"
+            found = _unnamed_key(item, f"{path}.{key}" if path else key, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found = _unnamed_key(item, path, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _readable_url(url: str) -> bool:

@@ -243,6 +243,8 @@ def test_configuration_cannot_relabel_a_tool(tools: dict[str, Any], key: str) ->
             {"providers": {"p": {"kind": "x", "temperature": float("nan")}}},
             "providers.p.temperature: must be a finite number",
         ),
+        # A dict handed in may have keys no TOML file can.
+        ({"tools": {1: 2}}, "tools: a key that is not text"),
         ({"verbose": True}, "verbose: unknown key; accepted: actor, approvals, defaults"),
         ({"acme": {"x": 1}}, "acme: unknown section; a plugin's section must be named after"),
     ],
