@@ -208,15 +208,15 @@ def test_a_turn_s_only_call_past_its_timeout_is_answered_as_timed_out(
 def test_the_run_settings_refuse_nonsense(nrllm):
     from nrllm_core import ConfigError
 
-    for key, value in [
-        ("max_parallel_tools", 0),
-        ("tool_threads", -1),
-        ("tool_timeout_seconds", 0),
-        ("tool_timeout_seconds", float("nan")),
-        ("tool_timeout_seconds", float("inf")),
+    for key, value, problem in [
+        ("max_parallel_tools", 0, "must be greater than 0"),
+        ("tool_threads", -1, "must be greater than 0"),
+        ("tool_timeout_seconds", 0, "must be greater than 0"),
+        ("tool_timeout_seconds", float("nan"), "must be greater than 0"),
+        ("tool_timeout_seconds", float("inf"), "must be at most 315,360,000"),
     ]:
         nrllm.config = {"run": {key: value}}
-        with pytest.raises(ConfigError, match=f"run.{key}: must be greater than 0"):
+        with pytest.raises(ConfigError, match=f"run.{key}: {problem}"):
             nrllm.host.config  # noqa: B018
 
 
