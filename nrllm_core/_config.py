@@ -417,7 +417,7 @@ def _locate(path: str | os.PathLike[str] | None) -> Path | None:
 
 # No bound is infinite: past these a date, a timer or a thread pool overflows, and no real
 # configuration comes near them.
-_MOST_DAYS: Final = 36_500
+MOST_DAYS: Final = 36_500
 _MOST_SECONDS: Final = 315_360_000
 _MOST_COUNT: Final = 1_000_000_000
 
@@ -588,9 +588,9 @@ def _cross_checks(
             f"(configured: {listing(document.providers)})"
         )
     for key, number, most in (
-        ("privacy.retention_days", document.privacy.retention_days, _MOST_DAYS),
+        ("privacy.retention_days", document.privacy.retention_days, MOST_DAYS),
         ("store.lease_seconds", document.store.lease_seconds, _MOST_SECONDS),
-        ("store.unfinished_retention_days", document.store.unfinished_retention_days, _MOST_DAYS),
+        ("store.unfinished_retention_days", document.store.unfinished_retention_days, MOST_DAYS),
         ("run.max_tool_calls_per_turn", document.run.max_tool_calls_per_turn, _MOST_COUNT),
         ("run.max_argument_bytes", document.run.max_argument_bytes, _MOST_COUNT),
         ("run.max_parallel_tools", document.run.max_parallel_tools, _MOST_COUNT),

@@ -219,6 +219,13 @@ def test_purge_days_overrides_the_finished_window(config: Path, store: Store) ->
     assert [r.run_id for r in store.list_runs()] == ["r1"]
 
 
+def test_purge_past_a_hundred_years_is_refused(config: Path) -> None:
+    result = nrllm(config, "purge", "--days", "99999999999")
+    assert result.exit_code == 2
+    assert "--days: at most 36,500" in result.output
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("days", ["0", "-3"])
 def test_purge_below_one_day_purges_nothing(config: Path, backend: Any, days: str) -> None:
     past = backend.open(clock=lambda: datetime.now(UTC) - timedelta(days=400))

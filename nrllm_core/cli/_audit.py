@@ -202,6 +202,11 @@ def purge(ctx: click.Context, days: int | None) -> None:
     if days < 1:
         echo(f"--days must be a positive integer (got {days}); nothing was purged")
         return
+    from nrllm_core._config import MOST_DAYS
+
+    if days > MOST_DAYS:
+        # Past it the cut-off date is before any calendar's first.
+        raise BadInput(f"--days: at most {MOST_DAYS:,}")
     unfinished_days = config.store.unfinished_retention_days
     store = _open_store(config)
     try:
