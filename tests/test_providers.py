@@ -282,6 +282,23 @@ def test_a_missing_key_variable_is_named_and_its_value_never_shown(server):
     assert KEY not in repr(_anthropic(server))
 
 
+def test_the_http_settings_show_their_url_without_a_password_or_a_query():
+    from nrllm_core.providers._http import HttpSettings
+
+    settings = HttpSettings(
+        provider="local",
+        url="http://user:hunter2@127.0.0.1:11434/v1/chat/completions?key=sk-abc",
+        headers={},
+        secrets=(),
+        timeout=1.0,
+        max_retries=0,
+    )
+    shown = repr(settings)
+    assert shown == (
+        "HttpSettings(provider='local', url='http://127.0.0.1:11434/v1/chat/completions')"
+    )
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

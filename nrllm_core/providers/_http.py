@@ -100,7 +100,11 @@ class HttpSettings:
         self.sign = sign
 
     def __repr__(self) -> str:
-        return f"HttpSettings(provider={self.provider!r}, url={self.url!r})"
+        from nrllm_core.net import redact_url
+
+        # A base URL may hold a password (``user:pass@``) or a key in its query.
+        shown = redact_url(self.url) or "(URL not shown)"
+        return f"HttpSettings(provider={self.provider!r}, url={shown!r})"
 
 
 def request_url(
