@@ -307,10 +307,10 @@ class _Events:
         if kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
             self._inputs.setdefault(index, []).append(delta["partial_json"])
         elif kind == "citations_delta" and delta.get("citation") is not None:
-            citations = block.setdefault("citations", [])
+            citations = block.get("citations")
             if citations is None:
                 citations = block["citations"] = []
-            if not isinstance(citations, list):
+            elif not isinstance(citations, list):
                 raise StreamBroken("citations that are no list")
             citations.append(delta["citation"])
         elif isinstance(kind, str) and kind in _TEXT_DELTAS:

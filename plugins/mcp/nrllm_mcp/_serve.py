@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from mcp.types import CallToolResult, InputRequiredResult
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from nrllm_core.store import RunInfo
+
 __all__ = [
     "APPROVER_SUFFIX",
     "SWEEPER",
@@ -241,16 +243,16 @@ def _resumed(
     from nrllm_core.log import logger
 
     named = waiting_turn(params.request_state)
-    why = "malformed"
+    why, run = "malformed", None
     if named is not None:
         run_id, digest = named
-        why = _mismatch(host, run_id, digest, name, arguments, caller)
-    if named is None or why:
+        why, run = _waiting_call(host, run_id, digest, name, arguments, caller)
+    if named is None or run is None:
         logger().warning("nrllm.mcp.approval_state_refused", tool=name, reason=why)
         return _text(STATE_REFUSED, is_error=True)
     answer = (params.input_responses or {}).get(APPROVAL_REQUEST)
     action = answer.action if isinstance(answer, types.ElicitResult) else None
-    if action == "accept" and _four_eyes(host, run_id):
+    if action == "accept" and host.config.four_eyes(run.provider, run.skill):
         # The caller is the call's initiator (checked above), whom four-eyes never lets
         # approve, whatever the approver's name says: the call keeps waiting for someone else.
         logger().info("nrllm.mcp.approval_unavailable", tool=name, reason="fourEyes")
@@ -295,33 +297,27 @@ def settle_abandoned(host: Host) -> int:
     return ended
 
 
-def _four_eyes(host: Host, run_id: str) -> bool:
-    """Whether the run's provider or skill is under four-eyes now (a run not found: yes)."""
-    detail = host.store.get_run(run_id)
-    return detail is None or host.config.four_eyes(detail.run.provider, detail.run.skill)
-
-
-def _mismatch(
+def _waiting_call(
     host: Host, run_id: str, digest: str, name: str, arguments: dict[str, Any], caller: Actor
-) -> str:
-    """Why the named turn is not this caller's waiting call (a fixed word for the log), or
-    ``""`` when it is."""
+) -> tuple[str, RunInfo | None]:
+    """The named turn's run when it is this caller's waiting call, or why not (a fixed word
+    for the log) and ``None``."""
     from nrllm_core import ApprovalRefused
 
     try:
         waiting = host.pending(run_id)
     except ApprovalRefused as exc:
-        return exc.reason.value
+        return exc.reason.value, None
     detail = host.store.get_run(run_id)
     if waiting is None or detail is None or waiting.turn_digest != digest:
-        return "unknown"
+        return "unknown", None
     (pending,) = waiting.pending
     run = detail.run
     if run.kind.value != "mcp" or (pending.name, pending.arguments) != (name, arguments):
-        return "mismatch"
+        return "mismatch", None
     if run.actor != caller.id:
-        return "mismatch"
-    return ""
+        return "mismatch", None
+    return "", run
 
 
 def _answer(outcome: Any) -> CallToolResult:
